@@ -1,0 +1,258 @@
+"""Label-DP mechanisms of FedAUC, each a named unit with explicit parameters.
+
+Two families (paper, Sections 4 and 5):
+
+* :class:`RandomizedResponse` (FedAUC_RR): the client flips its labels once,
+  computes its statistics on the flipped labels and sends them without further
+  noise; the server debiases the AUC.
+* :class:`StatisticsMechanism` (FedAUC_Lap / Gaussian): the client computes
+  (localSum_k, localP_k) on its true labels and adds noise.  Every allocation
+  the paper describes has the same linear form, with two independent
+  unit-sensitivity noises s1 (budget eps1) and s2 (budget eps2):
+
+      localP'_k   = localP_k   + s1
+      localSum'_k = localSum_k + c1_k s1 + c2_k s2
+
+  - ``split`` (LocalLaplace / GlobalLaplace, budget split alpha):
+        eps1 = (1 - alpha) eps, c1 = 0, eps2 = alpha eps,
+        c2 = max rank of the client (local) or M - 1 (global).
+  - ``orthogonal`` (shared beta): write r = rbar 1 + v with v orthogonal to 1;
+        localSum = rbar localP + <v, y>.  Release localP with budget beta eps
+        and <v, y> (sensitivity ||v||_inf) with (1 - beta) eps; then
+        c1 = rbar, eps1 = beta eps, c2 = ||v||_inf, eps2 = (1 - beta) eps.
+  - ``adaptive``: orthogonal with each client's own beta minimising
+        Var(localSum'_k) proportional to rbar^2 / beta^2 + ||v||^2 / (1 - beta)^2,
+        i.e.  beta_k = rbar^(2/3) / (rbar^(2/3) + ||v||_inf^(2/3))
+        (beta_k = 1 when all the client's ranks are equal: then <v, y> = 0).
+
+  Each client's release is (eps, delta)-DP for its labels by basic composition
+  of the two noises (for Gaussian noise each spends delta / 2); since every
+  label belongs to exactly one client, the whole run is (eps, delta)-label-DP.
+  For Gaussian noise the adaptive beta uses the same closed form (exact for
+  noise whose std is proportional to 1/eps, a close heuristic for the
+  analytic Gaussian).
+
+* :class:`NoNoise`: the exact, non-private computation (for references/tests).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..local_stats import LocalStatistics
+from ..validation import InputError, check_delta, check_epsilon, check_fraction
+from .noise import LAPLACE, NoiseFamily, gaussian
+from .randomized_response import flip_probability, randomized_response
+
+__all__ = [
+    "PrivacyCost",
+    "NoisyStatistics",
+    "NoNoise",
+    "RandomizedResponse",
+    "Allocation",
+    "StatisticsMechanism",
+    "make_mechanism",
+]
+
+
+@dataclass(frozen=True)
+class PrivacyCost:
+    """(eps, delta)-label-DP spent by one evaluation."""
+
+    epsilon: float
+    delta: float = 0.0
+
+
+@dataclass(frozen=True)
+class NoisyStatistics:
+    """What a client releases: localSum'_k, localP'_k and its public size n_k."""
+
+    local_sum: np.ndarray
+    local_p: np.ndarray
+    n: np.ndarray
+
+
+@dataclass(frozen=True)
+class NoNoise:
+    name: str = field(default="none", init=False)
+
+    @property
+    def cost(self) -> PrivacyCost:
+        return PrivacyCost(float("inf"))
+
+    def prepare_labels(self, labels, rng):
+        return np.asarray(labels, dtype=np.int8)
+
+    def privatize(self, stats: LocalStatistics, rng, reps: int | None = None, *, total: int | None = None):
+        shape = (stats.clients,) if reps is None else (reps, stats.clients)
+        return NoisyStatistics(
+            np.broadcast_to(stats.local_sum, shape).copy(),
+            np.broadcast_to(stats.local_p, shape).copy(),
+            stats.n,
+        )
+
+
+@dataclass(frozen=True)
+class RandomizedResponse(NoNoise):
+    """Flip labels with probability 1/(1+e^eps) before anything leaves the client."""
+
+    epsilon: float = 1.0
+    name: str = field(default="rr", init=False)
+
+    def __post_init__(self):
+        check_epsilon(self.epsilon)
+
+    @property
+    def flip_probability(self) -> float:
+        return flip_probability(self.epsilon)
+
+    @property
+    def cost(self) -> PrivacyCost:
+        return PrivacyCost(self.epsilon)
+
+    def prepare_labels(self, labels, rng):
+        return randomized_response(labels, self.epsilon, rng)
+
+
+ALLOCATIONS = ("split", "orthogonal", "adaptive")
+SENSITIVITIES = ("local", "global")
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """Per-client budgets and coefficients of the two noises (see module doc)."""
+
+    eps1: np.ndarray
+    eps2: np.ndarray
+    c1: np.ndarray
+    c2: np.ndarray
+
+
+@dataclass(frozen=True)
+class StatisticsMechanism:
+    """Laplace or Gaussian noise on (localSum_k, localP_k).
+
+    Parameters
+    ----------
+    epsilon : total budget per evaluation (eps-label-DP, or (eps, delta)).
+    noise : "laplace" or "gaussian".
+    delta : required for Gaussian noise, in (0, 1).
+    allocation : "split" (alpha), "orthogonal" (shared beta) or "adaptive".
+    sensitivity : for "split": "local" (client's max rank) or "global" (M - 1).
+    alpha : share of eps on localSum for "split" (paper default 0.5).
+    beta : share of eps on localP for "orthogonal".
+    """
+
+    epsilon: float
+    noise: str = "laplace"
+    delta: float | None = None
+    allocation: str = "split"
+    sensitivity: str = "local"
+    alpha: float = 0.5
+    beta: float = 0.5
+
+    def __post_init__(self):
+        check_epsilon(self.epsilon)
+        if self.noise not in ("laplace", "gaussian"):
+            raise InputError(f"noise must be 'laplace' or 'gaussian', got {self.noise!r}")
+        if self.noise == "gaussian":
+            if self.delta is None:
+                raise InputError("Gaussian noise needs --delta in (0, 1)")
+            check_delta(self.delta)
+        elif self.delta not in (None, 0, 0.0):
+            raise InputError("delta applies to Gaussian noise only (Laplace is pure eps-DP)")
+        if self.allocation not in ALLOCATIONS:
+            raise InputError(f"allocation must be one of {ALLOCATIONS}, got {self.allocation!r}")
+        if self.sensitivity not in SENSITIVITIES:
+            raise InputError(f"sensitivity must be one of {SENSITIVITIES}, got {self.sensitivity!r}")
+        check_fraction(self.alpha, name="alpha")
+        check_fraction(self.beta, name="beta")
+
+    @property
+    def name(self) -> str:
+        return self.noise
+
+    @property
+    def cost(self) -> PrivacyCost:
+        return PrivacyCost(self.epsilon, self.delta or 0.0)
+
+    @property
+    def family(self) -> NoiseFamily:
+        # each of the two noises spends half of delta
+        return LAPLACE if self.noise == "laplace" else gaussian(self.delta / 2.0)
+
+    def prepare_labels(self, labels, rng):
+        return np.asarray(labels, dtype=np.int8)
+
+    def allocate(self, stats: LocalStatistics, total: int | None = None) -> Allocation:
+        eps = self.epsilon
+        k = stats.clients
+        if self.allocation == "split":
+            if self.sensitivity == "global":
+                if total is None:
+                    raise ValueError("global sensitivity needs the total number of samples M")
+                c2 = np.full(k, float(total - 1))
+            else:
+                c2 = stats.max_rank.astype(np.float64)
+            return Allocation(
+                eps1=np.full(k, (1.0 - self.alpha) * eps),
+                eps2=np.full(k, self.alpha * eps),
+                c1=np.zeros(k),
+                c2=c2,
+            )
+        rbar = stats.mean_rank.astype(np.float64)
+        vmax = stats.max_dev.astype(np.float64)
+        if self.allocation == "orthogonal":
+            beta = np.full(k, self.beta)
+        else:
+            a, b = np.cbrt(rbar**2), np.cbrt(vmax**2)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                beta = np.where(b == 0, 1.0, a / (a + b))
+        return Allocation(eps1=beta * eps, eps2=(1.0 - beta) * eps, c1=rbar, c2=vmax)
+
+    def privatize(
+        self, stats: LocalStatistics, rng: np.random.Generator, reps: int | None = None, *, total: int | None = None
+    ) -> NoisyStatistics:
+        """Add noise; with ``reps`` the result has shape (reps, clients)."""
+        al = self.allocate(stats, total)
+        shape = (stats.clients,) if reps is None else (reps, stats.clients)
+        fam = self.family
+        s1 = fam.sample(al.eps1, rng, shape)
+        s2 = np.where(al.c2 == 0, 0.0, fam.sample(np.where(al.c2 == 0, 1.0, al.eps2), rng, shape))
+        return NoisyStatistics(
+            local_sum=stats.local_sum + al.c1 * s1 + al.c2 * s2,
+            local_p=stats.local_p + s1,
+            n=stats.n,
+        )
+
+
+def make_mechanism(
+    mechanism: str,
+    epsilon: float | None = None,
+    *,
+    delta: float | None = None,
+    allocation: str = "split",
+    sensitivity: str = "local",
+    alpha: float = 0.5,
+    beta: float = 0.5,
+):
+    """Build a mechanism from command-line style names."""
+    if mechanism == "none":
+        return NoNoise()
+    if epsilon is None:
+        raise InputError(f"mechanism {mechanism!r} needs --epsilon")
+    if mechanism == "rr":
+        return RandomizedResponse(epsilon=check_epsilon(epsilon))
+    if mechanism in ("laplace", "gaussian"):
+        return StatisticsMechanism(
+            epsilon=epsilon,
+            noise=mechanism,
+            delta=delta,
+            allocation=allocation,
+            sensitivity=sensitivity,
+            alpha=alpha,
+            beta=beta,
+        )
+    raise InputError(f"mechanism must be one of none, rr, laplace, gaussian; got {mechanism!r}")

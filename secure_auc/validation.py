@@ -1,0 +1,74 @@
+"""Input checks at the library boundary, with errors that name the problem."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = [
+    "InputError",
+    "check_scores",
+    "check_binary_labels",
+    "check_epsilon",
+    "check_delta",
+    "check_fraction",
+]
+
+
+class InputError(ValueError):
+    """Bad user input (a file, a column, a row or a parameter); the message says which."""
+
+
+def check_scores(scores, *, name: str = "scores") -> np.ndarray:
+    """Return ``scores`` as a 1-D float array; reject NaN and infinities."""
+    arr = np.asarray(scores)
+    if arr.ndim != 1:
+        raise InputError(f"{name} must be one-dimensional, got shape {arr.shape}")
+    if arr.dtype.kind not in "fiub":
+        raise InputError(f"{name} must be numeric, got dtype {arr.dtype}")
+    if arr.dtype.kind == "f":
+        bad = ~np.isfinite(arr)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise InputError(f"{name}[{i}] is {arr[i].item()}: scores must be finite")
+    else:
+        arr = arr.astype(np.float64)
+    return arr
+
+
+def check_binary_labels(labels, *, name: str = "labels") -> np.ndarray:
+    """Return ``labels`` as a 1-D int8 array of 0/1; reject anything else."""
+    arr = np.asarray(labels)
+    if arr.ndim != 1:
+        raise InputError(f"{name} must be one-dimensional, got shape {arr.shape}")
+    if arr.dtype == bool:
+        return arr.astype(np.int8)
+    if arr.dtype.kind not in "fiu":
+        raise InputError(f"{name} must be 0/1 or boolean, got dtype {arr.dtype}")
+    bad = (arr != 0) & (arr != 1)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise InputError(f"{name}[{i}] is {arr[i].item()!r}: labels must be 0 or 1")
+    return arr.astype(np.int8)
+
+
+def check_epsilon(epsilon: float, *, name: str = "epsilon") -> float:
+    eps = float(epsilon)
+    if not (eps > 0) or math.isnan(eps):
+        raise InputError(f"{name} must be > 0, got {epsilon}")
+    return eps
+
+
+def check_delta(delta: float, *, name: str = "delta") -> float:
+    d = float(delta)
+    if not (0.0 < d < 1.0):
+        raise InputError(f"{name} must be in (0, 1), got {delta}")
+    return d
+
+
+def check_fraction(value: float, *, name: str) -> float:
+    v = float(value)
+    if not (0.0 < v < 1.0):
+        raise InputError(f"{name} must be in (0, 1), got {value}")
+    return v

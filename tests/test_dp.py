@@ -1,0 +1,209 @@
+"""DP mechanisms against the paper's formulas and against simulation.
+
+Tolerances: the sample standard deviation of R independent, near-normal
+estimates has a relative standard error of about 1/sqrt(2R) (R = 2000: 1.6 %;
+R = 4000: 1.1 %).  Sums of Laplace variables are heavier-tailed (kurtosis 6 for
+a single one), which at worst makes it sqrt(5/(4R)) (R = 2000: 2.5 %).  We
+allow 10 %, four or more standard errors, so a wrong formula (off by a factor
+sqrt(2) or more) fails and a correct one passes with a fixed seed.
+"""
+
+import numpy as np
+import pytest
+from scipy.stats import norm
+
+from secure_auc.data import make_ctr_dataset, partition_owner
+from secure_auc.dp import (
+    NoNoise,
+    StatisticsMechanism,
+    analytic_gaussian_sigma,
+    debias_auc,
+    flip_probability,
+    randomized_response,
+)
+from secure_auc.dp.variance import (
+    global_laplace_std,
+    linearised_std,
+    local_laplace_one_sample_std,
+    rr_paper_std,
+    rr_rank_sum_std,
+)
+from secure_auc.estimate import estimate_auc
+from secure_auc.local_stats import LocalStatistics
+from secure_auc.metrics import auc_from_sums, midranks, rank_auc
+from secure_auc.validation import InputError
+
+TOL = 0.10
+
+
+@pytest.fixture(scope="module")
+def data():
+    scores, labels = make_ctr_dataset(20_000, seed=11)
+    return scores, labels, midranks(scores)
+
+
+def test_flip_probability_and_rate():
+    assert flip_probability(1.0) == pytest.approx(1 / (1 + np.e))
+    assert flip_probability(float("inf")) == 0.0
+    rng = np.random.default_rng(0)
+    y = (rng.random(1_000_000) < 0.3).astype(np.int8)
+    flipped = randomized_response(y, 1.0, rng)
+    rho = 1 / (1 + np.e)
+    rate = np.mean(flipped != y)
+    assert abs(rate - rho) < 5 * np.sqrt(rho * (1 - rho) / 1e6)
+    # flips are symmetric: the same rate for positives and negatives
+    assert abs(np.mean(flipped[y == 1] != 1) - rho) < 0.005
+
+
+def test_debias_inverts_the_expected_corruption():
+    """With the expected noisy counts, pi' is exact and AUC_clean recovers the AUC."""
+    p, n, eps, auc = 3000.0, 7000.0, 1.0, 0.8
+    rho = flip_probability(eps)
+    pb = p * (1 - rho) + n * rho
+    nb = p + n - pb
+    pi = p / (p + n)
+    a = (1 - pi) * rho / (pi * (1 - rho) + (1 - pi) * rho)
+    b = pi * rho / (pi * rho + (1 - pi) * (1 - rho))
+    noisy = (a + b) / 2 + (1 - a - b) * auc  # Menon et al. (2015) forward relation
+    d = debias_auc(noisy, pb, nb, eps)
+    assert d.positives == pytest.approx(p)
+    assert d.base_rate == pytest.approx(pi)
+    assert d.auc == pytest.approx(auc)
+
+
+def test_rr_debiased_estimate_is_unbiased(data):
+    scores, labels, ranks = data
+    true = rank_auc(labels, scores)
+    rng = np.random.default_rng(1)
+    eps, reps = 2.0, 400
+    flipped = np.stack([randomized_response(labels, eps, rng) for _ in range(reps)])
+    s = flipped @ ranks
+    p = flipped.sum(axis=1)
+    est = estimate_auc(s, p, len(labels), NoNoise())  # raw AUC on flipped labels
+    clean = debias_auc(est.raw_auc, p, len(labels) - p, eps).auc
+    se = clean.std() / np.sqrt(reps)
+    assert abs(clean.mean() - true) < 4 * se
+    # and the undebiased AUC is badly biased towards 1/2
+    assert est.raw_auc.mean() < true - 0.05
+
+
+def test_rr_closed_form_variance(data):
+    scores, labels, ranks = data
+    m, p = len(labels), int(labels.sum())
+    n = m - p
+    eps, reps = 1.0, 2000
+    rng = np.random.default_rng(2)
+    stat = np.array([randomized_response(labels, eps, rng) @ ranks for _ in range(reps)]) / (p * n)
+    expected = rr_rank_sum_std(ranks, p, n, eps)
+    assert stat.std(ddof=1) == pytest.approx(expected, rel=TOL)
+    # the paper's closed form is the same quantity for distinct ranks 0..M-1
+    assert rr_paper_std(m, p, n, eps) == pytest.approx(rr_rank_sum_std(np.arange(m), p, n, eps), rel=1e-9)
+
+
+def _sum_noise_std(mech, stats, total, p, n, reps, seed):
+    noisy = mech.privatize(stats, np.random.default_rng(seed), reps, total=total)
+    return ((noisy.local_sum - stats.local_sum).sum(axis=1) / (p * n)).std(ddof=1)
+
+
+def test_global_laplace_closed_form(data):
+    scores, labels, ranks = data
+    m, p = len(labels), int(labels.sum())
+    k = 50
+    owner = partition_owner(scores, k, "iid", seed=0)
+    stats = LocalStatistics.from_owner(ranks, labels, owner, k)
+    mech = StatisticsMechanism(1.0, allocation="split", sensitivity="global", alpha=0.5)
+    got = _sum_noise_std(mech, stats, m, p, m - p, 4000, 3)
+    assert got == pytest.approx(global_laplace_std(k, m, p, m - p, 0.5), rel=TOL)
+
+
+def test_local_laplace_one_sample_per_client_closed_form():
+    m = 3000
+    rng = np.random.default_rng(4)
+    scores = rng.random(m)
+    labels = (rng.random(m) < 0.3).astype(np.int8)
+    p = int(labels.sum())
+    stats = LocalStatistics.from_owner(midranks(scores), labels, np.arange(m), m)
+    mech = StatisticsMechanism(2.0, allocation="split", sensitivity="local", alpha=0.5)
+    got = _sum_noise_std(mech, stats, m, p, m - p, 4000, 5)
+    assert got == pytest.approx(local_laplace_one_sample_std(m, p, m - p, 1.0), rel=TOL)
+    # GlobalLaplace / LocalLaplace -> sqrt(3) with one sample per client (paper, Sec. 6.2.2)
+    ratio = global_laplace_std(m, m, p, m - p, 1.0) / local_laplace_one_sample_std(m, p, m - p, 1.0)
+    assert ratio == pytest.approx(np.sqrt(3), rel=1e-3)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(allocation="split", sensitivity="local", alpha=0.5),
+        dict(allocation="split", sensitivity="global", alpha=0.3),
+        dict(allocation="orthogonal", beta=0.7),
+        dict(allocation="adaptive"),
+        dict(allocation="adaptive", noise="gaussian", delta=1e-6),
+        dict(allocation="split", noise="gaussian", delta=1e-5, alpha=0.6),
+    ],
+)
+@pytest.mark.parametrize("scheme", ["iid", "noniid"])
+def test_full_estimator_matches_linearised_variance(data, kwargs, scheme):
+    scores, labels, ranks = data
+    m = len(labels)
+    k = 200
+    owner = partition_owner(scores, k, scheme, seed=0)
+    stats = LocalStatistics.from_owner(ranks, labels, owner, k)
+    mech = StatisticsMechanism(1.0, **kwargs)
+    noisy = mech.privatize(stats, np.random.default_rng(6), 2000, total=m)
+    est = auc_from_sums(noisy.local_sum.sum(axis=1), noisy.local_p.sum(axis=1), m - noisy.local_p.sum(axis=1))
+    true = rank_auc(labels, scores)
+    assert est.std(ddof=1) == pytest.approx(linearised_std(mech, stats, m, true), rel=TOL)
+    assert abs(est.mean() - true) < 5 * est.std() / np.sqrt(2000)
+
+
+def test_adaptive_beta_minimises_local_sum_variance(data):
+    scores, labels, ranks = data
+    owner = partition_owner(scores, 20, "noniid")
+    stats = LocalStatistics.from_owner(ranks, labels, owner, 20)
+    ad = StatisticsMechanism(1.0, allocation="adaptive").allocate(stats)
+    beta = ad.eps1 / 1.0
+    grid = np.linspace(0.001, 0.999, 999)[:, None]
+    var = stats.mean_rank**2 / grid**2 + stats.max_dev**2 / (1 - grid) ** 2
+    best = var.min(axis=0)
+    at_beta = stats.mean_rank**2 / beta**2 + stats.max_dev**2 / (1 - beta) ** 2
+    assert np.all(at_beta <= best * (1 + 1e-9))
+
+
+def test_parallel_ranks_put_all_budget_on_p():
+    stats = LocalStatistics.from_client([5.0, 5.0, 5.0], [1, 0, 1])
+    al = StatisticsMechanism(1.0, allocation="adaptive").allocate(stats)
+    assert al.eps1[0] == 1.0 and al.c2[0] == 0.0
+    noisy = StatisticsMechanism(1.0, allocation="adaptive").privatize(stats, np.random.default_rng(0))
+    # localSum' = rbar * localP' exactly (paper's one-sample case)
+    assert noisy.local_sum[0] == pytest.approx(5.0 * noisy.local_p[0])
+
+
+@pytest.mark.parametrize("eps, delta", [(0.5, 1e-5), (1.0, 1e-5), (4.0, 1e-6), (10.0, 1e-3)])
+def test_analytic_gaussian_is_tight(eps, delta):
+    sigma = float(analytic_gaussian_sigma(eps, delta))
+
+    def privacy_profile(s):  # Balle & Wang (2018), Theorem 8, with scipy's norm
+        return norm.cdf(0.5 / s - eps * s) - np.exp(eps) * norm.cdf(-0.5 / s - eps * s)
+
+    assert privacy_profile(sigma) <= delta * (1 + 1e-9)
+    assert privacy_profile(sigma * 0.999) > delta
+    if eps < 1:
+        assert sigma < np.sqrt(2 * np.log(1.25 / delta)) / eps  # tighter than the classical bound
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(epsilon=0), "epsilon must be > 0"),
+        (dict(epsilon=-1), "epsilon must be > 0"),
+        (dict(epsilon=1, noise="gaussian"), "delta"),
+        (dict(epsilon=1, noise="gaussian", delta=1.5), r"delta must be in \(0, 1\)"),
+        (dict(epsilon=1, noise="gaussian", delta=0), r"delta must be in \(0, 1\)"),
+        (dict(epsilon=1, alpha=1.0), r"alpha must be in \(0, 1\)"),
+        (dict(epsilon=1, beta=0.0), r"beta must be in \(0, 1\)"),
+    ],
+)
+def test_parameters_checked(kwargs, match):
+    with pytest.raises(InputError, match=match):
+        StatisticsMechanism(**kwargs)
