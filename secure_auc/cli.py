@@ -65,6 +65,10 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--seed", type=int, default=None,
                     help="fix the DP randomness for reproducibility (default: cryptographically seeded)")
     ev.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+
+    from .simulation.cli import add_parser as add_simulate_parser
+
+    add_simulate_parser(sub)
     return parser
 
 

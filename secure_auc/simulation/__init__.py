@@ -1,0 +1,1 @@
+"""Vectorised simulation of FedAUC's mechanisms over many repetitions (no MPC)."""
