@@ -42,6 +42,20 @@ def add_data_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--data-seed", type=int, default=0, help="seed of the generator and the IID split (default 0)")
 
 
+def add_mpc_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("MPC protocol (--protocol mpc)")
+    g.add_argument("--provider", choices=("ttp", "tfp"), default="ttp",
+                   help="who makes CrypTen's multiplication triples: ttp, a separate dealer process that "
+                        "sees no input (default); tfp, the server (rank 0), which must then be trusted "
+                        "not to unmask the scores")
+    g.add_argument("--sort", choices=("network",), default="network",
+                   help="secure rank method: network = oblivious bitonic sorting network (no extra assumption)")
+    g.add_argument("--timeout", type=float, default=60.0,
+                   help="seconds a party waits for the others before the run fails (default 60)")
+    g.add_argument("--port", type=int, default=None,
+                   help="TCP port on 127.0.0.1 where the local parties meet (default: a free one)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="secure-auc",
@@ -65,6 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--seed", type=int, default=None,
                     help="fix the DP randomness for reproducibility (default: cryptographically seeded)")
     ev.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    add_mpc_options(ev)
 
     from .simulation.cli import add_parser as add_simulate_parser
 
@@ -82,24 +97,18 @@ def _fmt(x, spec=".6f"):
     return "-" if x is None else format(x, spec)
 
 
-def cmd_evaluate(args) -> int:
-    from .evaluate import builtin_clients, evaluate, load_clients
-
-    mechanism = make_mechanism(
+def mechanism_from_args(args):
+    return make_mechanism(
         args.mechanism, args.epsilon, delta=args.delta, allocation=args.allocation,
         sensitivity=args.sensitivity, alpha=args.alpha, beta=args.beta,
     )
-    if args.files:
-        clients = load_clients(args.files)
-        source = f"{len(args.files)} client file(s)"
-    else:
-        clients = builtin_clients(args.clients, args.partition, samples=args.samples,
-                                  auc=args.data_auc, base_rate=args.base_rate, data_seed=args.data_seed)
-        source = f"built-in Criteo-like dataset, {args.partition} split"
-    result = evaluate(clients, mechanism, protocol=args.protocol, seed=args.seed)
-    if args.json:
+
+
+def print_report(result, source: str, as_json: bool) -> None:
+    """Print an EvaluationResult as a table (or one JSON object)."""
+    if as_json:
         print(json.dumps(result.to_dict()))
-        return 0
+        return
     r = result
     privacy = ("none (exact, non-private)" if r.epsilon is None
                else f"eps = {r.epsilon:g}" + (f", delta = {r.delta:g}" if r.delta else "") + " label-DP per evaluation")
@@ -118,6 +127,8 @@ def cmd_evaluate(args) -> int:
         rows.append(("AUC on flipped labels", _fmt(r.raw_auc)))
     rows.append(("seconds", f"{r.seconds:.3f}"))
     for key, value in r.extra.items():
+        if isinstance(value, list):
+            value = ", ".join(f"{v:,}" if isinstance(v, int) else str(v) for v in value)
         rows.append((key.replace("_", " "), str(value)))
     if r.reference_auc is not None:
         rows.append(("reference AUC*", _fmt(r.reference_auc)))
@@ -126,6 +137,25 @@ def cmd_evaluate(args) -> int:
     if r.reference_auc is not None:
         print("* non-private reference, computed because all data is at hand in this local run; "
               "a real deployment would not have it.")
+
+
+def cmd_evaluate(args) -> int:
+    from .evaluate import builtin_clients, evaluate, load_clients
+
+    mechanism = mechanism_from_args(args)
+    if args.files:
+        clients = load_clients(args.files)
+        source = f"{len(args.files)} client file(s)"
+    else:
+        clients = builtin_clients(args.clients, args.partition, samples=args.samples,
+                                  auc=args.data_auc, base_rate=args.base_rate, data_seed=args.data_seed)
+        source = f"built-in Criteo-like dataset, {args.partition} split"
+    mpc_options = None
+    if args.protocol == "mpc":
+        mpc_options = {"provider": args.provider, "sort": args.sort, "timeout": args.timeout,
+                       "port": args.port, "progress": True}
+    result = evaluate(clients, mechanism, protocol=args.protocol, seed=args.seed, mpc_options=mpc_options)
+    print_report(result, source, args.json)
     return 0
 
 

@@ -1,0 +1,99 @@
+"""Entry point of one torchrun-launched party (``parties/mpc_party.py``).
+
+    torchrun --nproc-per-node K+2 parties/mpc_party.py c0.csv ... c{K-1}.csv [options]
+
+torchrun sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT.  Rank 0 is the
+server, rank k (1..K) is client k - 1 and reads only the k-th file, and with
+the default ``--provider ttp`` the last rank (K + 1) is the dealer; with
+``--provider tfp`` there is no dealer and torchrun starts K + 1 processes.
+Only the server prints the report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from ..cli import add_mechanism_options, mechanism_from_args, print_report
+from ..data.io import read_client_csv
+from ..validation import InputError
+
+__all__ = ["main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="mpc_party.py",
+        description="One party of the secure-auc MPC protocol, launched by torchrun "
+        "(rank 0 = server, rank k = client k-1 reading the k-th file, last rank = dealer with --provider ttp).",
+    )
+    p.add_argument("files", nargs="+", metavar="CLIENT.csv",
+                   help="one file per client, in client order; each client reads only its own "
+                        "(on other machines the other paths need not exist)")
+    add_mechanism_options(p)
+    p.add_argument("--provider", choices=("ttp", "tfp"), default="ttp",
+                   help="ttp: separate dealer process (the last rank); tfp: the server makes the triples and must be trusted")
+    p.add_argument("--sort", choices=("network",), default="network", help="secure rank method")
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for other parties (default 60)")
+    p.add_argument("--seed", type=int, default=None, help="fix the DP randomness (reproducibility only)")
+    p.add_argument("--json", action="store_true", help="the server prints one JSON object")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return _run(args)
+    except InputError as exc:
+        print(f"secure-auc party: error: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # one line, naming this party; the others fail on their own timeout
+        rank = os.environ.get("RANK", "?")
+        print(f"secure-auc party (rank {rank}): error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+
+
+def _run(args) -> int:
+    import time
+
+    from ..evaluate import EvaluationResult, describe
+    from .party import PartyConfig, run_party
+    from .runtime import init_party, run_dealer, shutdown_party
+
+    for key in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        if key not in os.environ:
+            raise InputError(f"environment variable {key} is not set: start this script with torchrun")
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    k = len(args.files)
+    expected = k + 1 + (1 if args.provider == "ttp" else 0)
+    if world != expected:
+        raise InputError(
+            f"{k} client files with --provider {args.provider} need {expected} processes "
+            f"(server + {k} clients" + (" + dealer" if args.provider == "ttp" else "") + f"), torchrun started {world}"
+        )
+    mechanism = mechanism_from_args(args)
+    data = read_client_csv(args.files[rank - 1]) if 1 <= rank <= k else None
+    init_party(rank=rank, parties=k + 1, master_addr=os.environ["MASTER_ADDR"],
+               master_port=int(os.environ["MASTER_PORT"]), provider=args.provider, timeout=args.timeout)
+    if rank == k + 1:
+        run_dealer()
+        return 0
+    start = time.perf_counter()
+    config = PartyConfig(mechanism=mechanism, clients=k, seed=args.seed, provider=args.provider, sort=args.sort)
+    result = run_party(rank, config, data)
+    shutdown_party()
+    if rank != 0:
+        return 0
+    est = result.estimate
+    report = EvaluationResult(
+        auc=float(est.auc), reference_auc=None, abs_error=None, raw_auc=float(est.raw_auc),
+        estimated_positives=float(result.aggregate.positives), protocol="mpc", clients=k,
+        samples=result.aggregate.total, seconds=time.perf_counter() - start, seed=args.seed,
+        extra={"provider": args.provider, "sort": args.sort,
+               "rank_step_seconds": round(result.rank_seconds, 3),
+               "server_bytes_sent": result.bytes_sent, "server_rounds": result.rounds},
+        **describe(mechanism),
+    )
+    print_report(report, f"{k} client files (torchrun)", args.json)
+    return 0

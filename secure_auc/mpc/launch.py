@@ -1,0 +1,158 @@
+"""Start the MPC parties as local processes (``secure-auc evaluate --protocol mpc``).
+
+One process per party: the server (rank 0), one per client (ranks 1..K, each
+given only its own data), and with ``provider="ttp"`` a dealer (rank K + 1).
+They rendezvous over TCP on 127.0.0.1 exactly as torchrun-launched parties do
+(``parties/mpc_party.py``), so the two launch modes run the same code.
+
+Failure handling: every party's communicator has a timeout (default 60 s), so a
+party that stops answering makes the others fail within that bound; this
+launcher also watches the processes and, as soon as one exits abnormally or
+reports an error, stops all the others and raises :class:`MPCError` naming the
+party.  Ctrl-C stops every party.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import queue as queue_mod
+import socket
+import time
+import traceback
+
+from ..data.io import ClientData
+from ..validation import InputError
+from .party import PartyConfig, PartyResult, run_party
+
+__all__ = ["MPCError", "run_mpc_local", "free_port", "check_port_free"]
+
+
+class MPCError(RuntimeError):
+    """The MPC run failed; the message names the party and the cause."""
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def check_port_free(host: str, port: int) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            raise InputError(f"port {port} on {host} is busy ({exc.strerror}); choose another with --port") from None
+
+
+def role_name(rank: int, clients: int) -> str:
+    if rank == 0:
+        return "server (rank 0)"
+    if rank <= clients:
+        return f"client {rank - 1} (rank {rank})"
+    return f"dealer (rank {rank})"
+
+
+def _party_process(rank, clients, addr, port, provider, timeout, config, data, results):
+    """Body of one party's process."""
+    try:
+        from .runtime import init_party, shutdown_party
+
+        init_party(rank=rank, parties=clients + 1, master_addr=addr, master_port=port,
+                   provider=provider, timeout=timeout)
+        if rank == clients + 1:  # the dealer serves correlated randomness until told to stop
+            from .runtime import run_dealer
+
+            run_dealer()
+            results.put(("done", rank, None))
+            return
+        result = run_party(rank, config, data)
+        shutdown_party()
+        results.put(("done", rank, result))
+    except KeyboardInterrupt:
+        os._exit(130)
+    except BaseException as exc:  # report, then exit non-zero
+        results.put(("error", rank, f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+        os._exit(1)
+
+
+def run_mpc_local(
+    clients: list[ClientData],
+    mechanism,
+    *,
+    seed: int | None = None,
+    provider: str = "ttp",
+    sort: str = "network",
+    timeout: float = 60.0,
+    port: int | None = None,
+    progress: bool = True,
+):
+    """Run the MPC protocol with one local process per party.
+
+    Returns ``(estimate, aggregate, cost)`` where ``cost`` has the wall seconds,
+    and per party the bytes sent and communication rounds.
+    """
+    if provider not in ("tfp", "ttp"):
+        raise InputError(f"provider must be 'tfp' or 'ttp', got {provider!r}")
+    if not timeout > 0:
+        raise InputError(f"timeout must be > 0 seconds, got {timeout}")
+    k = len(clients)
+    addr = "127.0.0.1"
+    if port is None:
+        port = free_port(addr)
+    else:
+        check_port_free(addr, port)
+    config = PartyConfig(mechanism=mechanism, clients=k, seed=seed, provider=provider, sort=sort, progress=progress)
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    ranks = list(range(k + 1)) + ([k + 1] if provider == "ttp" else [])
+    procs = {}
+    start = time.perf_counter()
+    for r in ranks:
+        data = clients[r - 1] if 1 <= r <= k else None  # each client gets only its own data
+        p = ctx.Process(target=_party_process, name=f"secure-auc-party-{r}",
+                        args=(r, k, addr, port, provider, timeout, config, data, results), daemon=True)
+        p.start()
+        procs[r] = p
+    done: dict[int, PartyResult | None] = {}
+    try:
+        while len(done) < len(ranks):
+            try:
+                msg = results.get(timeout=0.2)
+            except queue_mod.Empty:
+                for r, p in procs.items():
+                    if r not in done and p.exitcode is not None and p.exitcode != 0:
+                        # give its error report a moment to arrive
+                        try:
+                            msg = results.get(timeout=1.0)
+                        except queue_mod.Empty:
+                            raise MPCError(f"{role_name(r, k)} died with exit code {p.exitcode}") from None
+                        break
+                else:
+                    continue
+            if msg[0] == "error":
+                _, r, text, tb = msg
+                if os.environ.get("SECURE_AUC_DEBUG"):
+                    print(tb)
+                raise MPCError(f"{role_name(r, k)} failed: {text}")
+            done[msg[1]] = msg[2]
+    finally:
+        for p in procs.values():
+            if p.is_alive():
+                p.terminate()
+        for p in procs.values():
+            p.join(timeout=5)
+            if p.is_alive():
+                p.kill()
+    seconds = time.perf_counter() - start
+    server: PartyResult = done[0]
+    cost = {
+        "mpc_seconds": round(seconds, 3),
+        "rank_step_seconds": round(server.rank_seconds, 3),
+        "provider": provider,
+        "sort": sort,
+        "bytes_sent_per_party": [done[r].bytes_sent for r in range(k + 1)],
+        "rounds_per_party": [done[r].rounds for r in range(k + 1)],
+    }
+    return server.estimate, server.aggregate, cost

@@ -1,0 +1,91 @@
+"""Bringing a party's CrypTen runtime up and down, with bounded waits.
+
+* The communicator rendezvous is torch.distributed's ``env://`` (MASTER_ADDR,
+  MASTER_PORT), the same for local processes and torchrun-launched parties.
+* Every collective and the rendezvous itself time out after ``timeout``
+  seconds (torch's default is 30 minutes): we set torch.distributed's default
+  process-group timeout before CrypTen creates its groups.
+* ``provider``: "ttp" — a separate dealer process (rank K + 1) makes the
+  multiplication triples, no computing party sees them; "tfp" — rank 0 (the
+  server) makes them, which lets it unmask every value: it must be trusted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import warnings
+from datetime import timedelta
+
+from ..validation import InputError
+
+__all__ = ["PartyStartError", "init_party", "shutdown_party", "run_dealer",
+           "communication_stats", "reset_communication_stats"]
+
+
+class PartyStartError(RuntimeError):
+    """The parties could not all meet (one never started, or the address is wrong/busy)."""
+
+
+def init_party(*, rank: int, parties: int, master_addr: str, master_port: int,
+               provider: str = "ttp", timeout: float = 60.0, threads: int = 1) -> None:
+    """Initialise CrypTen for party ``rank`` of ``parties`` computing parties (+ dealer)."""
+    import torch
+    import torch.distributed.distributed_c10d as c10d
+
+    from ._crypten import crypten
+
+    if provider not in ("ttp", "tfp"):
+        raise InputError(f"provider must be 'tfp' or 'ttp', got {provider!r}")
+    torch.set_num_threads(threads)
+    os.environ.update({
+        "RANK": str(rank),
+        "WORLD_SIZE": str(parties),
+        "RENDEZVOUS": "env://",
+        "DISTRIBUTED_BACKEND": "gloo",
+        "MASTER_ADDR": str(master_addr),
+        "MASTER_PORT": str(master_port),
+    })
+    c10d.default_pg_timeout = timedelta(seconds=timeout)
+    crypten.cfg.mpc.provider = provider.upper()
+    crypten.cfg.communicator.verbose = True  # count bytes and rounds
+    try:
+        crypten.init()
+    except Exception as exc:  # torch raises RuntimeError/DistStoreError/DistNetworkError
+        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if "address already in use" in text.lower() or "EADDRINUSE" in text:
+            raise PartyStartError(f"port {master_port} on {master_addr} is busy: {text}") from None
+        total = parties + (1 if provider == "ttp" else 0)
+        raise PartyStartError(
+            f"rank {rank}: not all {total} parties joined at {master_addr}:{master_port} "
+            f"within {timeout:g} s ({text})"
+        ) from None
+
+
+def shutdown_party() -> None:
+    from ._crypten import crypten
+
+    with contextlib.suppress(Exception):
+        crypten.uninit()
+
+
+def run_dealer() -> None:
+    """Serve multiplication triples (TTP) until the server's shutdown message."""
+    from ._crypten import crypten
+
+    with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
+        warnings.simplefilter("ignore")
+        crypten.mpc.provider.TTPServer()
+
+
+def communication_stats() -> dict:
+    from ._crypten import crypten
+
+    return crypten.comm.get().get_communication_stats()
+
+
+def reset_communication_stats() -> None:
+    from ._crypten import crypten
+
+    crypten.comm.get().reset_communication_stats()
