@@ -80,7 +80,7 @@ def _run(args) -> int:
         run_dealer()
         return 0
     start = time.perf_counter()
-    config = PartyConfig(mechanism=mechanism, clients=k, seed=args.seed, provider=args.provider, sort=args.sort)
+    config = PartyConfig(mechanisms=(mechanism,), clients=k, seed=args.seed, provider=args.provider, sort=args.sort)
     result = run_party(rank, config, data)
     shutdown_party()
     if rank != 0:

@@ -93,6 +93,29 @@ def run_mpc_local(
     Returns ``(estimate, aggregate, cost)`` where ``cost`` has the wall seconds,
     and per party the bytes sent and communication rounds.
     """
+    config = PartyConfig(mechanisms=(mechanism,), clients=len(clients), seed=seed,
+                         provider=provider, sort=sort, progress=progress)
+    start = time.perf_counter()
+    done = launch_local(clients, config, timeout=timeout, port=port)
+    return done[0].estimate, done[0].aggregate, cost_summary(done, config, time.perf_counter() - start)
+
+
+def cost_summary(done: dict, config: PartyConfig, seconds: float) -> dict:
+    parties = config.clients + 1
+    return {
+        "mpc_seconds": round(seconds, 3),
+        "rank_step_seconds": round(done[0].rank_seconds, 3),
+        "provider": config.provider,
+        "sort": config.sort,
+        "bytes_sent_per_party": [done[r].bytes_sent for r in range(parties)],
+        "rounds_per_party": [done[r].rounds for r in range(parties)],
+    }
+
+
+def launch_local(clients: list[ClientData], config: PartyConfig, *, timeout: float = 60.0,
+                 port: int | None = None) -> dict[int, PartyResult]:
+    """Start every party as a local process; return each computing party's result by rank."""
+    provider = config.provider
     if provider not in ("tfp", "ttp"):
         raise InputError(f"provider must be 'tfp' or 'ttp', got {provider!r}")
     if not timeout > 0:
@@ -103,12 +126,10 @@ def run_mpc_local(
         port = free_port(addr)
     else:
         check_port_free(addr, port)
-    config = PartyConfig(mechanism=mechanism, clients=k, seed=seed, provider=provider, sort=sort, progress=progress)
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
     ranks = list(range(k + 1)) + ([k + 1] if provider == "ttp" else [])
     procs = {}
-    start = time.perf_counter()
     for r in ranks:
         data = clients[r - 1] if 1 <= r <= k else None  # each client gets only its own data
         p = ctx.Process(target=_party_process, name=f"secure-auc-party-{r}",
@@ -145,14 +166,4 @@ def run_mpc_local(
             p.join(timeout=5)
             if p.is_alive():
                 p.kill()
-    seconds = time.perf_counter() - start
-    server: PartyResult = done[0]
-    cost = {
-        "mpc_seconds": round(seconds, 3),
-        "rank_step_seconds": round(server.rank_seconds, 3),
-        "provider": provider,
-        "sort": sort,
-        "bytes_sent_per_party": [done[r].bytes_sent for r in range(k + 1)],
-        "rounds_per_party": [done[r].rounds for r in range(k + 1)],
-    }
-    return server.estimate, server.aggregate, cost
+    return {r: res for r, res in done.items() if r <= k}  # the dealer returns nothing

@@ -47,16 +47,17 @@ SERVER_RANK = 0
 class PartyConfig:
     """Public parameters every party must agree on (checked at start)."""
 
-    mechanism: object
+    mechanisms: tuple  # the first is the evaluation's; more are evaluated on the same ranks
     clients: int
     seed: int | None = None
     provider: str = "ttp"
     sort: str = "network"
     progress: bool = True
+    audit: bool = False  # record every opening (tests, comparisons)
 
     def digest(self) -> str:
         desc = {
-            "mechanism": repr(self.mechanism),
+            "mechanisms": [repr(m) for m in self.mechanisms],
             "clients": self.clients,
             "provider": self.provider,
             "sort": self.sort,
@@ -72,10 +73,18 @@ class PartyResult:
     seconds: float
     bytes_sent: int
     rounds: int
-    estimate: object = None  # server only
-    aggregate: Aggregate | None = None  # server only
+    estimates: list = field(default_factory=list)  # server only, one per mechanism
+    aggregates: list = field(default_factory=list)  # server only, one per mechanism
     rank_seconds: float = 0.0
-    extra: dict = field(default_factory=dict)
+    openings: list = field(default_factory=list)  # with config.audit
+
+    @property
+    def estimate(self):
+        return self.estimates[0]
+
+    @property
+    def aggregate(self) -> Aggregate:
+        return self.aggregates[0]
 
 
 class ProtocolError(RuntimeError):
@@ -118,6 +127,18 @@ def sum_and_open(values: np.ndarray, world: int, *, dst: int, name: str) -> np.n
 
 def run_party(rank: int, config: PartyConfig, data: ClientData | None) -> PartyResult:
     """Run the whole protocol as party ``rank``; CrypTen must be initialised."""
+    if not config.audit:
+        return _run_party(rank, config, data)
+    from .audit import record_openings
+
+    log: list = []
+    with record_openings(log):
+        result = _run_party(rank, config, data)
+    result.openings = log
+    return result
+
+
+def _run_party(rank: int, config: PartyConfig, data: ClientData | None) -> PartyResult:
     from . import ranks as mpc_ranks
     from ._crypten import crypten
     from .runtime import communication_stats, reset_communication_stats
@@ -161,23 +182,24 @@ def run_party(rank: int, config: PartyConfig, data: ClientData | None) -> PartyR
     rank_seconds = time.perf_counter() - rank_start
 
     # 3. local statistics and noise, with the plain protocol's client code
-    mechanism = config.mechanism
-    if is_server:
-        stats_fixed = np.zeros(2, dtype=np.int64)
-    else:
-        client = Client(rank - 1, data, mechanism, client_rngs(config.seed, rank - 1))
-        client.set_ranks(np.asarray(twice, dtype=np.float64) / 2.0, total)
-        msg = client.statistics_message()
-        stats_fixed = np.array([msg.local_sum_fixed, msg.local_p_fixed], dtype=np.int64)
+    #    (a fresh client role per mechanism: the same random streams as a plain run)
+    stats_fixed = np.zeros(2 * len(config.mechanisms), dtype=np.int64)
+    if not is_server:
+        for i, mechanism in enumerate(config.mechanisms):
+            client = Client(rank - 1, data, mechanism, client_rngs(config.seed, rank - 1))
+            client.set_ranks(np.asarray(twice, dtype=np.float64) / 2.0, total)
+            msg = client.statistics_message()
+            stats_fixed[2 * i : 2 * i + 2] = (msg.local_sum_fixed, msg.local_p_fixed)
 
-    # 4. sum the clients' secret-shared statistics; open the sum to the server only
+    # 4. sum the clients' secret-shared statistics; open the sums to the server only
     aggregate_fixed = sum_and_open(stats_fixed, world, dst=SERVER_RANK, name="aggregate")
 
     result = PartyResult(rank=rank, role=role, seconds=0.0, bytes_sent=0, rounds=0, rank_seconds=rank_seconds)
     if is_server:
-        aggregate = Aggregate(int(aggregate_fixed[0]), int(aggregate_fixed[1]), total)
-        result.aggregate = aggregate
-        result.estimate = Server(mechanism).estimate(aggregate)
+        for i, mechanism in enumerate(config.mechanisms):
+            aggregate = Aggregate(int(aggregate_fixed[2 * i]), int(aggregate_fixed[2 * i + 1]), total)
+            result.aggregates.append(aggregate)
+            result.estimates.append(Server(mechanism).estimate(aggregate))
     stats = communication_stats()
     result.seconds = time.perf_counter() - start
     result.bytes_sent = int(stats["bytes"])

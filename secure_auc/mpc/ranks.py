@@ -30,6 +30,7 @@ import torch
 from .audit import open_to
 from .encoding import PAD_KEY, encode_keys, is_float32_exact
 from .sort import BitonicSort
+from .sort.bitonic import secure_eq
 
 __all__ = ["rank_step", "twice_midranks_sorted", "RANK_METHODS"]
 
@@ -49,11 +50,8 @@ def twice_midranks_sorted(keys_sorted, limbs: int):
     if n == 1:
         return crypten.cryptensor(torch.zeros(1, dtype=torch.long), src=0, precision=0)
     left, right = keys_sorted[:-1], keys_sorted[1:]
-    if limbs == 1:
-        eq = left[:, 0] == right[:, 0]
-    else:
-        e = left[:, :limbs] == right[:, :limbs]
-        eq = e[:, 0] * e[:, 1]
+    e = secure_eq(left[:, :limbs], right[:, :limbs])
+    eq = e[:, 0] if limbs == 1 else e[:, 0] * e[:, 1]
     one = torch.ones(1, dtype=torch.long)
     # starts (forward scan) and ends (backward scan, on reversed arrays), stacked as 2 rows
     not_eq = 1 - eq

@@ -31,7 +31,19 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-__all__ = ["bitonic_stages", "BitonicSort"]
+__all__ = ["bitonic_stages", "BitonicSort", "secure_eq"]
+
+
+def secure_eq(x, y):
+    """[x == y] elementwise, as 1 - [x < y] - [y < x] in one batched comparison.
+
+    (CrypTen's own ``==`` among 2 parties returns a wrongly scaled result for
+    integer-encoded tensors, so we do not use it.)
+    """
+    from .._crypten import crypten
+
+    d = x - y
+    return 1 - (crypten.stack([d, -d]) < 0).sum(0)
 
 
 def bitonic_stages(n: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -61,7 +73,7 @@ def _greater(xa, xb, limbs: int):
     if limbs == 1:
         return xa[:, 0] > xb[:, 0]
     gt = xa[:, :limbs] > xb[:, :limbs]
-    eq_hi = xa[:, 0] == xb[:, 0]
+    eq_hi = secure_eq(xa[:, 0], xb[:, 0])
     return gt[:, 0] + eq_hi * gt[:, 1]
 
 
