@@ -49,8 +49,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"secure-auc party: error: {exc}", file=sys.stderr)
         return 2
     except Exception as exc:  # one line, naming this party; the others fail on their own timeout
+        from .runtime import explain
+
         rank = os.environ.get("RANK", "?")
-        print(f"secure-auc party (rank {rank}): error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"secure-auc party (rank {rank}): error: {explain(exc)}", file=sys.stderr)
         return 1
 
 

@@ -73,8 +73,39 @@ def _party_process(rank, clients, addr, port, provider, timeout, config, data, r
     except KeyboardInterrupt:
         os._exit(130)
     except BaseException as exc:  # report, then exit non-zero
-        results.put(("error", rank, f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+        from .runtime import explain
+
+        results.put(("error", rank, explain(exc), traceback.format_exc()))
+        results.close()
+        results.join_thread()  # flush the report before leaving
         os._exit(1)
+
+
+_CONSEQUENTIAL = ("another party disconnected", "no answer from another party")
+
+
+def _failure(results, errors: dict, dead: list, procs: dict, k: int) -> MPCError:
+    """Collect the reports that arrive within a moment and name the root cause.
+
+    When one party fails, the others fail too ("another party disconnected");
+    the error to show is the one that is not such a consequence.
+    """
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline:
+        try:
+            msg = results.get(timeout=0.1)
+        except queue_mod.Empty:
+            continue
+        if msg[0] == "error":
+            errors.setdefault(msg[1], msg)
+    if errors:
+        causes = [m for m in errors.values() if not m[2].startswith(_CONSEQUENTIAL)]
+        _, r, text, tb = (causes or list(errors.values()))[0]
+        if os.environ.get("SECURE_AUC_DEBUG"):
+            print(tb)
+        return MPCError(f"{role_name(r, k)} failed: {text}")
+    r = dead[0]
+    return MPCError(f"{role_name(r, k)} died with exit code {procs[r].exitcode}")
 
 
 def run_mpc_local(
@@ -142,21 +173,12 @@ def launch_local(clients: list[ClientData], config: PartyConfig, *, timeout: flo
             try:
                 msg = results.get(timeout=0.2)
             except queue_mod.Empty:
-                for r, p in procs.items():
-                    if r not in done and p.exitcode is not None and p.exitcode != 0:
-                        # give its error report a moment to arrive
-                        try:
-                            msg = results.get(timeout=1.0)
-                        except queue_mod.Empty:
-                            raise MPCError(f"{role_name(r, k)} died with exit code {p.exitcode}") from None
-                        break
-                else:
-                    continue
+                dead = [r for r, p in procs.items() if r not in done and p.exitcode not in (None, 0)]
+                if dead:
+                    raise _failure(results, {}, dead, procs, k) from None
+                continue
             if msg[0] == "error":
-                _, r, text, tb = msg
-                if os.environ.get("SECURE_AUC_DEBUG"):
-                    print(tb)
-                raise MPCError(f"{role_name(r, k)} failed: {text}")
+                raise _failure(results, {msg[1]: msg}, [], procs, k) from None
             done[msg[1]] = msg[2]
     finally:
         for p in procs.values():

@@ -20,12 +20,40 @@ from datetime import timedelta
 
 from ..validation import InputError
 
-__all__ = ["PartyStartError", "init_party", "shutdown_party", "run_dealer",
+__all__ = ["PartyStartError", "explain", "init_party", "shutdown_party", "run_dealer",
            "communication_stats", "reset_communication_stats"]
 
 
 class PartyStartError(RuntimeError):
     """The parties could not all meet (one never started, or the address is wrong/busy)."""
+
+
+def _interface_towards(addr: str) -> str | None:
+    """Name of the local network interface whose address routes to ``addr`` (Linux).
+
+    Gloo picks the address a party advertises from its hostname, which on many
+    machines resolves to a loopback address; other hosts then cannot connect.
+    Binding gloo to the interface that actually reaches the server avoids that.
+    """
+    import fcntl
+    import socket
+    import struct
+
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect((addr, 9))
+            local_ip = s.getsockname()[0]
+        for _, name in socket.if_nameindex():
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+                try:
+                    packed = fcntl.ioctl(s.fileno(), 0x8915, struct.pack("256s", name.encode()[:15]))  # SIOCGIFADDR
+                except OSError:
+                    continue
+            if socket.inet_ntoa(packed[20:24]) == local_ip:
+                return name
+    except (OSError, ImportError):
+        return None
+    return None
 
 
 def init_party(*, rank: int, parties: int, master_addr: str, master_port: int,
@@ -47,6 +75,10 @@ def init_party(*, rank: int, parties: int, master_addr: str, master_port: int,
         "MASTER_ADDR": str(master_addr),
         "MASTER_PORT": str(master_port),
     })
+    if "GLOO_SOCKET_IFNAME" not in os.environ and not str(master_addr).startswith(("127.", "localhost")):
+        iface = _interface_towards(str(master_addr))
+        if iface:
+            os.environ["GLOO_SOCKET_IFNAME"] = iface
     c10d.default_pg_timeout = timedelta(seconds=timeout)
     crypten.cfg.mpc.provider = provider.upper()
     crypten.cfg.communicator.verbose = True  # count bytes and rounds
@@ -61,6 +93,20 @@ def init_party(*, rank: int, parties: int, master_addr: str, master_port: int,
             f"rank {rank}: not all {total} parties joined at {master_addr}:{master_port} "
             f"within {timeout:g} s ({text})"
         ) from None
+
+
+def explain(exc: BaseException) -> str:
+    """One clear line for an exception raised during a run (torch's are pages long)."""
+    text = str(exc)
+    low = text.lower()
+    if isinstance(exc, PartyStartError) or isinstance(exc, InputError):
+        return text
+    if "connection closed by peer" in low or "connection reset" in low or "broken pipe" in low:
+        return "another party disconnected (it crashed or was stopped); the run cannot continue"
+    if "timed out" in low or "timeout" in low:
+        return "no answer from another party within the timeout; the run cannot continue"
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    return f"{type(exc).__name__}: {first[:300]}"
 
 
 def shutdown_party() -> None:

@@ -1,0 +1,183 @@
+"""Launching parties: torchrun, separate hosts, and every way a run can fail."""
+
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from secure_auc.data import ClientData, read_client_csv
+from secure_auc.dp import NoNoise
+from secure_auc.metrics import rank_auc
+from secure_auc.mpc.launch import MPCError, launch_local
+from secure_auc.mpc.party import PartyConfig
+from secure_auc.validation import InputError
+
+from .conftest import BIN, PARTY, party_env, write_clients
+
+
+def reference(paths):
+    data = [read_client_csv(p) for p in paths]
+    return rank_auc(np.concatenate([d.labels for d in data]), np.concatenate([d.scores for d in data]))
+
+
+def test_torchrun_three_processes(tmp_path, free_port):
+    paths = write_clients(tmp_path, [20, 13], distinct=9)
+    cmd = [str(BIN / "torchrun"), "--nproc-per-node", "3", "--master-port", str(free_port), str(PARTY),
+           *paths, "--provider", "tfp", "--mechanism", "none", "--json", "--timeout", "30"]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+    assert res.returncode == 0, res.stderr[-2000:]
+    report = json.loads(res.stdout.strip().splitlines()[-1])
+    assert report["auc"] == pytest.approx(reference(paths), abs=1e-12)
+    assert report["protocol"] == "mpc" and report["samples"] == 33
+
+
+def test_wrong_number_of_processes_is_named(tmp_path, free_port):
+    paths = write_clients(tmp_path, [5, 5])
+    res = subprocess.run([sys.executable, str(PARTY), *paths], env=party_env(0, 3, free_port),
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2
+    assert "need 4 processes (server + 2 clients + dealer), torchrun started 3" in res.stderr
+
+
+def _start(rank, world, port, paths, extra=()):
+    return subprocess.Popen(
+        [sys.executable, str(PARTY), *paths, "--provider", "tfp", "--mechanism", "none", *extra],
+        env=party_env(rank, world, port), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_party_that_never_starts_ends_the_run_within_the_timeout(tmp_path, free_port):
+    paths = write_clients(tmp_path, [5, 5])
+    start = time.monotonic()
+    procs = [_start(r, 3, free_port, paths, ("--timeout", "5")) for r in (0, 1)]  # rank 2 never starts
+    outs = [p.communicate(timeout=90) for p in procs]
+    elapsed = time.monotonic() - start
+    for p, (_, err) in zip(procs, outs):
+        assert p.returncode != 0
+        assert "not all 3 parties joined" in err and "within 5 s" in err, err[-1000:]
+        assert len([ln for ln in err.splitlines() if "error" in ln]) == 1
+    assert elapsed < 60
+
+
+def test_party_killed_mid_protocol_ends_the_run_with_a_clear_error(tmp_path, free_port):
+    paths = write_clients(tmp_path, [600, 600])
+    procs = [_start(r, 3, free_port, paths, ("--timeout", "20")) for r in (0, 1, 2)]
+    # wait until the server reports sorting progress, then kill client 1 (rank 2)
+    seen = threading.Event()
+    server_err: list[str] = []
+
+    def read_server():
+        for line in procs[0].stderr:
+            server_err.append(line)
+            if "rank step: stage" in line:
+                seen.set()
+
+    t = threading.Thread(target=read_server, daemon=True)
+    t.start()
+    assert seen.wait(120), "".join(server_err)
+    killed_at = time.monotonic()
+    procs[2].kill()
+    for p in procs[:2]:
+        p.wait(timeout=60)
+    t.join(timeout=10)
+    assert time.monotonic() - killed_at < 40
+    assert procs[0].returncode != 0 and procs[1].returncode != 0
+    err0 = "".join(server_err)
+    assert "secure-auc party (rank 0): error: another party disconnected" in err0 or "no answer from another party" in err0, err0[-1500:]
+    err1 = procs[1].stderr.read()
+    assert "secure-auc party (rank 1): error:" in err1
+
+
+def test_local_launcher_names_the_failing_party():
+    good = ClientData(np.array([0.1, 0.2, 0.3]), np.array([0, 1, 1], dtype=np.int8), "good")
+    bad = ClientData(np.array([0.5, np.nan]), np.array([1, 0], dtype=np.int8), "bad")  # malformed
+    config = PartyConfig(mechanisms=(NoNoise(),), clients=2, provider="tfp", progress=False)
+    start = time.monotonic()
+    with pytest.raises(MPCError, match=r"client 1 \(rank 2\) failed: .*score 1 is nan"):
+        launch_local([good, bad], config, timeout=10)
+    assert time.monotonic() - start < 60
+
+
+def test_busy_port_is_reported():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        c = ClientData(np.array([0.1, 0.2]), np.array([0, 1], dtype=np.int8))
+        with pytest.raises(InputError, match=f"port {port} on 127.0.0.1 is busy"):
+            launch_local([c], PartyConfig(mechanisms=(NoNoise(),), clients=1), port=port)
+
+
+NS = ["sa_h0", "sa_h1", "sa_h2"]
+
+
+def _netns_available():
+    if shutil.which("ip") is None:
+        return "iproute2 (ip) is not installed"
+    try:
+        import os
+
+        if os.geteuid() != 0:
+            return "needs root to create network namespaces"
+    except AttributeError:
+        return "no geteuid on this platform"
+    probe = subprocess.run(["ip", "netns", "add", "sa_probe"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        return f"cannot create network namespaces here: {probe.stderr.strip()}"
+    subprocess.run(["ip", "netns", "del", "sa_probe"], capture_output=True)
+    return None
+
+
+@pytest.fixture
+def three_hosts():
+    reason = _netns_available()
+    if reason:
+        pytest.skip(reason)
+
+    def sh(*args):
+        subprocess.run(list(args), check=True, capture_output=True, text=True)
+
+    addrs = []
+    try:
+        sh("ip", "link", "add", "sa_br", "type", "bridge")
+        sh("ip", "link", "set", "sa_br", "up")
+        for i, ns in enumerate(NS):
+            sh("ip", "netns", "add", ns)
+            sh("ip", "link", "add", f"sa_v{i}", "type", "veth", "peer", "name", f"sa_p{i}")
+            sh("ip", "link", "set", f"sa_p{i}", "netns", ns)
+            sh("ip", "link", "set", f"sa_v{i}", "master", "sa_br")
+            sh("ip", "link", "set", f"sa_v{i}", "up")
+            addr = f"10.231.0.{i + 1}"
+            sh("ip", "netns", "exec", ns, "ip", "addr", "add", f"{addr}/24", "dev", f"sa_p{i}")
+            sh("ip", "netns", "exec", ns, "ip", "link", "set", f"sa_p{i}", "up")
+            sh("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
+            addrs.append(addr)
+        yield addrs
+    finally:
+        for i, ns in enumerate(NS):
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+            subprocess.run(["ip", "link", "del", f"sa_v{i}"], capture_output=True)
+        subprocess.run(["ip", "link", "del", "sa_br"], capture_output=True)
+
+
+def test_parties_on_separate_hosts(tmp_path, three_hosts):
+    """Server and two clients, each in its own network namespace with its own address,
+    launched as the README's multi-machine torchrun command (one node per host)."""
+    paths = write_clients(tmp_path, [9, 14], distinct=5)
+    master = three_hosts[0]
+    procs = []
+    for node, ns in enumerate(NS):
+        cmd = ["ip", "netns", "exec", ns, str(BIN / "torchrun"), "--nnodes", "3", "--node-rank", str(node),
+               "--nproc-per-node", "1", "--master-addr", master, "--master-port", "29533",
+               str(PARTY), *paths, "--provider", "tfp", "--mechanism", "none", "--json", "--timeout", "30"]
+        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    outs = [p.communicate(timeout=240) for p in procs]
+    for p, (_, err) in zip(procs, outs):
+        assert p.returncode == 0, err[-2000:]
+    report = json.loads(outs[0][0].strip().splitlines()[-1])
+    assert report["auc"] == pytest.approx(reference(paths), abs=1e-12)
