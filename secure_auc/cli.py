@@ -81,6 +81,29 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     add_mpc_options(ev)
 
+    cmp = sub.add_parser(
+        "compare",
+        help="compare the plain-sort and the MPC protocol (AUC, cost, what the server can learn)",
+        description="Run the plain-sort protocol and the MPC protocol on the same built-in data for every "
+        "M and number of parties; print AUCs (exact and DP, which must agree), seconds, bytes and rounds "
+        "per party, the slowdown, and the precision of the paper's top-k label-guessing attack on the "
+        "server's recorded view. Writes compare.csv, compare.json and compare.png to --out.",
+    )
+    cmp.add_argument("--sizes", type=int, nargs="+", default=None,
+                     help="numbers of samples M (default 1024 2048 ... 65536)")
+    cmp.add_argument("--parties", type=int, nargs="+", default=None,
+                     help="computing parties: the server + (parties-1) clients (default 2 3 5)")
+    cmp.add_argument("--quick", action="store_true", help="a small sweep (M = 300, 1000; 2 and 3 parties), under 2 minutes")
+    cmp.add_argument("--launcher", choices=("local", "torchrun", "both"), default="local",
+                     help="local multi-process launcher; with torchrun/both, each point also runs under torchrun "
+                          "and the DP estimates are compared")
+    add_mechanism_options(cmp)
+    cmp.add_argument("--provider", choices=("ttp", "tfp"), default="ttp", help="MPC triple provider (default ttp)")
+    cmp.add_argument("--seed", type=int, default=0, help="seed of the DP noise, the same for both protocols (default 0)")
+    cmp.add_argument("--out", default="results/compare", help="folder for compare.csv/.json/.png (default results/compare)")
+    cmp.add_argument("--json", action="store_true", help="print the rows as JSON instead of a table")
+    cmp.set_defaults(handler=cmd_compare)
+
     from .simulation.cli import add_parser as add_simulate_parser
 
     add_simulate_parser(sub)
@@ -156,6 +179,43 @@ def cmd_evaluate(args) -> int:
                        "port": args.port, "progress": True}
     result = evaluate(clients, mechanism, protocol=args.protocol, seed=args.seed, mpc_options=mpc_options)
     print_report(result, source, args.json)
+    return 0
+
+
+def cmd_compare(args) -> int:
+    from pathlib import Path
+
+    from .compare import compare, format_table, write_outputs
+
+    sizes = args.sizes or ([300, 1000] if args.quick else [2**e for e in range(10, 17)])
+    parties = args.parties or ([2, 3] if args.quick else [2, 3, 5])
+    for n in parties:
+        if n < 2:
+            raise InputError(f"parties must be at least 2 (the server and a client), got {n}")
+    for m in sizes:
+        if m < max(parties) * 2:
+            raise InputError(f"M = {m} is too small for {max(parties) - 1} clients")
+    mechanism = mechanism_from_args(args)
+    margs = ["--mechanism", args.mechanism, "--epsilon", str(args.epsilon), "--allocation", args.allocation,
+             "--sensitivity", args.sensitivity, "--alpha", str(args.alpha), "--beta", str(args.beta)]
+    if args.delta is not None:
+        margs += ["--delta", str(args.delta)]
+    rows = compare(sizes, parties, mechanism, margs, seed=args.seed, provider=args.provider,
+                   launcher=args.launcher, progress=lambda msg: print(msg, file=sys.stderr, flush=True))
+    paths = write_outputs(rows, Path(args.out))
+    if args.json:
+        from dataclasses import asdict
+
+        print(json.dumps([asdict(r) | {"exact_equal": r.exact_equal, "dp_equal": r.dp_equal} for r in rows]))
+    else:
+        print(format_table(rows))
+        print(f"\nwrote {paths['csv']}, {paths['json']}, {paths['png']}")
+    bad = [r for r in rows if not (r.exact_equal and r.dp_equal)
+           or (r.torchrun_dp_auc is not None and r.torchrun_dp_auc != r.mpc_dp_auc)]
+    if bad:
+        print("secure-auc: error: the protocols disagree for " + ", ".join(
+            f"M={r.samples} parties={r.parties}" for r in bad), file=sys.stderr)
+        return 1
     return 0
 
 
