@@ -29,6 +29,7 @@ from .mechanisms import StatisticsMechanism
 from .randomized_response import flip_probability
 
 __all__ = [
+    "rr_linearised_std",
     "rr_rank_sum_std",
     "rr_paper_std",
     "global_laplace_std",
@@ -49,6 +50,36 @@ def rr_paper_std(total: int, positives: int, negatives: int, epsilon: float) -> 
     m = float(total)
     e = np.exp(epsilon)
     return float(np.sqrt(e / (1 + e) ** 2 * m * (m - 1) * (2 * m - 1) / 6) / (positives * negatives))
+
+
+def rr_linearised_std(ranks, labels, epsilon: float) -> float:
+    """Delta-method std of the *debiased* RR estimate (this project's; noisy P included).
+
+    Each flipped label y~_i = y_i XOR f_i has variance rho (1 - rho); the
+    estimate g(S~, P~) (eq. 1 on the flipped labels, then the debiasing) moves
+    by A r_i + B when y~_i moves by one, with A = dg/dS~ and B = dg/dP~ at the
+    expected (S~, P~).  So Var ~= rho (1 - rho) sum_i (A r_i + B)^2.  Unlike the
+    paper's closed form it accounts for the debiasing factor 1 / (1 - a - b) and
+    for the correlation between the rank sum and the noisy count.
+    """
+    from ..metrics import auc_from_sums
+    from .randomized_response import debias_auc
+
+    rho = flip_probability(epsilon)
+    r = np.asarray(ranks, dtype=np.float64)
+    y = np.asarray(labels, dtype=np.float64)
+    m = len(r)
+    s0 = float(r @ (y * (1 - rho) + (1 - y) * rho))
+    p0 = float(y.sum() * (1 - rho) + (m - y.sum()) * rho)
+
+    def g(s, p):
+        return float(debias_auc(auc_from_sums(s, p, m - p), p, m - p, epsilon).auc)
+
+    hs, hp = max(1.0, 1e-6 * s0), max(1.0, 1e-6 * p0)
+    a = (g(s0 + hs, p0) - g(s0 - hs, p0)) / (2 * hs)
+    b = (g(s0, p0 + hp) - g(s0, p0 - hp)) / (2 * hp)
+    v = a * a * (r @ r) + 2 * a * b * r.sum() + m * b * b
+    return float(np.sqrt(rho * (1 - rho) * v))
 
 
 def global_laplace_std(clients: int, total: int, positives: int, negatives: int, epsilon_sum: float) -> float:
