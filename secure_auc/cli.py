@@ -12,14 +12,16 @@ from .validation import InputError
 
 __all__ = ["main", "build_parser"]
 
-MECHANISMS = ("none", "rr", "laplace", "gaussian")
+MECHANISMS = ("none", "rr", "laplace", "gaussian", "distributed")
 
 
 def add_mechanism_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("label differential privacy")
     g.add_argument("--mechanism", choices=MECHANISMS, default="laplace",
                    help="none (exact, non-private), rr (randomized response on labels, debiased), "
-                        "laplace or gaussian (noise on each client's localSum and localP). Default: laplace")
+                        "laplace or gaussian (noise on each client's localSum and localP, as in the paper), "
+                        "distributed (noise on the aggregate only, in shares: discrete Laplace, or Gaussian "
+                        "with --delta; MPC protocol only). Default: laplace")
     g.add_argument("--epsilon", type=float, default=1.0, help="privacy budget eps per evaluation (default 1.0)")
     g.add_argument("--delta", type=float, default=None, help="delta for --mechanism gaussian, in (0, 1)")
     g.add_argument("--allocation", choices=ALLOCATIONS, default="adaptive",
@@ -30,6 +32,12 @@ def add_mechanism_options(p: argparse.ArgumentParser) -> None:
                         "global (M-1, GlobalLaplace). Default: local")
     g.add_argument("--alpha", type=float, default=0.5, help="share of eps on localSum for --allocation split (default 0.5)")
     g.add_argument("--beta", type=float, default=0.5, help="share of eps on localP for --allocation orthogonal (default 0.5)")
+    g.add_argument("--honest-fraction", type=float, default=1.0,
+                   help="distributed: fraction of clients assumed not to collude with the server; the honest "
+                        "clients' shares alone give the guarantee (default 1.0)")
+    g.add_argument("--split", type=float, default=None,
+                   help="distributed: share of eps on the centred rank statistic (default: variance-optimal "
+                        "from public priors AUC 0.75, base rate 0.25, i.e. 0.716)")
 
 
 def add_data_options(p: argparse.ArgumentParser) -> None:
@@ -80,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="fix the DP randomness for reproducibility (default: cryptographically seeded)")
     ev.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     add_mpc_options(ev)
+    add_ledger_options(ev)
 
     cmp = sub.add_parser(
         "compare",
@@ -120,11 +129,23 @@ def _fmt(x, spec=".6f"):
     return "-" if x is None else format(x, spec)
 
 
-def mechanism_from_args(args):
+def mechanism_from_args(args, clients: int | None = None):
     return make_mechanism(
         args.mechanism, args.epsilon, delta=args.delta, allocation=args.allocation,
-        sensitivity=args.sensitivity, alpha=args.alpha, beta=args.beta,
+        sensitivity=args.sensitivity, alpha=args.alpha, beta=args.beta, clients=clients,
+        honest_fraction=args.honest_fraction, split=args.split,
     )
+
+
+def add_ledger_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("privacy accounting across runs")
+    g.add_argument("--ledger", default=None, metavar="FILE",
+                   help="JSON file that records the privacy spent per dataset (created if missing)")
+    g.add_argument("--dataset", default=None,
+                   help="name of the labelled dataset in the ledger (default: 'built-in' or the client file names)")
+    g.add_argument("--budget", type=float, default=None,
+                   help="total eps allowed for --dataset; a run that would exceed it is refused")
+    g.add_argument("--budget-delta", type=float, default=0.0, help="total delta allowed (default 0)")
 
 
 def print_report(result, source: str, as_json: bool) -> None:
@@ -165,19 +186,39 @@ def print_report(result, source: str, as_json: bool) -> None:
 def cmd_evaluate(args) -> int:
     from .evaluate import builtin_clients, evaluate, load_clients
 
-    mechanism = mechanism_from_args(args)
     if args.files:
         clients = load_clients(args.files)
         source = f"{len(args.files)} client file(s)"
+        dataset = args.dataset or ",".join(sorted(args.files))
     else:
         clients = builtin_clients(args.clients, args.partition, samples=args.samples,
                                   auc=args.data_auc, base_rate=args.base_rate, data_seed=args.data_seed)
         source = f"built-in Criteo-like dataset, {args.partition} split"
+        dataset = args.dataset or "built-in"
+    mechanism = mechanism_from_args(args, clients=len(clients))
+    ledger = None
+    if args.ledger:
+        from .dp.accountant import Ledger
+
+        ledger = Ledger(args.ledger)
+        if args.budget is not None:
+            ledger.set_budget(dataset, args.budget, args.budget_delta)
+        cost = mechanism.cost
+        if args.mechanism != "none":
+            ledger.check(dataset, args.mechanism, cost.epsilon, cost.delta, seed=args.seed)
     mpc_options = None
     if args.protocol == "mpc":
         mpc_options = {"provider": args.provider, "sort": args.sort, "timeout": args.timeout,
                        "port": args.port, "progress": True}
     result = evaluate(clients, mechanism, protocol=args.protocol, seed=args.seed, mpc_options=mpc_options)
+    if ledger is not None and args.mechanism != "none":
+        cost = mechanism.cost
+        total = ledger.charge(dataset, args.mechanism, cost.epsilon, cost.delta, seed=args.seed,
+                              note=f"{args.protocol} protocol, {len(clients)} clients")
+        ledger.save()
+        result.extra["dataset"] = dataset
+        result.extra["total_epsilon_spent"] = round(total.epsilon, 12)
+        result.extra["total_delta_spent"] = total.delta
     print_report(result, source, args.json)
     return 0
 
@@ -195,6 +236,9 @@ def cmd_compare(args) -> int:
     for m in sizes:
         if m < max(parties) * 2:
             raise InputError(f"M = {m} is too small for {max(parties) - 1} clients")
+    if args.mechanism == "distributed":
+        raise InputError("compare runs both protocols, and distributed noise runs only in the MPC protocol; "
+                         "choose rr, laplace or gaussian")
     mechanism = mechanism_from_args(args)
     margs = ["--mechanism", args.mechanism, "--epsilon", str(args.epsilon), "--allocation", args.allocation,
              "--sensitivity", args.sensitivity, "--alpha", str(args.alpha), "--beta", str(args.beta)]

@@ -101,6 +101,10 @@ def describe(mechanism) -> dict:
             "allocation": mechanism.allocation,
             "sensitivity": mechanism.sensitivity if mechanism.allocation == "split" else None,
         }
+    if getattr(mechanism, "name", "") == "distributed":
+        return {"mechanism": "distributed", "epsilon": mechanism.epsilon, "delta": mechanism.delta or 0.0,
+                "allocation": f"{mechanism.noise} shares, split {mechanism.eps_split:.3f}, "
+                              f"{mechanism.honest} of {mechanism.clients} clients honest", "sensitivity": None}
     return {"mechanism": "none", "epsilon": None, "delta": None, "allocation": None, "sensitivity": None}
 
 
@@ -124,6 +128,11 @@ def evaluate(
     check_clients(clients)
     start = time.perf_counter()
     extra: dict = {}
+    if protocol == "plain" and getattr(mechanism, "name", "") == "distributed":
+        raise InputError(
+            "distributed noise protects only the aggregate: in the plain protocol the server would see each "
+            "client's statistics with only a share of the noise; use --protocol mpc"
+        )
     if protocol == "plain":
         roles = [Client(k, c, mechanism, client_rngs(seed, k)) for k, c in enumerate(clients)]
         estimate, aggregate, _ = run_plain(roles, Server(mechanism))

@@ -237,6 +237,9 @@ def make_mechanism(
     sensitivity: str = "local",
     alpha: float = 0.5,
     beta: float = 0.5,
+    clients: int | None = None,
+    honest_fraction: float = 1.0,
+    split: float | None = None,
 ):
     """Build a mechanism from command-line style names."""
     if mechanism == "none":
@@ -255,4 +258,11 @@ def make_mechanism(
             alpha=alpha,
             beta=beta,
         )
-    raise InputError(f"mechanism must be one of none, rr, laplace, gaussian; got {mechanism!r}")
+    if mechanism == "distributed":
+        from .distributed import DistributedNoise
+
+        if clients is None:
+            raise ValueError("distributed noise needs the number of clients")
+        return DistributedNoise(epsilon, clients, noise="gaussian" if delta is not None else "discrete_laplace",
+                                delta=delta, honest_fraction=honest_fraction, split=split)
+    raise InputError(f"mechanism must be one of none, rr, laplace, gaussian, distributed; got {mechanism!r}")

@@ -74,7 +74,7 @@ def _run(args) -> int:
             f"{k} client files with --provider {args.provider} need {expected} processes "
             f"(server + {k} clients" + (" + dealer" if args.provider == "ttp" else "") + f"), torchrun started {world}"
         )
-    mechanism = mechanism_from_args(args)
+    mechanism = mechanism_from_args(args, clients=len(args.files))
     data = read_client_csv(args.files[rank - 1]) if 1 <= rank <= k else None
     init_party(rank=rank, parties=k + 1, master_addr=os.environ["MASTER_ADDR"],
                master_port=int(os.environ["MASTER_PORT"]), provider=args.provider, timeout=args.timeout)

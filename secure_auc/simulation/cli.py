@@ -34,7 +34,10 @@ def add_parser(sub) -> None:
     p.add_argument("--epsilon", type=float, nargs="+", default=[1.0], help="values of eps (default 1)")
     p.add_argument("--alpha", type=float, default=0.5, help="share of eps on localSum for global/local (default 0.5)")
     p.add_argument("--beta", type=float, default=0.5, help="share of eps on localP for orthogonal (default 0.5)")
-    p.add_argument("--noise", choices=("laplace", "gaussian"), default="laplace")
+    p.add_argument("--noise", choices=("laplace", "gaussian"), default="laplace",
+                   help="noise family (for distributed: laplace means discrete Laplace shares)")
+    p.add_argument("--honest-fraction", type=float, default=1.0,
+                   help="distributed: fraction of clients assumed honest (default 1)")
     p.add_argument("--delta", type=float, default=None, help="delta for --noise gaussian")
     p.add_argument("--reps", type=int, default=100, help="repetitions R (default 100)")
     p.add_argument("--seed", type=int, default=0, help="root seed; repetition r uses SeedSequence(seed).spawn(R)[r]")
@@ -59,7 +62,7 @@ def load_dataset(args):
 
 
 def run_simulation(sim: Simulator, methods, clients, partitions, epsilons, *, reps, seed, alpha=0.5, beta=0.5,
-                   noise="laplace", delta=None, progress=None):
+                   noise="laplace", delta=None, honest_fraction=1.0, progress=None):
     cells = []
     jobs = []
     for eps in epsilons:
@@ -71,7 +74,7 @@ def run_simulation(sim: Simulator, methods, clients, partitions, epsilons, *, re
     start = time.perf_counter()
     for i, (method, eps, k, part) in enumerate(jobs, 1):
         cells.append(sim.cell(method, eps, clients=k, partition=part, reps=reps, seed=seed,
-                              alpha=alpha, beta=beta, noise=noise, delta=delta))
+                              alpha=alpha, beta=beta, noise=noise, delta=delta, honest_fraction=honest_fraction))
         if progress:
             progress(f"[{i}/{len(jobs)}] {method} eps={eps:g}" + (f" K={k} {part}" if k else "")
                      + f"  ({time.perf_counter() - start:.1f} s)")
@@ -97,7 +100,7 @@ def _cmd(args) -> int:
         raise InputError("all labels are of one class: AUC is undefined")
     cells = run_simulation(sim, args.methods, args.clients, args.partition, args.epsilon, reps=args.reps,
                            seed=args.seed, alpha=args.alpha, beta=args.beta, noise=args.noise, delta=args.delta,
-                           progress=lambda m: print(m, file=sys.stderr, flush=True))
+                           honest_fraction=args.honest_fraction, progress=lambda m: print(m, file=sys.stderr, flush=True))
     if args.json:
         print(json.dumps({"samples": sim.m, "positives": sim.p, "true_auc": sim.true_auc, "reps": args.reps,
                           "seed": args.seed, "cells": [c.to_dict() for c in cells]}))
@@ -108,7 +111,7 @@ def _cmd(args) -> int:
     for c in cells:
         cf = "-" if c.closed_form_std is None else f"{c.closed_form_std:.3g}"
         print(f"{c.method:<11} {c.partition or '-':<9} {c.clients or '-':>7} {c.epsilon:>5g} {c.mean:>10.6f} "
-              f"{c.std:>10.3g} {cf:>11} {c.linearised_std:>12.3g}")
+              f"{c.std:>10.3g} {cf:>11} {'-' if c.linearised_std is None else format(c.linearised_std, '.3g'):>12}")
         if c.method == "rr":
             print(f"{'  (noisy AUC before debiasing)':<40} {c.noisy_mean:>10.6f} {c.noisy_std:>10.3g}")
     print("closed form: the paper's formula (exact P and N); delta-method: this project's first-order std "

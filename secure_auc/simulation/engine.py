@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from ..data.partition import partition_owner
+from ..dp.distributed import DistributedNoise, centred_std
 from ..dp.mechanisms import RandomizedResponse, StatisticsMechanism
 from ..dp.randomized_response import debias_auc, flip_probability
 from ..dp.variance import (
@@ -46,6 +47,7 @@ METHODS = {
     "local": ("LocalLaplace: client's max rank, split alpha", True),
     "orthogonal": ("orthogonal decomposition, shared beta", True),
     "adaptive": ("orthogonal decomposition, per-client adaptive beta", True),
+    "distributed": ("noise on the aggregate in shares, centred statistic (this project; MPC only)", True),
 }
 
 
@@ -128,7 +130,7 @@ class Simulator:
     # ---- one cell of a results table -------------------------------------------
     def cell(self, method: str, epsilon: float, *, clients: int | None = None, partition: str | None = None,
              reps: int = 100, seed: int = 0, alpha: float = 0.5, beta: float = 0.5,
-             noise: str = "laplace", delta: float | None = None) -> Cell:
+             noise: str = "laplace", delta: float | None = None, honest_fraction: float = 1.0) -> Cell:
         if method == "rr":
             clean, noisy = self.rr_estimates(epsilon, reps, seed)
             finite = np.isfinite(epsilon)
@@ -138,8 +140,14 @@ class Simulator:
                         closed_form_std=rr_paper_std(self.m, self.p, self.n, epsilon) if finite else 0.0,
                         closed_form_name="paper: RR, exact P and N",
                         linearised_std=rr_linearised_std(self.ranks, self.labels, epsilon) if finite else 0.0)
-        mech = self.mechanism(method, epsilon, alpha=alpha, beta=beta, noise=noise, delta=delta)
+        mech = self.mechanism(method, epsilon, alpha=alpha, beta=beta, noise=noise, delta=delta,
+                              clients=clients, honest_fraction=honest_fraction)
         est = self.mechanism_estimates(mech, clients, partition, reps, seed)
+        if method == "distributed":
+            lin = (centred_std(self.m, self.p, self.true_auc, epsilon, mech.eps_split, honest_fraction, clients)
+                   if mech.noise == "discrete_laplace" else None)
+            return Cell(method, partition, clients, float(epsilon), reps, self.true_auc,
+                        float(est.mean()), float(est.std(ddof=1)), linearised_std=lin)
         cf, cf_name = None, None
         if method == "global" and noise == "laplace":
             cf, cf_name = global_laplace_std(clients, self.m, self.p, self.n, alpha * epsilon), "paper: GlobalLaplace, exact P and N"
@@ -150,7 +158,11 @@ class Simulator:
                     linearised_std=linearised_std(mech, self.stats(clients, partition), self.m, self.true_auc))
 
     @staticmethod
-    def mechanism(method: str, epsilon: float, *, alpha=0.5, beta=0.5, noise="laplace", delta=None):
+    def mechanism(method: str, epsilon: float, *, alpha=0.5, beta=0.5, noise="laplace", delta=None,
+                  clients=None, honest_fraction=1.0):
+        if method == "distributed":
+            return DistributedNoise(epsilon, clients, noise="discrete_laplace" if noise == "laplace" else "gaussian",
+                                    delta=delta, honest_fraction=honest_fraction)
         if method == "rr":
             return RandomizedResponse(epsilon)
         kw = dict(noise=noise, delta=delta, alpha=alpha, beta=beta)

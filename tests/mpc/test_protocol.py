@@ -12,7 +12,10 @@ from secure_auc.data import ClientData
 from secure_auc.dp import NoNoise, RandomizedResponse, StatisticsMechanism
 from secure_auc.evaluate import evaluate
 from secure_auc.mpc.launch import launch_local
+from secure_auc.dp import client_rngs
+from secure_auc.dp.distributed import DistributedNoise
 from secure_auc.mpc.party import PartyConfig
+from secure_auc.protocol import Client, ScoresMessage, Server
 
 MECHANISMS = (
     NoNoise(),
@@ -51,7 +54,8 @@ def test_mpc_equals_sklearn_and_plain_and_opens_only_the_aggregate(sizes, dtype)
     s = np.concatenate([c.scores for c in clients])
     assert 0 < y.sum() < len(y)
     seed = 7
-    config = PartyConfig(mechanisms=MECHANISMS, clients=len(clients), seed=seed, provider="ttp",
+    mechanisms = MECHANISMS + (DistributedNoise(1.0, len(clients), honest_fraction=0.5),)
+    config = PartyConfig(mechanisms=mechanisms, clients=len(clients), seed=seed, provider="ttp",
                          progress=False, audit=True)
     results = launch_local(clients, config, timeout=60)
     server = results[0]
@@ -63,6 +67,14 @@ def test_mpc_equals_sklearn_and_plain_and_opens_only_the_aggregate(sizes, dtype)
     for mech, est in zip(MECHANISMS, server.estimates):
         plain = evaluate(clients, mech, protocol="plain", seed=seed)
         assert float(est.auc) == plain.auc, mech
+    # distributed noise (MPC only): the opened aggregate is exactly the sum of the clients' noisy shares
+    dist = mechanisms[-1]
+    roles = [Client(k, c, dist, client_rngs(seed, k)) for k, c in enumerate(clients)]
+    for role, twice in zip(roles, Server.rank([ScoresMessage(r.index, r.scores) for r in roles])):
+        role.receive_ranks(twice)
+    expected = Server.aggregate([r.statistics_message() for r in roles])
+    assert server.aggregates[-1] == expected
+    assert float(server.estimates[-1].auc) == float(Server(dist).estimate(expected).auc)
 
     # what was opened, to whom
     for rank, result in results.items():
@@ -70,7 +82,7 @@ def test_mpc_equals_sklearn_and_plain_and_opens_only_the_aggregate(sizes, dtype)
         learned = [o for o in plaintext if o.learned_by(rank)]
         if rank == 0:
             # the server: the aggregated noisy sums (2 per mechanism), nothing else
-            assert [(o.label, o.values) for o in learned] == [("aggregate", 2 * len(MECHANISMS))]
+            assert [(o.label, o.values) for o in learned] == [("aggregate", 2 * len(mechanisms))]
         else:
             k = rank - 1
             assert [(o.label, o.values) for o in learned] == [
