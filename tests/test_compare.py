@@ -28,3 +28,38 @@ def test_compare_quick(tmp_path, capsys):
     for name in ("compare.csv", "compare.json", "compare.png"):
         assert (out / name).stat().st_size > 0
     assert "[1/4] M=300 parties=2: plain protocol" in captured.err
+
+
+def test_torchrun_and_local_launcher_agree(tmp_path, capsys):
+    code = main(["compare", "--sizes", "200", "--parties", "3", "--launcher", "both", "--provider", "tfp",
+                 "--out", str(tmp_path), "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    (row,) = json.loads(captured.out)
+    assert row["torchrun_dp_auc"] == row["mpc_dp_auc"] == row["plain_dp_auc"]
+
+
+def test_ctrl_c_leaves_no_process_behind(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    cmd = [sys.executable, "-m", "secure_auc", "compare", "--sizes", "8192", "--parties", "3", "--out", str(tmp_path)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    for line in proc.stderr:  # wait until the MPC parties are running
+        if "MPC protocol" in line:
+            break
+    time.sleep(4)
+    os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does: SIGINT to the foreground group
+    proc.wait(timeout=60)
+    assert proc.returncode != 0
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        ps = subprocess.run(["ps", "-eo", "pid=,sid=,stat="], capture_output=True, text=True).stdout.split("\n")
+        alive = [ln for ln in ps if ln.split() and ln.split()[1] == str(proc.pid) and not ln.split()[2].startswith("Z")]
+        if not alive:
+            break
+        time.sleep(0.5)
+    assert not alive, alive

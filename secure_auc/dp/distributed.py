@@ -1,114 +1,345 @@
 """Noise on the aggregate, added in shares by the clients (beyond the paper).
 
 In the MPC protocol the server opens only the sums over all clients, so the
-noise has to protect only those sums: it can be added once in total instead of
-once per client, and then the accuracy no longer depends on the number of
-clients K.  Each client adds a *share*; the shares are drawn from an infinitely
-divisible distribution so that their sum has exactly the distribution a single
-trusted curator would add.
+noise has to protect only those sums: it is added once in total, in shares,
+instead of once per client, and the accuracy no longer depends on the number of
+clients K.  Each client adds a *share* drawn from an infinitely divisible
+distribution, so that the sum of the shares of any h clients has exactly the
+distribution a single trusted curator would add.  Derivations, the trust model
+and measured results: ``docs/distributed-noise.md``.
 
-Centred statistic.  With rbar = (M - 1) / 2 (public) and mid-ranks,
+Centred statistic.  With rbar = (M - 1) / 2 (public) and 0-based mid-ranks,
 
-    AUC = (S - P (P - 1) / 2) / (P N) = 1/2 + C / (P N),   C = <r - rbar, y>,
+    AUC = (S - P (P - 1) / 2) / (P N) = 1/2 + C / (P N),   C = <r - rbar 1, y>,
 
 because sum_i r_i = M (M - 1) / 2 for any ties.  Changing one label moves C by
-|r_i - rbar| <= (M - 1) / 2 (half the sensitivity M - 1 of S) and P by 1.  We
-release D = 2C = <2r - (M - 1), y>, an integer (sensitivity M - 1), and P.
+|r_i - rbar| <= (M - 1) / 2 (half the sensitivity M - 1 of S) and P by 1.
+Mid-ranks are half-integers, so the integer noise is put on D = 2C =
+<2r - (M - 1), y> (integer, sensitivity M - 1); the noise on C is half of it.
 
-Budget split (derivation in docs/distributed-noise.md).  To first order,
-dAUC = (dC - g dP) / (P N) with g = (AUC - 1/2)(N - P).  With noise variances
-proportional to (Delta_C / eps_C)^2 and (1 / eps_P)^2, the variance
-a / eps_C^2 + b / eps_P^2 (a = Delta_C^2, b = g^2) under eps_C + eps_P = eps is
-smallest at
+What a client releases.  Client k adds shares e_C,k (on C) and e_P,k (on P) and
+releases, in the usual format,
 
-    eps_C / eps = a^(1/3) / (a^(1/3) + b^(1/3)) = 1 / (1 + (2 |AUC - 1/2| |1 - 2 pi|)^(2/3)),
+    localP'_k   = localP_k   + e_P,k
+    localSum'_k = localSum_k + e_C,k + rbar e_P,k.
 
-using Delta_C = M / 2 and N - P = M (1 - 2 pi).  The split may not depend on
-the private data, so it is computed from *public priors* (``prior_auc``,
-``prior_base_rate``; defaults 0.75 and 0.25 give 0.716, the paper's data
-would give 0.72); any fixed split is eps-DP.
+Summed: globalSum' = S + E_C + rbar E_P and P' = P + E_P, so the server's usual
+estimator (eq. 1) gives exactly 1/2 + (C + E_C) / (P' N'): noise on the
+centred statistic and on P, independent, with no change to the server
+(:func:`secure_auc.estimate.estimate_auc`).  Every released value is a
+multiple of 1/4 (discrete Laplace, Skellam) or of 2^-8 (Gaussian), so the
+protocol's 8-bit fixed point represents it exactly and sums are exact.
 
-Noise families (each client k draws the shares; h clients are assumed honest):
+Noise families (``noise``), each calibrated for the two statistics jointly:
 
-* ``discrete_laplace`` (pure eps, integers, the default): DLap with
-  P(x) proportional to exp(-eps |x| / Delta) is eps-DP for an integer statistic with
-  sensitivity Delta.  DLap = G1 - G2 with G geometric, and a geometric is a
-  negative binomial NB(1, p) with p = 1 - exp(-eps / Delta), so each share is
-  NB(1/h, p) - NB(1/h, p) and any h shares sum to exactly DLap (Goryczka &
-  Xiong 2015; Balle, Bell, Gascon, Nissim 2020).  Integer noise is exact in
-  CrypTen's integer ring and avoids the floating-point attacks on textbook
-  Laplace sampling (Mironov 2012).
-* ``gaussian`` ((eps, delta)): shares N(0, sigma^2 / h), sigma from the
-  analytic Gaussian mechanism for the l2 sensitivity sqrt(Delta_C'^2 + 1)
-  (both statistics in one release, with D scaled by the split).  The shares
-  are rounded to the 2^-8 fixed-point grid by each client; to stay exact we add
-  K * 2^-8 to the sensitivity of each statistic.  (Skellam shares, the
-  integer alternative of Agarwal, Kairouz and Liu 2021, are not implemented.)
+* ``discrete_laplace`` (pure eps, integer, the default).  DLap(t) with
+  P(x) proportional to exp(-|x| / t) is eps-DP for an integer statistic of sensitivity
+  Delta when t = Delta / eps.  DLap = G1 - G2 with G geometric, a geometric is
+  the negative binomial NB(1, p) with p = 1 - exp(-eps / Delta), and NB is
+  infinitely divisible: each share is NB(1/h, p) - NB(1/h, p), and any h
+  shares sum to exactly DLap (Goryczka & Xiong 2015; Balle, Bell, Gascon,
+  Nissim 2020).  Budget: eps_C = split * eps on D, eps_P = (1 - split) eps on P.
+* ``skellam`` ((eps, delta), integer).  Sk(mu) = Pois(mu) - Pois(mu); shares
+  Pois(mu/h) - Pois(mu/h) sum to exactly Sk(mu).  Calibrated with the Renyi-DP
+  bound of Agarwal, Kairouz & Liu (2021, Thm. 3.5) for each coordinate, RDP
+  composition over the two, and the RDP -> (eps, delta) conversion of Balle et
+  al. (2020, Thm. 21) / Canonne, Kamath & Steinke (2020).
+* ``gaussian`` ((eps, delta)).  Shares N(0, sigma^2 / h), each rounded by its
+  client to the fixed-point grid (2^-8 on C, 2^-7 on P, so that rbar e_P stays
+  on the grid).  The rounding is covered: the released sum is a post-processing
+  of the h rounded shares, and a shift Delta of the sum can be spread over the
+  h shares in grid steps, so the analytic Gaussian (Balle & Wang 2018) is
+  applied with the effective sensitivity sqrt(h * min sum_k delta_k^2)
+  (:func:`grid_effective_sensitivity`).  That is ~Delta for the C coordinate,
+  but sqrt(h g_P) >> 1 for P once h exceeds 1/g_P = 128: with many clients
+  prefer ``skellam``.
+
+For Skellam and Gaussian, ``split`` is the share of the squared (Mahalanobis)
+sensitivity budget on C: Delta_C^2 / sigma_C^2 = split / sigma_1^2 and
+Delta_P^2 / sigma_P^2 = (1 - split) / sigma_1^2.
+
+Budget split.  To first order dAUC = (dC - g dP) / (P N) with
+g = (AUC - 1/2)(N - P).  With r = g / Delta_C = 2 |AUC - 1/2| |1 - 2 pi| M/(M-1)
+the variance is proportional to
+
+    Laplace (limit of DLap):  2 / (s eps)^2 + r^2 2 / ((1 - s) eps)^2
+        -> s* = 1 / (1 + r^(2/3));
+    Gaussian / Skellam:       1 / w + r^2 / (1 - w)
+        -> w* = 1 / (1 + r).
+
+The split may not depend on the private AUC and base rate, so ``split=None``
+uses public priors (``prior_auc`` = 0.75, ``prior_base_rate`` = 0.25 give
+r = 0.25 and s* = 0.716 for Laplace; the built-in data has r = 0.244).  For
+the discrete Laplace the exact discrete variance is minimised numerically
+(it differs from the Laplace closed form only for large eps).
 
 Trust.  The guarantee holds if at least h = ceil(honest_fraction * K) clients
-do not collude with the server (colluders can subtract their own shares); the
-total noise is then K/h times the curator's in variance.  A single client's
-noisy statistics are *not* private on their own — one share of DLap is almost
-always 0 for large h — which is why they are never opened: the MPC opens only
-the sum, and the plain protocol refuses this mechanism.
+do not collude with the server (colluders can subtract their own shares): the
+honest shares alone already sum to the curator's noise.  The total noise is
+K/h times the curator's in variance.  A single client's noisy statistics are
+*not* private on their own (see :meth:`DistributedNoiseMechanism.share_epsilon`),
+which is why they are never opened: the MPC opens only the sum, and the plain
+protocol refuses this mechanism.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
+from scipy.optimize import minimize_scalar
+from scipy.special import log_ndtr
+from scipy.stats import nbinom
 
 from ..local_stats import LocalStatistics
 from ..validation import InputError, check_delta, check_epsilon
 from .mechanisms import NoisyStatistics, PrivacyCost
 from .noise import analytic_gaussian_sigma
 
-__all__ = ["DistributedNoise", "optimal_split", "centred_std", "FIXED_POINT_STEP"]
+__all__ = [
+    "NOISES",
+    "DistributedNoiseMechanism",
+    "DistributedNoise",
+    "Calibration",
+    "optimal_split",
+    "laplace_split",
+    "sqrt_split",
+    "prior_ratio",
+    "centred_std",
+    "dlap_variance",
+    "dlap_pmf",
+    "grid_effective_sensitivity",
+    "skellam_rdp",
+    "rdp_to_dp",
+    "skellam_epsilon",
+    "C_GRID",
+    "P_GRID",
+]
 
-FIXED_POINT_STEP = 2.0**-8  # the protocol's fixed-point grid (protocol.messages.FRACTION_BITS)
-
-
-def optimal_split(prior_auc: float = 0.75, prior_base_rate: float = 0.25) -> float:
-    """Share of eps on the centred statistic that minimises the estimate's variance."""
-    ratio = (2 * abs(prior_auc - 0.5) * abs(1 - 2 * prior_base_rate)) ** (2 / 3)
-    return 1.0 / (1.0 + ratio)
-
-
-def centred_std(total: int, positives: int, auc: float, epsilon: float, split: float, honest_fraction: float = 1.0,
-                clients: int = 1) -> float:
-    """Delta-method std of the estimate under discrete-Laplace noise on (2C, P)."""
-    m, p = float(total), float(positives)
-    n = m - p
-    h = max(1, math.ceil(honest_fraction * clients))
-    inflate = clients / h
-
-    def dlap_var(eps, delta_sens):
-        q = math.exp(-eps / delta_sens)
-        return 2 * q / (1 - q) ** 2
-
-    var_d = dlap_var(split * epsilon, m - 1) * inflate  # noise on D = 2C
-    var_p = dlap_var((1 - split) * epsilon, 1.0) * inflate
-    g = (auc - 0.5) * (n - p)
-    return math.sqrt(var_d / 4 + g * g * var_p) / (p * n)
+NOISES = ("discrete_laplace", "skellam", "gaussian")
+C_GRID = 2.0**-8  # Gaussian shares on C: the protocol's fixed-point step (protocol.messages.FRACTION_BITS)
+P_GRID = 2.0**-7  # Gaussian shares on P: rbar * e_P must stay on the 2^-8 grid (rbar is a half-integer)
+SPLIT_BOUNDS = (0.01, 0.99)
+RDP_ORDERS = np.unique(np.round(np.geomspace(2, 1e6, 3000)))  # integer Renyi orders for the Skellam accounting
 
 
+# ---------------------------------------------------------------------------------------------
+# distributions
+def dlap_variance(eps_per_unit) -> np.ndarray:
+    """Variance 2q/(1-q)^2 of DLap with q = exp(-eps_per_unit) (eps_per_unit = eps / Delta)."""
+    a = np.asarray(eps_per_unit, dtype=np.float64)
+    q = np.exp(-a)
+    return 2.0 * q / np.expm1(-a) ** 2
+
+
+def dlap_pmf(x, eps_per_unit: float) -> np.ndarray:
+    """P(X = x) = (1 - q)/(1 + q) q^|x|, q = exp(-eps_per_unit)."""
+    q = math.exp(-eps_per_unit)
+    return (1 - q) / (1 + q) * q ** np.abs(np.asarray(x, dtype=np.float64))
+
+
+def grid_effective_sensitivity(sensitivity: float, grid: float, honest: int) -> float:
+    """Effective l2 sensitivity of a sum of ``honest`` Gaussian shares each rounded to ``grid``.
+
+    A shift of the sum by Delta (a multiple of the grid) equals shifting the
+    rounded shares by grid multiples delta_k with sum Delta; spread as evenly
+    as possible (q = Delta/grid = a h + b), sum delta_k^2 = grid^2 ((h-b) a^2 + b (a+1)^2).
+    Each share has variance sigma^2 / h, so the divergence is that of the
+    curator's Gaussian with sensitivity sqrt(h sum delta_k^2) >= Delta.
+    """
+    q = round(sensitivity / grid)
+    if abs(q * grid - sensitivity) > 1e-9 * max(1.0, sensitivity):
+        raise ValueError(f"sensitivity {sensitivity} is not a multiple of the grid {grid}")
+    a, b = divmod(q, honest)
+    return math.sqrt(honest * grid * grid * ((honest - b) * a * a + b * (a + 1) ** 2))
+
+
+def skellam_rdp(alpha, mu: float, l2: float, l1: float | None = None) -> np.ndarray:
+    """RDP of Sk(mu) = Pois(mu) - Pois(mu) for sensitivities l2, l1 (Agarwal, Kairouz, Liu 2021, Thm. 3.5).
+
+        eps(alpha) = alpha l2^2 / (4 mu) + min(((2 alpha - 1) l2^2 + 6 l1) / (16 mu^2), 3 l1 / (4 mu)).
+    """
+    a = np.asarray(alpha, dtype=np.float64)
+    l1 = l2 if l1 is None else l1
+    return a * l2 * l2 / (4 * mu) + np.minimum(((2 * a - 1) * l2 * l2 + 6 * l1) / (16 * mu * mu), 3 * l1 / (4 * mu))
+
+
+def rdp_to_dp(rdp, alpha, delta: float) -> float:
+    """(eps, delta)-DP from RDP curve: min_alpha rdp + log((a-1)/a) - (log delta + log a)/(a-1).
+
+    Balle, Barthe, Gaboardi, Hsu & Sato (2020), Thm. 21; Canonne, Kamath & Steinke (2020), Prop. 12.
+    """
+    a = np.asarray(alpha, dtype=np.float64)
+    eps = np.asarray(rdp) + np.log1p(-1.0 / a) - (math.log(delta) + np.log(a)) / (a - 1)
+    return float(np.max([0.0, eps.min()]))
+
+
+def skellam_epsilon(mus, sensitivities, delta: float) -> float:
+    """eps at ``delta`` of independent Skellam noises Sk(mu_i) on coordinates with sensitivities Delta_i."""
+    rdp = sum(skellam_rdp(RDP_ORDERS, mu, s) for mu, s in zip(mus, sensitivities))
+    return rdp_to_dp(rdp, RDP_ORDERS, delta)
+
+
+def _gaussian_delta(sigma: float, eps: float) -> float:
+    a, b = 1.0 / (2.0 * sigma), eps * sigma
+    return math.exp(log_ndtr(a - b)) - math.exp(eps + log_ndtr(-a - b))
+
+
+def _gaussian_epsilon(sigma: float, delta: float) -> float:
+    """Smallest eps for which N(0, sigma^2) (sensitivity 1) is (eps, delta)-DP (inverse of the analytic Gaussian)."""
+    lo, hi = 0.0, 1.0
+    while _gaussian_delta(sigma, hi) > delta:
+        hi *= 2.0
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if _gaussian_delta(sigma, mid) <= delta else (mid, hi)
+    return hi
+
+
+# ---------------------------------------------------------------------------------------------
+# budget split
+def prior_ratio(prior_auc: float = 0.75, prior_base_rate: float = 0.25) -> float:
+    """r = g / Delta_C = 2 |AUC - 1/2| |1 - 2 pi| (M / (M - 1) dropped): weight of the P noise."""
+    return 2.0 * abs(prior_auc - 0.5) * abs(1.0 - 2.0 * prior_base_rate)
+
+
+def laplace_split(ratio: float) -> float:
+    """Share of eps on C minimising 1/s^2 + r^2/(1-s)^2 (Laplace noise): 1 / (1 + r^(2/3))."""
+    return float(np.clip(1.0 / (1.0 + ratio ** (2.0 / 3.0)), *SPLIT_BOUNDS))
+
+
+def sqrt_split(ratio: float) -> float:
+    """Share of the squared-sensitivity budget on C minimising 1/w + r^2/(1-w) (Gaussian/Skellam): 1/(1+r)."""
+    return float(np.clip(1.0 / (1.0 + ratio), *SPLIT_BOUNDS))
+
+
+@lru_cache(maxsize=256)
+def _dlap_split(epsilon: float, ratio: float) -> float:
+    # Var(AUC) (P N)^2 / Delta_C^2 = 2/(s eps)^2 (D: Delta = M - 1, Laplace limit) + r^2 Var DLap((1-s) eps)
+    def f(s):
+        return 2.0 / (s * epsilon) ** 2 + ratio**2 * float(dlap_variance((1.0 - s) * epsilon))
+
+    res = minimize_scalar(f, bounds=SPLIT_BOUNDS, method="bounded", options={"xatol": 1e-6})
+    return float(res.x)
+
+
+def optimal_split(epsilon: float, noise: str = "discrete_laplace", *, prior_auc: float = 0.75,
+                  prior_base_rate: float = 0.25, honest: int = 1) -> float:
+    """Variance-minimising split for the given noise from public priors (see the module docstring)."""
+    r = prior_ratio(prior_auc, prior_base_rate)
+    if noise == "discrete_laplace":
+        return _dlap_split(float(epsilon), r)
+    if noise == "skellam":
+        return sqrt_split(r)
+    if noise == "gaussian":
+        # the P coordinate's effective sensitivity grows with h (rounded shares); C's is ~Delta_C
+        return sqrt_split(r * grid_effective_sensitivity(1.0, P_GRID, honest))
+    raise InputError(f"distributed noise must be one of {NOISES}, got {noise!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# calibration
 @dataclass(frozen=True)
-class DistributedNoise:
+class Calibration:
+    """The curator's noise (sum of h honest shares) on C and on P, and how to draw shares.
+
+    ``param_c``/``param_p``: NB success probability p (discrete Laplace, on D = 2C and on P),
+    Poisson mean mu (Skellam, on D and on P) or sigma (Gaussian, on C and on P).
+    ``var_c``/``var_p``: variance of the curator's noise on C and on P.
+    """
+
+    noise: str
+    honest: int
+    param_c: float
+    param_p: float
+    var_c: float
+    var_p: float
+
+    def draw(self, rng: np.random.Generator, shape, shares: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+        """Noise on (C, P) equal to the sum of ``shares`` client shares, for every entry of ``shape``.
+
+        ``shares=1``: one client's share.  ``shares=K``: the total over K
+        clients, exact in distribution for discrete Laplace and Skellam (NB and
+        Poisson are closed under sums); for Gaussian the per-share rounding is
+        replaced by a Gaussian of the same variance (simulation only).
+        """
+        f = shares / self.honest
+        if self.noise == "discrete_laplace":
+            out = []
+            for p in (self.param_c, self.param_p):
+                out.append((rng.negative_binomial(f, p, size=shape) - rng.negative_binomial(f, p, size=shape))
+                           .astype(np.float64))
+            return out[0] / 2.0, out[1]
+        if self.noise == "skellam":
+            out = []
+            for mu in (self.param_c, self.param_p):
+                out.append((rng.poisson(f * mu, size=shape) - rng.poisson(f * mu, size=shape)).astype(np.float64))
+            return out[0] / 2.0, out[1]
+        out = []
+        for sigma, grid in ((self.param_c, C_GRID), (self.param_p, P_GRID)):
+            z = rng.standard_normal(shape) * (sigma * math.sqrt(f))
+            if shares != 1:
+                z = z + rng.standard_normal(shape) * (grid * math.sqrt(shares / 12.0))
+            out.append(np.rint(z / grid) * grid)
+        return out[0], out[1]
+
+
+@lru_cache(maxsize=256)
+def _calibrate(noise: str, epsilon: float, delta: float | None, split: float, total: int, honest: int) -> Calibration:
+    sens_d = float(total - 1)  # sensitivity of D = 2C
+    if noise == "discrete_laplace":
+        eps_d, eps_p = split * epsilon / sens_d, (1.0 - split) * epsilon
+        return Calibration(noise, honest, -math.expm1(-eps_d), -math.expm1(-eps_p),
+                           float(dlap_variance(eps_d)) / 4.0, float(dlap_variance(eps_p)))
+    if noise == "skellam":
+        # Sk(mu_D) on D with 2 mu_D = sens_d^2 t^2 / split, Sk(mu_P) on P with 2 mu_P = t^2 / (1 - split):
+        # find the smallest scale t meeting (eps, delta)
+        def mus(t):
+            return sens_d**2 * t * t / (2 * split), t * t / (2 * (1 - split))
+
+        def eps_of(t):
+            return skellam_epsilon(mus(t), (sens_d, 1.0), delta)
+
+        lo, hi = 1e-3, 1.0
+        while eps_of(hi) > epsilon:
+            lo, hi = hi, hi * 2
+        for _ in range(80):
+            mid = math.sqrt(lo * hi)
+            lo, hi = (lo, mid) if eps_of(mid) <= epsilon else (mid, hi)
+        mu_d, mu_p = mus(hi)
+        return Calibration(noise, honest, mu_d, mu_p, 2 * mu_d / 4.0, 2 * mu_p)
+    sigma1 = float(analytic_gaussian_sigma(epsilon, delta))
+    sens_c = grid_effective_sensitivity(sens_d / 2.0, C_GRID, honest)
+    sens_p = grid_effective_sensitivity(1.0, P_GRID, honest)
+    sigma_c = sens_c * sigma1 / math.sqrt(split)
+    sigma_p = sens_p * sigma1 / math.sqrt(1.0 - split)
+    return Calibration(noise, honest, sigma_c, sigma_p, sigma_c**2, sigma_p**2)
+
+
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class DistributedNoiseMechanism:
     """Noise on the aggregate in shares (MPC protocol only); see the module docstring.
 
     Parameters
     ----------
     epsilon : total budget of the evaluation.
-    clients : K, the number of clients (public).
-    noise : "discrete_laplace" (pure eps) or "gaussian" (needs delta).
-    honest_fraction : fraction of clients assumed not to collude with the server.
-    split : share of eps on the centred statistic; None = from the priors.
+    clients : K, the number of clients (public).  None: taken from the
+        statistics passed to :meth:`privatize` (simulations holding all clients).
+    noise : "discrete_laplace" (pure eps), "skellam" or "gaussian" (need delta).
+    delta : for Skellam and Gaussian, in (0, 1).
+    honest_fraction : fraction of clients assumed not to collude with the
+        server; h = ceil(honest_fraction * K) honest shares carry the guarantee.
+    split : share of the budget on the centred statistic C (eps share for the
+        discrete Laplace, squared-sensitivity share for Skellam/Gaussian);
+        None = variance-optimal for the public priors.
+    prior_auc, prior_base_rate : public guesses used only for the default split.
     """
 
     epsilon: float
-    clients: int
+    clients: int | None = None
     noise: str = "discrete_laplace"
     delta: float | None = None
     honest_fraction: float = 1.0
@@ -119,73 +350,141 @@ class DistributedNoise:
 
     def __post_init__(self):
         check_epsilon(self.epsilon)
-        if self.clients < 1:
-            raise InputError(f"clients must be at least 1, got {self.clients}")
+        if self.clients is not None and (int(self.clients) != self.clients or self.clients < 1):
+            raise InputError(f"clients must be a positive integer, got {self.clients}")
         if not (0.0 < self.honest_fraction <= 1.0):
             raise InputError(f"honest fraction must be in (0, 1], got {self.honest_fraction}")
-        if self.noise not in ("discrete_laplace", "gaussian"):
-            raise InputError(f"distributed noise must be 'discrete_laplace' or 'gaussian', got {self.noise!r}")
-        if self.noise == "gaussian":
+        if self.noise not in NOISES:
+            raise InputError(f"distributed noise must be one of {', '.join(NOISES)}; got {self.noise!r}")
+        if self.noise in ("skellam", "gaussian"):
             if self.delta is None:
-                raise InputError("Gaussian noise needs --delta in (0, 1)")
+                raise InputError(f"{self.noise} noise needs --delta in (0, 1)")
             check_delta(self.delta)
         elif self.delta not in (None, 0, 0.0):
-            raise InputError("delta applies to Gaussian noise only (discrete Laplace is pure eps-DP)")
+            raise InputError("delta applies to skellam and gaussian noise only (discrete Laplace is pure eps-DP)")
         if self.split is not None and not (0.0 < self.split < 1.0):
             raise InputError(f"split must be in (0, 1), got {self.split}")
+        if not (0.0 <= self.prior_auc <= 1.0) or not (0.0 < self.prior_base_rate < 1.0):
+            raise InputError("prior AUC must be in [0, 1] and prior base rate in (0, 1)")
+
+    # -- public parameters ----------------------------------------------------------------------
+    def honest_of(self, clients: int) -> int:
+        """h = ceil(honest_fraction * K), at least 1."""
+        return max(1, math.ceil(self.honest_fraction * clients - 1e-9))
 
     @property
     def honest(self) -> int:
-        return max(1, math.ceil(self.honest_fraction * self.clients))
+        if self.clients is None:
+            raise ValueError("the number of clients is not set")
+        return self.honest_of(self.clients)
+
+    def split_for(self, clients: int | None = None) -> float:
+        if self.split is not None:
+            return float(self.split)
+        k = clients if clients is not None else self.clients
+        h = self.honest_of(k) if k is not None else 1
+        return optimal_split(self.epsilon, self.noise, prior_auc=self.prior_auc,
+                             prior_base_rate=self.prior_base_rate, honest=h)
 
     @property
     def eps_split(self) -> float:
-        return self.split if self.split is not None else optimal_split(self.prior_auc, self.prior_base_rate)
+        """The split used (share of the budget on the centred statistic)."""
+        return self.split_for()
 
     @property
     def cost(self) -> PrivacyCost:
         return PrivacyCost(self.epsilon, self.delta or 0.0)
 
+    def calibration(self, total: int, clients: int | None = None) -> Calibration:
+        k = clients if clients is not None else self.clients
+        if k is None:
+            raise ValueError("distributed noise needs the number of clients")
+        if total < 2:
+            raise InputError(f"need at least 2 samples, got M = {total}")
+        h = self.honest_of(k)
+        return _calibrate(self.noise, float(self.epsilon), self.delta, self.split_for(k), int(total), h)
+
+    # -- the client's step ------------------------------------------------------------------------
     def prepare_labels(self, labels, rng):
         return np.asarray(labels, dtype=np.int8)
 
-    def _shares(self, rng, shape, total: int):
-        """Noise shares (on D = 2C, on P) for ``shape`` = (..., clients in this call)."""
-        h = self.honest
-        if self.noise == "discrete_laplace":
-            out = []
-            for eps, sens in ((self.eps_split * self.epsilon, total - 1), ((1 - self.eps_split) * self.epsilon, 1)):
-                p = -math.expm1(-eps / sens)  # 1 - exp(-eps/Delta)
-                out.append((rng.negative_binomial(1.0 / h, p, size=shape)
-                            - rng.negative_binomial(1.0 / h, p, size=shape)).astype(np.float64))
-            return out
-        # Gaussian: one (eps, delta) release of (D / w_D, P / w_P) with l2 sensitivity sqrt(2) after
-        # scaling each coordinate by its sensitivity (rounding margin included) and budget weight
-        k = self.clients
-        sens_d = (total - 1) + 2 * k * FIXED_POINT_STEP  # D = 2C: rounding of C moves D by 2 * step
-        sens_p = 1 + k * FIXED_POINT_STEP
-        s = self.eps_split
-        # weights: D gets share s of the noise budget, P share 1 - s (std inversely proportional)
-        w_d, w_p = sens_d / s, sens_p / (1 - s)
-        l2 = math.hypot(sens_d / w_d, sens_p / w_p)
-        sigma = float(analytic_gaussian_sigma(self.epsilon, self.delta)) * l2
-        scale = sigma / math.sqrt(h)
-        return [rng.standard_normal(shape) * scale * w_d, rng.standard_normal(shape) * scale * w_p]
+    def _clients_for(self, stats: LocalStatistics) -> int:
+        if self.clients is None:
+            return stats.clients
+        if stats.clients not in (1, self.clients):
+            raise ValueError(f"mechanism set up for {self.clients} clients, got statistics of {stats.clients}")
+        return self.clients
 
     def privatize(self, stats: LocalStatistics, rng: np.random.Generator, reps: int | None = None,
                   *, total: int | None = None) -> NoisyStatistics:
-        """Each client's statistics plus its shares, expressed as (localSum', localP').
-
-        The released pair is localP' = P_k + e_P and
-        localSum' = C_k + e_D / 2 + rbar localP', so that the server's usual
-        estimator (eq. 1) on the sums equals the centred estimator
-        1/2 + C' / (P' N') exactly.
-        """
+        """Each client's statistics plus its own shares (module docstring); shape (K,) or (reps, K)."""
         if total is None:
             raise ValueError("distributed noise needs the total number of samples M")
+        cal = self.calibration(total, self._clients_for(stats))
         shape = (stats.clients,) if reps is None else (reps, stats.clients)
+        e_c, e_p = cal.draw(rng, shape)
         rbar = (total - 1) / 2.0
-        centred = stats.local_sum - rbar * stats.local_p
-        e_d, e_p = self._shares(rng, shape, total)
-        local_p = stats.local_p + e_p
-        return NoisyStatistics(local_sum=centred + e_d / 2.0 + rbar * local_p, local_p=local_p, n=stats.n)
+        return NoisyStatistics(local_sum=stats.local_sum + e_c + rbar * e_p, local_p=stats.local_p + e_p, n=stats.n)
+
+    # -- analysis and fast simulation --------------------------------------------------------------
+    def aggregate_noise(self, rng: np.random.Generator, total: int, reps: int | None = None,
+                        clients: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(E_C, E_P): the total noise of all K clients in one draw (see :meth:`Calibration.draw`)."""
+        k = clients if clients is not None else self.clients
+        cal = self.calibration(total, k)
+        return cal.draw(rng, () if reps is None else (reps,), shares=k)
+
+    def noise_variance(self, total: int, clients: int | None = None) -> tuple[float, float]:
+        """Variance of the total noise (K shares) on C and on P: K/h times the curator's."""
+        k = clients if clients is not None else self.clients
+        cal = self.calibration(total, k)
+        inflate = k / cal.honest
+        extra = (k * C_GRID**2 / 12, k * P_GRID**2 / 12) if self.noise == "gaussian" else (0.0, 0.0)
+        return inflate * cal.var_c + extra[0], inflate * cal.var_p + extra[1]
+
+    def linearised_std(self, total: int, positives: float, auc: float, clients: int | None = None) -> float:
+        """Delta-method std: sqrt(Var E_C + g^2 Var E_P) / (P N), g = (AUC - 1/2)(N - P)."""
+        var_c, var_p = self.noise_variance(total, clients)
+        p = float(positives)
+        n = total - p
+        g = (auc - 0.5) * (n - p)
+        return math.sqrt(var_c + g * g * var_p) / (p * n)
+
+    def share_epsilon(self, total: int, clients: int | None = None) -> float:
+        """The privacy of ONE client's noisy statistics if they were opened (they never are).
+
+        Gaussian / Skellam: the eps (at the mechanism's delta) of a single share,
+        noise variance 1/h of the curator's (rounding ignored for Gaussian).
+        Discrete Laplace: a lower bound on the pure eps of a single share, the
+        privacy loss log P(e_P = 0) / P(e_P = 1) of its P coordinate alone
+        (exact pmf of NB(1/h) - NB(1/h)); it equals eps_P for h = 1 and grows
+        like log h.
+        """
+        k = clients if clients is not None else self.clients
+        cal = self.calibration(total, k)
+        h = cal.honest
+        if self.noise == "gaussian":
+            # Mahalanobis sensitivity per unit sigma of the curator is 1/sigma1; a share has sigma/sqrt(h)
+            sigma1 = float(analytic_gaussian_sigma(self.epsilon, self.delta))
+            return _gaussian_epsilon(sigma1 / math.sqrt(h), self.delta)
+        if self.noise == "skellam":
+            return skellam_epsilon((cal.param_c / h, cal.param_p / h), (total - 1.0, 1.0), self.delta)
+        r, p = 1.0 / h, cal.param_p
+        kmax = int(nbinom.ppf(1 - 1e-15, r, p)) + 2
+        ks = np.arange(kmax + 1)
+        f = nbinom.pmf(ks, r, p)
+        p0 = float(f @ f)
+        p1 = float(f[1:] @ f[:-1])
+        return math.log(p0 / p1)
+
+
+DistributedNoise = DistributedNoiseMechanism  # the name used by make_mechanism and the simulator
+
+
+def centred_std(total: int, positives: int, auc: float, epsilon: float, split: float | None = None,
+                honest_fraction: float = 1.0, clients: int = 1, noise: str = "discrete_laplace",
+                delta: float | None = None) -> float:
+    """Delta-method std of the estimate with distributed noise (see :meth:`DistributedNoiseMechanism.linearised_std`)."""
+    mech = DistributedNoiseMechanism(epsilon, clients, noise=noise, delta=delta, honest_fraction=honest_fraction,
+                                     split=split)
+    return mech.linearised_std(total, positives, auc)
