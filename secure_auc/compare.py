@@ -104,11 +104,17 @@ def _attack_plain(inbox, roles, labels_by_client, ks, rng):
 
 
 def _attack_mpc(server_openings, truth, ks, rng):
-    """Top-k on per-sample values the MPC opened to the server (there are none)."""
-    per_sample = [o for o in server_openings if o.kind == "plaintext" and o.learned_by(0) and o.values == len(truth)]
-    values = None  # the server's view holds no per-sample value: see the assertion below
-    assert not per_sample, "the MPC opened per-sample values to the server"
-    return {k: precision_at_k(top_k_guess_from_scores(values, k, len(truth), rng), truth) for k in ks if k <= len(truth)}
+    """Top-k on the per-sample values the MPC opened to the server.
+
+    The audit lists every plaintext opening the server received; a per-sample
+    opening would have M values.  There is none (the protocol tests assert
+    it), so the attacker has no per-sample information and guesses at random.
+    """
+    per_sample = [o for o in server_openings
+                  if o.kind == "plaintext" and o.learned_by(0) and o.values == len(truth)]
+    if per_sample:
+        raise AssertionError(f"the MPC opened per-sample values to the server: {per_sample}")
+    return {k: precision_at_k(top_k_guess_from_scores(None, k, len(truth), rng), truth) for k in ks if k <= len(truth)}
 
 
 def _torchrun(clients, mechanism_args, seed, provider, timeout):
