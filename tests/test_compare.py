@@ -47,7 +47,10 @@ def test_ctrl_c_leaves_no_process_behind(tmp_path):
     import time
 
     cmd = [sys.executable, "-m", "secure_auc", "compare", "--sizes", "8192", "--parties", "3", "--out", str(tmp_path)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    # a shell running this suite in the background ignores SIGINT, and children inherit that:
+    # restore the default so that the process sees Ctrl-C as a user's terminal would deliver it
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     for line in proc.stderr:  # wait until the MPC parties are running
         if "MPC protocol" in line:
             break

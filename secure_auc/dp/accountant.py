@@ -1,36 +1,65 @@
-"""Privacy accounting across repeated evaluations, persisted in a JSON file.
+"""Privacy accounting across repeated evaluations, persisted in a JSON file the user names.
 
 A user who evaluates every epoch spends budget every time.  The ledger keeps,
-per dataset (a name the user chooses for the set of clients' labels), every
-release with its (eps, delta), and reports the total by basic composition:
+per dataset (a name the user chooses for one set of clients' labels), every
+release with its time, mechanism, (eps, delta) and seed, and reports the total
+by basic composition:
 
-    eps_total = sum_i eps_i,   delta_total = sum_i delta_i
+    eps_total = sum_i eps_i,   delta_total = sum_i delta_i.
 
-(valid for any mix of Laplace, discrete Laplace, Gaussian and randomized
-response releases; tighter accounting for Gaussian releases, e.g. zCDP, is not
-applied, so the reported total is an upper bound).
+Basic composition is valid for any mix of the project's mechanisms (Laplace,
+Gaussian, randomized response, distributed discrete Laplace / Skellam /
+Gaussian), which is why it is what is reported and enforced.  It is an upper
+bound: Gaussian-type releases compose more tightly under zCDP/RDP, which this
+ledger does not apply.
 
-Randomized response is charged once per set of flipped labels: labels flipped
-with a fixed seed are the same flips every run (the paper: "all labels are only
-flipped once and ... can be used for further evaluations"), so a repeated RR
-evaluation with the same seed and eps costs nothing more.  Without a seed each
-run flips afresh and is charged again.
+Randomized response.  The flipped labels are a one-off release: every later
+evaluation on the same flipped labels is post-processing and costs nothing
+(paper: "all labels are only flipped once").  The clients do not store their
+flips; instead the flips are regenerated: client k flips its n_k labels with
+its own stream derived from (seed, k) (:mod:`secure_auc.dp.rng`), so with the
+same ``--seed``, the same eps and the same client sizes (n_1, ..., n_K) the
+flips are bit-identical.  The ledger therefore charges RR once per
+(dataset, eps, seed, client sizes) -- the ``layout`` argument -- and then
+nothing.  Without a seed every run flips afresh and is charged again, and so
+is a run whose layout is not given (we cannot tell it reuses the flips).
 
-With a budget set for a dataset, :meth:`Ledger.charge` refuses a release that
-would take the total over it, before anything is computed.
+Noise mechanisms and seeds.  Laplace, Gaussian and distributed noise draw
+fresh noise each run; the sum composes.  But a fixed ``--seed`` gives the
+*same* noise: two releases of different statistics (e.g. two models' scores)
+with the same noise reveal their exact difference, which basic composition
+does not cover.  The ledger refuses a noise mechanism with a seed already
+used by a noise mechanism on the same dataset.
+
+Budgets.  ``set_budget`` stores (eps, delta) for a dataset; :meth:`Ledger.charge`
+refuses, with an :class:`InputError` naming the dataset, the spent and the
+requested budget, a release that would take the total over it.  Call it
+*before* the evaluation (it reserves the budget; a run that then fails stays
+charged, which errs on the safe side).  Every update re-reads the file under
+an exclusive lock and replaces it atomically, so concurrent runs cannot lose
+each other's charges or jointly overshoot the budget.
+
+    python -m secure_auc.dp.accountant LEDGER.json     # prints the totals per dataset
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
+import math
 import os
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..validation import InputError
 
-__all__ = ["Ledger", "Spent"]
+__all__ = ["Ledger", "Spent", "NOISE_MECHANISMS"]
+
+NOISE_MECHANISMS = ("laplace", "gaussian", "distributed")
+VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -40,73 +69,187 @@ class Spent:
     releases: int
 
 
+def _layout_key(layout) -> str | None:
+    if layout is None:
+        return None
+    if isinstance(layout, str):
+        return layout
+    return ",".join(str(int(n)) for n in layout)
+
+
 class Ledger:
+    """One JSON ledger file: ``{"version": 1, "datasets": {name: {"budget": ..., "releases": [...]}}}``."""
+
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        if self.path.exists():
-            try:
-                self.data = json.loads(self.path.read_text() or "{}")
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{self.path}: not a privacy ledger (invalid JSON: {exc.msg})") from None
-        else:
-            self.data = {}
-        self.data.setdefault("datasets", {})
+        self._pending_budgets: dict[str, dict] = {}
+        self.data = self._read()
 
+    # -- file ---------------------------------------------------------------------------------------
+    def _read(self) -> dict:
+        if not self.path.exists():
+            return {"version": VERSION, "datasets": {}}
+        try:
+            data = json.loads(self.path.read_text() or "{}")
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{self.path}: not a privacy ledger (invalid JSON: {exc.msg})") from None
+        except OSError as exc:
+            raise InputError(f"{self.path}: cannot read the privacy ledger ({exc.strerror})") from None
+        if not isinstance(data, dict) or not isinstance(data.get("datasets", {}), dict):
+            raise InputError(f"{self.path}: not a privacy ledger (no 'datasets' object)")
+        data.setdefault("version", VERSION)
+        data.setdefault("datasets", {})
+        return data
+
+    @contextlib.contextmanager
+    def _locked(self):
+        """Exclusive lock on LEDGER.lock; reload the file, yield, write it back atomically."""
+        lock_path = self.path.with_name(self.path.name + ".lock")
+        try:
+            fd = os.open(lock_path, os.O_CREAT | os.O_RDWR, 0o600)
+        except OSError as exc:
+            raise InputError(f"{self.path}: cannot lock the privacy ledger ({exc.strerror})") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            self.data = self._read()
+            for name, budget in self._pending_budgets.items():
+                self._entry(name)["budget"] = budget
+            yield
+            tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(self.data, indent=1) + "\n")
+            os.replace(tmp, self.path)  # atomic: a crash never leaves a half-written ledger
+            self._pending_budgets.clear()
+        finally:
+            os.close(fd)  # releases the lock
+
+    def save(self) -> None:
+        """Persist budget changes (charges are persisted by :meth:`charge` itself)."""
+        with self._locked():
+            pass
+
+    # -- queries ---------------------------------------------------------------------------------------
     def _entry(self, dataset: str) -> dict:
         if not dataset:
             raise InputError("a dataset name is needed to account for privacy")
         return self.data["datasets"].setdefault(dataset, {"budget": None, "releases": []})
 
+    def _releases(self, dataset: str) -> list:
+        return self.data["datasets"].get(dataset, {}).get("releases", [])
+
+    def budget(self, dataset: str) -> dict | None:
+        if dataset in self._pending_budgets:
+            return self._pending_budgets[dataset]
+        return self.data["datasets"].get(dataset, {}).get("budget")
+
     def set_budget(self, dataset: str, epsilon: float, delta: float = 0.0) -> None:
-        if not epsilon > 0:
-            raise InputError(f"budget epsilon must be > 0, got {epsilon}")
-        self._entry(dataset)["budget"] = {"epsilon": float(epsilon), "delta": float(delta)}
+        """Total (eps, delta) allowed for ``dataset``; persisted by the next charge or :meth:`save`."""
+        if not (epsilon > 0) or math.isinf(epsilon):
+            raise InputError(f"budget epsilon must be a finite number > 0, got {epsilon}")
+        if not (0.0 <= delta < 1.0):
+            raise InputError(f"budget delta must be in [0, 1), got {delta}")
+        self._entry(dataset)
+        self._pending_budgets[dataset] = {"epsilon": float(epsilon), "delta": float(delta)}
 
     def spent(self, dataset: str) -> Spent:
-        rel = self.data["datasets"].get(dataset, {}).get("releases", [])
-        return Spent(sum(r["epsilon"] for r in rel), sum(r["delta"] for r in rel), len(rel))
+        rel = self._releases(dataset)
+        return Spent(math.fsum(r["epsilon"] for r in rel), math.fsum(r["delta"] for r in rel), len(rel))
+
+    def datasets(self) -> list[str]:
+        return sorted(self.data["datasets"])
 
     @staticmethod
-    def _rr_key(epsilon: float, seed: int | None) -> str | None:
-        return None if seed is None else f"rr:eps={epsilon!r}:seed={seed}"
+    def _rr_key(epsilon: float, seed: int | None, layout) -> str | None:
+        lk = _layout_key(layout)
+        if seed is None or lk is None:
+            return None
+        return f"rr:eps={float(epsilon)!r}:seed={int(seed)}:sizes={lk}"
 
-    def cost_of(self, dataset: str, mechanism: str, epsilon: float, delta: float = 0.0, *, seed: int | None = None):
-        """(eps, delta) this release would add (0 for RR labels already flipped with this seed)."""
-        key = self._rr_key(epsilon, seed) if mechanism == "rr" else None
-        if key and any(r.get("key") == key for r in self.data["datasets"].get(dataset, {}).get("releases", [])):
-            return 0.0, 0.0
+    def cost_of(self, dataset: str, mechanism: str, epsilon: float, delta: float = 0.0, *,
+                seed: int | None = None, layout=None) -> tuple[float, float]:
+        """(eps, delta) this release would add: 0 for RR on flipped labels already released."""
+        if mechanism == "rr":
+            key = self._rr_key(epsilon, seed, layout)
+            if key and any(r.get("key") == key for r in self._releases(dataset)):
+                return 0.0, 0.0
         return float(epsilon), float(delta)
 
-    def check(self, dataset: str, mechanism: str, epsilon: float, delta: float = 0.0, *, seed: int | None = None) -> None:
-        """Raise InputError if the release would exceed the dataset's budget."""
-        entry = self._entry(dataset)
-        budget = entry["budget"]
+    def check(self, dataset: str, mechanism: str, epsilon: float, delta: float = 0.0, *,
+              seed: int | None = None, layout=None) -> None:
+        """Raise InputError if the release would exceed the dataset's budget or reuse a noise seed."""
+        if not (epsilon > 0) or math.isinf(epsilon):
+            raise InputError(f"cannot account for eps = {epsilon} (a non-private run spends an unbounded budget)")
+        if mechanism in NOISE_MECHANISMS and seed is not None:
+            for i, r in enumerate(self._releases(dataset)):
+                if r.get("mechanism") in NOISE_MECHANISMS and r.get("seed") == int(seed):
+                    raise InputError(
+                        f"dataset {dataset!r}: --seed {seed} was already used for {r['mechanism']} noise "
+                        f"(release {i + 1}, {r.get('time', '?')}); the same seed gives the same noise, and two "
+                        "releases with the same noise reveal their exact difference. Use another seed or none"
+                    )
+        budget = self.budget(dataset)
         if budget is None:
             return
-        add_e, add_d = self.cost_of(dataset, mechanism, epsilon, delta, seed=seed)
+        add_e, add_d = self.cost_of(dataset, mechanism, epsilon, delta, seed=seed, layout=layout)
         s = self.spent(dataset)
-        if s.epsilon + add_e > budget["epsilon"] + 1e-12 or s.delta + add_d > budget["delta"] + 1e-15:
+        over_e = s.epsilon + add_e > budget["epsilon"] * (1 + 1e-12)
+        over_d = s.delta + add_d > budget["delta"] * (1 + 1e-12)
+        if over_e or over_d:
             raise InputError(
                 f"privacy budget of dataset {dataset!r} would be exceeded: spent eps = {s.epsilon:g}"
                 + (f", delta = {s.delta:g}" if s.delta or add_d else "")
                 + f" in {s.releases} release(s); this run needs eps = {add_e:g}"
                 + (f", delta = {add_d:g}" if add_d else "")
-                + f"; budget eps = {budget['epsilon']:g}" + (f", delta = {budget['delta']:g}" if budget["delta"] else "")
+                + f"; budget eps = {budget['epsilon']:g}"
+                + (f", delta = {budget['delta']:g}" if budget["delta"] or add_d else "")
             )
 
-    def charge(self, dataset: str, mechanism: str, epsilon: float, delta: float = 0.0, *, seed: int | None = None,
-               note: str = "") -> Spent:
-        self.check(dataset, mechanism, epsilon, delta, seed=seed)
-        add_e, add_d = self.cost_of(dataset, mechanism, epsilon, delta, seed=seed)
-        rel = {"time": time.strftime("%Y-%m-%dT%H:%M:%S"), "mechanism": mechanism,
-               "epsilon": add_e, "delta": add_d, "note": note}
-        key = self._rr_key(epsilon, seed) if mechanism == "rr" else None
-        if key:
-            rel["key"] = key
-        self._entry(dataset)["releases"].append(rel)
+    def charge(self, dataset: str, mechanism: str, epsilon: float, delta: float = 0.0, *,
+               seed: int | None = None, layout=None, note: str = "") -> Spent:
+        """Check, record and persist one release (under the file lock); returns the new total."""
+        with self._locked():
+            self.check(dataset, mechanism, epsilon, delta, seed=seed, layout=layout)
+            add_e, add_d = self.cost_of(dataset, mechanism, epsilon, delta, seed=seed, layout=layout)
+            rel = {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "mechanism": mechanism,
+                   "epsilon": add_e, "delta": add_d, "requested_epsilon": float(epsilon),
+                   "requested_delta": float(delta), "seed": None if seed is None else int(seed)}
+            key = self._rr_key(epsilon, seed, layout) if mechanism == "rr" else None
+            if key:
+                rel["key"] = key
+            if mechanism == "rr" and add_e == 0.0:
+                note = (note + "; " if note else "") + "reuses labels already flipped with this seed: free"
+            if note:
+                rel["note"] = note
+            self._entry(dataset)["releases"].append(rel)
         return self.spent(dataset)
 
-    def save(self) -> None:
-        tmp = self.path.with_suffix(self.path.suffix + ".tmp")
-        tmp.write_text(json.dumps(self.data, indent=1))
-        os.replace(tmp, self.path)  # atomic: a crash never leaves a half-written ledger
+    # -- report -----------------------------------------------------------------------------------------
+    def report(self) -> str:
+        lines = [f"privacy ledger {self.path} (basic composition: eps and delta add up)"]
+        if not self.data["datasets"]:
+            lines.append("  no releases recorded")
+        for name in self.datasets():
+            s = self.spent(name)
+            b = self.budget(name)
+            line = f"  {name}: eps = {s.epsilon:g}, delta = {s.delta:g} in {s.releases} release(s)"
+            if b:
+                line += f"; budget eps = {b['epsilon']:g}, delta = {b['delta']:g}; " \
+                        f"left eps = {max(0.0, b['epsilon'] - s.epsilon):g}"
+            lines.append(line)
+        return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: python -m secure_auc.dp.accountant LEDGER.json", file=sys.stderr)
+        return 2
+    try:
+        print(Ledger(argv[0]).report())
+    except InputError as exc:
+        print(f"secure-auc: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -41,9 +41,9 @@ Noise families (``noise``), each calibrated for the two statistics jointly:
   Nissim 2020).  Budget: eps_C = split * eps on D, eps_P = (1 - split) eps on P.
 * ``skellam`` ((eps, delta), integer).  Sk(mu) = Pois(mu) - Pois(mu); shares
   Pois(mu/h) - Pois(mu/h) sum to exactly Sk(mu).  Calibrated with the Renyi-DP
-  bound of Agarwal, Kairouz & Liu (2021, Thm. 3.5) for each coordinate, RDP
+  bound of Agarwal, Kairouz & Liu (2021) for each coordinate, RDP
   composition over the two, and the RDP -> (eps, delta) conversion of Balle et
-  al. (2020, Thm. 21) / Canonne, Kamath & Steinke (2020).
+  al. (2020) / Canonne, Kamath & Steinke (2020) (the two forms are identical).
 * ``gaussian`` ((eps, delta)).  Shares N(0, sigma^2 / h), each rounded by its
   client to the fixed-point grid (2^-8 on C, 2^-7 on P, so that rbar e_P stays
   on the grid).  The rounding is covered: the released sum is a post-processing
@@ -157,7 +157,7 @@ def grid_effective_sensitivity(sensitivity: float, grid: float, honest: int) -> 
 
 
 def skellam_rdp(alpha, mu: float, l2: float, l1: float | None = None) -> np.ndarray:
-    """RDP of Sk(mu) = Pois(mu) - Pois(mu) for sensitivities l2, l1 (Agarwal, Kairouz, Liu 2021, Thm. 3.5).
+    """RDP of Sk(mu) = Pois(mu) - Pois(mu) for sensitivities l2, l1 (Agarwal, Kairouz, Liu 2021).
 
         eps(alpha) = alpha l2^2 / (4 mu) + min(((2 alpha - 1) l2^2 + 6 l1) / (16 mu^2), 3 l1 / (4 mu)).
     """
@@ -169,7 +169,7 @@ def skellam_rdp(alpha, mu: float, l2: float, l1: float | None = None) -> np.ndar
 def rdp_to_dp(rdp, alpha, delta: float) -> float:
     """(eps, delta)-DP from RDP curve: min_alpha rdp + log((a-1)/a) - (log delta + log a)/(a-1).
 
-    Balle, Barthe, Gaboardi, Hsu & Sato (2020), Thm. 21; Canonne, Kamath & Steinke (2020), Prop. 12.
+    Balle, Barthe, Gaboardi, Hsu & Sato (2020); Canonne, Kamath & Steinke (2020) (same bound).
     """
     a = np.asarray(alpha, dtype=np.float64)
     eps = np.asarray(rdp) + np.log1p(-1.0 / a) - (math.log(delta) + np.log(a)) / (a - 1)
@@ -484,7 +484,7 @@ DistributedNoise = DistributedNoiseMechanism  # the name used by make_mechanism 
 def centred_std(total: int, positives: int, auc: float, epsilon: float, split: float | None = None,
                 honest_fraction: float = 1.0, clients: int = 1, noise: str = "discrete_laplace",
                 delta: float | None = None) -> float:
-    """Delta-method std of the estimate with distributed noise (see :meth:`DistributedNoiseMechanism.linearised_std`)."""
+    """Delta-method std of the estimate with distributed noise (:meth:`DistributedNoiseMechanism.linearised_std`)."""
     mech = DistributedNoiseMechanism(epsilon, clients, noise=noise, delta=delta, honest_fraction=honest_fraction,
                                      split=split)
     return mech.linearised_std(total, positives, auc)
