@@ -20,7 +20,7 @@ def add_mechanism_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--mechanism", choices=MECHANISMS, default="laplace",
                    help="none (exact, non-private), rr (randomized response on labels, debiased), "
                         "laplace or gaussian (noise on each client's localSum and localP, as in the paper), "
-                        "distributed (noise on the aggregate only, in shares: discrete Laplace, or Gaussian "
+                        "distributed (noise on the aggregate only, in shares: discrete Laplace, or Skellam "
                         "with --delta; MPC protocol only). Default: laplace")
     g.add_argument("--epsilon", type=float, default=1.0, help="privacy budget eps per evaluation (default 1.0)")
     g.add_argument("--delta", type=float, default=None, help="delta for --mechanism gaussian, in (0, 1)")
@@ -36,8 +36,9 @@ def add_mechanism_options(p: argparse.ArgumentParser) -> None:
                    help="distributed: fraction of clients assumed not to collude with the server; the honest "
                         "clients' shares alone give the guarantee (default 1.0)")
     g.add_argument("--split", type=float, default=None,
-                   help="distributed: share of eps on the centred rank statistic (default: variance-optimal "
-                        "from public priors AUC 0.75, base rate 0.25, i.e. 0.716)")
+                   help="distributed: share of the budget on the centred rank statistic (of eps for discrete "
+                        "Laplace; of the squared-sensitivity budget for Skellam). Default: variance-optimal from "
+                        "public priors AUC 0.75, base rate 0.25 (0.716 for discrete Laplace)")
 
 
 def add_data_options(p: argparse.ArgumentParser) -> None:
@@ -204,8 +205,9 @@ def cmd_evaluate(args) -> int:
         if args.budget is not None:
             ledger.set_budget(dataset, args.budget, args.budget_delta)
         cost = mechanism.cost
+        layout = [len(c) for c in clients]  # RR flips depend on (seed, client, size): same layout, same flips
         if args.mechanism != "none":
-            ledger.check(dataset, args.mechanism, cost.epsilon, cost.delta, seed=args.seed)
+            ledger.check(dataset, args.mechanism, cost.epsilon, cost.delta, seed=args.seed, layout=layout)
     mpc_options = None
     if args.protocol == "mpc":
         mpc_options = {"provider": args.provider, "sort": args.sort, "timeout": args.timeout,
@@ -213,7 +215,7 @@ def cmd_evaluate(args) -> int:
     result = evaluate(clients, mechanism, protocol=args.protocol, seed=args.seed, mpc_options=mpc_options)
     if ledger is not None and args.mechanism != "none":
         cost = mechanism.cost
-        total = ledger.charge(dataset, args.mechanism, cost.epsilon, cost.delta, seed=args.seed,
+        total = ledger.charge(dataset, args.mechanism, cost.epsilon, cost.delta, seed=args.seed, layout=layout,
                               note=f"{args.protocol} protocol, {len(clients)} clients")
         ledger.save()
         result.extra["dataset"] = dataset

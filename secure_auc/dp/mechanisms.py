@@ -263,6 +263,7 @@ def make_mechanism(
 
         if clients is None:
             raise ValueError("distributed noise needs the number of clients")
-        return DistributedNoise(epsilon, clients, noise="gaussian" if delta is not None else "discrete_laplace",
+        # pure eps: discrete Laplace shares; (eps, delta): Skellam shares (integer, exact in the ring)
+        return DistributedNoise(epsilon, clients, noise="skellam" if delta is not None else "discrete_laplace",
                                 delta=delta, honest_fraction=honest_fraction, split=split)
     raise InputError(f"mechanism must be one of none, rr, laplace, gaussian, distributed; got {mechanism!r}")

@@ -34,8 +34,9 @@ def add_parser(sub) -> None:
     p.add_argument("--epsilon", type=float, nargs="+", default=[1.0], help="values of eps (default 1)")
     p.add_argument("--alpha", type=float, default=0.5, help="share of eps on localSum for global/local (default 0.5)")
     p.add_argument("--beta", type=float, default=0.5, help="share of eps on localP for orthogonal (default 0.5)")
-    p.add_argument("--noise", choices=("laplace", "gaussian"), default="laplace",
-                   help="noise family (for distributed: laplace means discrete Laplace shares)")
+    p.add_argument("--noise", choices=("laplace", "gaussian", "skellam"), default="laplace",
+                   help="noise family; for distributed, laplace means discrete Laplace shares and skellam is "
+                        "available (needs --delta)")
     p.add_argument("--honest-fraction", type=float, default=1.0,
                    help="distributed: fraction of clients assumed honest (default 1)")
     p.add_argument("--delta", type=float, default=None, help="delta for --noise gaussian")
@@ -89,8 +90,10 @@ def _cmd(args) -> int:
     check_fraction(args.beta, name="beta")
     if args.reps < 2:
         raise InputError(f"reps must be at least 2 to estimate a standard deviation, got {args.reps}")
-    if args.noise == "gaussian" and args.delta is None:
-        raise InputError("--noise gaussian needs --delta in (0, 1)")
+    if args.noise in ("gaussian", "skellam") and args.delta is None:
+        raise InputError(f"--noise {args.noise} needs --delta in (0, 1)")
+    if args.noise == "skellam" and set(args.methods) - {"distributed"}:
+        raise InputError("--noise skellam applies to --methods distributed only")
     scores, labels = load_dataset(args)
     for k in args.clients:
         if not 1 <= k <= len(scores):

@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from ..data.partition import partition_owner
-from ..dp.distributed import DistributedNoise, centred_std
+from ..dp.distributed import DistributedNoise
 from ..dp.mechanisms import RandomizedResponse, StatisticsMechanism
 from ..dp.randomized_response import debias_auc, flip_probability
 from ..dp.variance import (
@@ -105,6 +105,16 @@ class Simulator:
                             reps: int, seed: int) -> np.ndarray:
         st = self.stats(clients, partition)
         out = np.empty(reps)
+        if hasattr(mechanism, "aggregate_noise"):
+            # noise on the aggregate: the sum of the K shares has a closed-form distribution,
+            # drawn in one go (exact in distribution; the protocol draws it share by share)
+            rbar = (self.m - 1) / 2.0
+            centred = float(st.local_sum.sum() - rbar * st.local_p.sum())
+            for r, rng in enumerate(rep_generators(seed, reps)):
+                e_c, e_p = mechanism.aggregate_noise(rng, self.m, clients=clients)
+                p = st.local_p.sum() + float(e_p)
+                out[r] = auc_from_sums(centred + float(e_c) + rbar * p, p, self.m - p)
+            return out
         for r, rng in enumerate(rep_generators(seed, reps)):
             noisy = mechanism.privatize(st, rng, total=self.m)
             p = noisy.local_p.sum()
@@ -144,8 +154,7 @@ class Simulator:
                               clients=clients, honest_fraction=honest_fraction)
         est = self.mechanism_estimates(mech, clients, partition, reps, seed)
         if method == "distributed":
-            lin = (centred_std(self.m, self.p, self.true_auc, epsilon, mech.eps_split, honest_fraction, clients)
-                   if mech.noise == "discrete_laplace" else None)
+            lin = mech.linearised_std(self.m, self.p, self.true_auc)
             return Cell(method, partition, clients, float(epsilon), reps, self.true_auc,
                         float(est.mean()), float(est.std(ddof=1)), linearised_std=lin)
         cf, cf_name = None, None
@@ -161,7 +170,7 @@ class Simulator:
     def mechanism(method: str, epsilon: float, *, alpha=0.5, beta=0.5, noise="laplace", delta=None,
                   clients=None, honest_fraction=1.0):
         if method == "distributed":
-            return DistributedNoise(epsilon, clients, noise="discrete_laplace" if noise == "laplace" else "gaussian",
+            return DistributedNoise(epsilon, clients, noise={"laplace": "discrete_laplace"}.get(noise, noise),
                                     delta=delta, honest_fraction=honest_fraction)
         if method == "rr":
             return RandomizedResponse(epsilon)
