@@ -36,7 +36,7 @@ from .attack import precision_at_k, top_k_guess_from_scores
 from .data import make_ctr_dataset, partition_indices, write_client_csv
 from .data.io import ClientData
 from .dp import NoNoise, client_rngs
-from .protocol import Client, ScoresMessage, Server, StatisticsMessage
+from .protocol import Client, ScoresMessage, Server
 from .transport.local import run_plain
 
 __all__ = ["ComparisonRow", "compare", "ATTACK_K", "write_outputs"]

@@ -9,7 +9,7 @@ from sklearn.metrics import roc_auc_score
 from secure_auc.data import ClientData
 from secure_auc.dp import NoNoise, RandomizedResponse, StatisticsMechanism, client_rngs, debias_auc
 from secure_auc.evaluate import builtin_clients, evaluate
-from secure_auc.metrics import midranks, rank_auc
+from secure_auc.metrics import rank_auc
 from secure_auc.protocol import Client, ScoresMessage, Server, StatisticsMessage
 from secure_auc.transport.local import run_plain
 

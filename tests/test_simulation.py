@@ -7,7 +7,6 @@ import pytest
 
 from secure_auc.cli import main
 from secure_auc.data import make_ctr_dataset
-from secure_auc.dp import RandomizedResponse, StatisticsMechanism
 from secure_auc.dp.variance import global_laplace_std, rr_linearised_std
 from secure_auc.evaluate import evaluate
 from secure_auc.data.io import ClientData
