@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from functools import lru_cache
+
 import numpy as np
 from scipy.special import log_ndtr
 
@@ -33,10 +35,26 @@ def _gaussian_delta(sigma: np.ndarray, eps: np.ndarray) -> np.ndarray:
     return np.exp(log_ndtr(a - b)) - np.exp(eps + log_ndtr(-a - b))
 
 
-def analytic_gaussian_sigma(epsilon, delta: float, iterations: int = 200) -> np.ndarray:
-    """Smallest sigma (for sensitivity 1) making N(0, sigma^2) (eps, delta)-DP."""
+def analytic_gaussian_sigma(epsilon, delta: float) -> np.ndarray:
+    """Smallest sigma (for sensitivity 1) making N(0, sigma^2) (eps, delta)-DP.
+
+    Computed once per distinct eps (many clients share one budget) and cached,
+    since a simulation asks for the same per-client budgets in every repetition.
+    """
     eps = np.asarray(epsilon, dtype=np.float64)
     delta = check_delta(delta)
+    return _sigma_cached(eps.tobytes(), eps.shape, delta).copy()
+
+
+@lru_cache(maxsize=32)
+def _sigma_cached(eps_bytes: bytes, shape: tuple, delta: float) -> np.ndarray:
+    eps = np.frombuffer(eps_bytes, dtype=np.float64).reshape(shape)
+    uniq, inverse = np.unique(eps, return_inverse=True)
+    return _bisect_sigma(uniq, delta)[inverse].reshape(shape)
+
+
+def _bisect_sigma(eps: np.ndarray, delta: float, iterations: int = 100) -> np.ndarray:
+    """Geometric bisection: 100 halvings of log(hi / lo) are far below float64 resolution."""
     lo = np.full(eps.shape, 1e-12)
     hi = np.full(eps.shape, 1.0)
     # grow hi until it is private enough (delta(sigma) decreases in sigma)
