@@ -23,7 +23,8 @@ def add_mechanism_options(p: argparse.ArgumentParser) -> None:
                         "distributed (noise on the aggregate only, in shares: discrete Laplace, or Skellam "
                         "with --delta; MPC protocol only). Default: laplace")
     g.add_argument("--epsilon", type=float, default=1.0, help="privacy budget eps per evaluation (default 1.0)")
-    g.add_argument("--delta", type=float, default=None, help="delta for --mechanism gaussian, in (0, 1)")
+    g.add_argument("--delta", type=float, default=None,
+                   help="delta in (0, 1) for --mechanism gaussian, or for distributed with Skellam shares")
     g.add_argument("--allocation", choices=ALLOCATIONS, default="adaptive",
                    help="how laplace/gaussian split eps between localSum and localP: split (alpha), "
                         "orthogonal (shared beta) or adaptive (per-client beta). Default: adaptive")
