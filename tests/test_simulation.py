@@ -7,7 +7,8 @@ import pytest
 
 from secure_auc.cli import main
 from secure_auc.data import make_ctr_dataset
-from secure_auc.dp.variance import global_laplace_std, rr_linearised_std
+from secure_auc.dp.variance import (
+    global_laplace_std, local_laplace_one_sample_std, rr_linearised_std, rr_paper_std, rr_rank_sum_std)
 from secure_auc.evaluate import evaluate
 from secure_auc.data.io import ClientData
 from secure_auc.data.partition import partition_indices
@@ -30,6 +31,60 @@ def test_rr_matches_delta_method_and_is_unbiased(sim):
         assert c.std == pytest.approx(rr_linearised_std(sim.ranks, sim.labels, eps), rel=TOL)
         assert abs(c.mean - sim.true_auc) < 4 * c.std / np.sqrt(R)
         assert c.noisy_mean < sim.true_auc - 0.01  # before debiasing: biased towards 1/2
+
+
+def test_rr_exact_pn_std_is_the_papers_closed_form(sim):
+    """The paper's RR formula is the std of sum r_i y~_i / (P N) with exact P, N: the simulator reports that too."""
+    for eps in (0.5, 3.0):
+        c = sim.cell("rr", eps, reps=R, seed=11)
+        exact = rr_rank_sum_std(sim.ranks, sim.p, sim.n, eps)  # exact for any ranks
+        assert c.exact_pn_std == pytest.approx(exact, rel=TOL)
+        # distinct ranks 0..M-1 (no ties in the synthetic scores): the paper's closed form is the same number
+        assert c.closed_form_std == pytest.approx(exact, rel=1e-3)
+        assert c.closed_form_std == rr_paper_std(sim.m, sim.p, sim.n, eps)
+
+
+@pytest.mark.parametrize("clients", [10, 300])
+def test_exact_p_global_laplace_matches_closed_form(sim, clients):
+    """Paper, appendix: with exact P and N and the whole eps on localSum, std = sqrt(2K)(M-1)/(P N eps).
+
+    The estimate is linear in the noise, so the closed form is exact; the sample std of R = 400 runs has a
+    relative standard error of about 1/sqrt(2R) = 3.5 % (4 % for the heavier-tailed sum of 10 Laplace noises).
+    """
+    for eps in (1.0, 4.0):
+        c = sim.cell("global", eps, clients=clients, partition="iid", reps=R, seed=12, exact_p=True)
+        cf = global_laplace_std(clients, sim.m, sim.p, sim.n, eps)
+        assert c.exact_p and c.closed_form_std == pytest.approx(cf)
+        assert c.linearised_std == pytest.approx(cf, rel=1e-9)
+        assert c.std == pytest.approx(cf, rel=TOL)
+        assert abs(c.mean - sim.true_auc) < 4 * cf / np.sqrt(R)
+
+
+@pytest.mark.parametrize("partition", ["iid", "noniid"])
+def test_exact_p_local_laplace_one_sample_per_client_matches_closed_form(sim, partition):
+    c = sim.cell("local", 2.0, clients=sim.m, partition=partition, reps=R, seed=13, exact_p=True)
+    cf = local_laplace_one_sample_std(sim.m, sim.p, sim.n, 2.0)
+    assert c.closed_form_std == pytest.approx(cf)
+    assert c.std == pytest.approx(cf, rel=TOL)
+    # GlobalLaplace / LocalLaplace ~ sqrt(3) with one sample per client (paper, Sec. 6.2.2)
+    g = sim.cell("global", 2.0, clients=sim.m, partition=partition, reps=R, seed=14, exact_p=True)
+    assert g.std / c.std == pytest.approx(np.sqrt(3), rel=0.2)
+
+
+def test_exact_p_rejects_other_allocations(sim):
+    from secure_auc.validation import InputError
+
+    with pytest.raises(InputError, match="split allocation"):
+        sim.cell("adaptive", 1.0, clients=10, partition="iid", reps=5, exact_p=True)
+
+
+def test_threads_do_not_change_results():
+    scores, labels = make_ctr_dataset(50_000, seed=2)
+    one, two = Simulator(scores, labels, workers=1), Simulator(scores, labels, workers=2)
+    for kw in (dict(method="rr", epsilon=1.0), dict(method="local", epsilon=1.0, clients=50_000, partition="iid"),
+               dict(method="global", epsilon=2.0, clients=25_000, partition="noniid", exact_p=True)):
+        a, b = one.cell(reps=8, seed=3, **kw), two.cell(reps=8, seed=3, **kw)
+        assert a.mean == b.mean and a.std == b.std
 
 
 def test_global_laplace_reports_paper_formula_and_matches_delta_method(sim):
@@ -90,6 +145,53 @@ def test_cli_json(capsys):
     assert "[1/6]" in captured.err
 
 
+def test_cli_exact_p_json(capsys):
+    code = main(["simulate", "--samples", "3000", "--methods", "rr", "global", "local", "--clients", "3000",
+                 "--partition", "iid", "--epsilon", "2", "--reps", "30", "--exact-p", "--threads", "1", "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    r = json.loads(captured.out)
+    assert r["exact_p"] is True
+    by = {c["method"]: c for c in r["cells"]}
+    assert not by["rr"]["exact_p"] and by["rr"]["exact_pn_std"] > 0
+    for m in ("global", "local"):
+        assert by[m]["exact_p"] and by[m]["closed_form_std"] > 0
+        assert by[m]["std"] == pytest.approx(by[m]["closed_form_std"], rel=0.5)  # R = 30: a loose sanity bound
+    assert main(["simulate", "--samples", "1000", "--methods", "adaptive", "--exact-p"]) == 2
+    assert "--exact-p applies to --methods global and local only" in capsys.readouterr().err
+
+
+def test_cli_text_output(capsys):
+    assert main(["simulate", "--samples", "2000", "--methods", "rr", "local", "--clients", "10",
+                 "--partition", "iid", "--epsilon", "1", "--reps", "5"]) == 0
+    out, err = capsys.readouterr()
+    assert "true AUC" in out and "(noisy AUC before debiasing)" in out and "exact P and N" in out
+    assert "[" not in out.splitlines()[0] and "[2/2] local" in err  # progress on stderr only
+
+
+def test_cli_client_files(tmp_path, capsys):
+    from secure_auc.data.io import write_client_csv
+
+    scores, labels = make_ctr_dataset(3000, seed=4)
+    files = []
+    for i, idx in enumerate(np.array_split(np.argsort(scores), 3)):  # three clients, non-IID by score
+        files.append(str(tmp_path / f"c{i}.csv"))
+        write_client_csv(files[-1], scores[idx], labels[idx])
+    assert main(["simulate", *files, "--methods", "rr", "local", "--reps", "20", "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    local = [c for c in r["cells"] if c["method"] == "local"]
+    assert r["samples"] == 3000 and [(c["partition"], c["clients"]) for c in local] == [("files", 3)]
+    # the files are the clients: the same statistics as the non-IID split of the pooled rows into 3 parts
+    sim = Simulator(scores, labels)
+    assert local[0]["linearised_std"] == pytest.approx(sim.cell("local", 1.0, clients=3, partition="noniid",
+                                                                 reps=2).linearised_std)
+    assert main(["simulate", *files, "--methods", "local", "--partition", "iid", "--clients", "7",
+                 "--reps", "5", "--json"]) == 0
+    assert [c["clients"] for c in json.loads(capsys.readouterr().out)["cells"]] == [7]
+    assert main(["simulate", "--samples", "1000", "--partition", "files"]) == 2
+    assert "needs client CSV files" in capsys.readouterr().err
+
+
 def test_cli_errors(capsys):
     assert main(["simulate", "--samples", "1000", "--epsilon", "0"]) == 2
     assert "epsilon must be > 0" in capsys.readouterr().err
@@ -108,5 +210,23 @@ def test_reproduce_script_quick(tmp_path):
     assert res.returncode == 0, res.stderr[-2000:]
     assert "paper's Criteo evaluation sets are not available" in res.stdout
     assert "GlobalLaplace" in res.stdout and "adaptive (Non-IID)" in res.stdout
-    for f in ("rr_small.csv", "methods_std.csv", "fig_b_alpha_sensitivity.png", "fig_c_allocation.png"):
+    assert "accurate P and N" in res.stdout and "closed form" in res.stdout
+    for f in ("rr_small.csv", "methods_std.csv", "accurate_pn_std.csv", "fig_b_alpha_sensitivity.png",
+              "fig_c_allocation.png"):
         assert (tmp_path / f).stat().st_size > 0
+    import csv
+
+    rows = list(csv.DictReader(open(tmp_path / "methods_std.csv")))
+    assert {r["method"] for r in rows} >= {"RR", "GlobalLaplace", "adaptive (Non-IID)"}
+    assert all(float(r["our_std"]) > 0 for r in rows)
+
+
+def test_flag_rule_is_three_standard_errors_of_two_stds():
+    import runpy
+    from pathlib import Path
+
+    flag = runpy.run_path(str(Path(__file__).resolve().parents[1] / "scripts" / "reproduce_paper.py"))["flag"]
+    # R = 100 both: SE of each std ~ std / sqrt(198) = 7 %; 3 combined SE ~ 30 %
+    assert flag(1.25, 1.0, 100) == "" and flag(0.8, 1.0, 100) == ""
+    assert flag(1.45, 1.0, 100) == "!!" and flag(0.6, 1.0, 100) == "!!"
+    assert flag(1.0, None, 100) == ""  # the paper's blank cells are never flagged

@@ -23,13 +23,21 @@ def add_parser(sub) -> None:
         "estimated AUC next to the true AUC, with closed-form standard deviations where the paper gives "
         "one and this project's delta-method std for every mechanism. Methods: "
         + "; ".join(f"{k}: {v[0]}" for k, v in METHODS.items())
-        + ". Without files the built-in Criteo-like dataset is used; with files, their rows are pooled "
-        "into one dataset (columns 'score', 'label') and partitioned into --clients parts.",
+        + ". Without files the built-in Criteo-like dataset is used. With files (one CSV per client, columns "
+        "'score' and 'label', as for 'evaluate'), each file is one client (--partition files, the default "
+        "then); with --partition iid/noniid their rows are pooled and split into --clients parts instead. "
+        "rr reports the debiased estimate and the noisy AUC before debiasing. --exact-p gives the paper's "
+        "appendix variant of global/local (P and N exact, the whole eps on localSum), whose std the "
+        "paper's closed forms describe. Progress goes to stderr, one line per finished cell.",
     )
-    p.add_argument("files", nargs="*", metavar="DATA.csv", help="score/label CSV files pooled into one dataset")
+    p.add_argument("files", nargs="*", metavar="CLIENT.csv",
+                   help="one CSV per client with columns 'score' and 'label' (default: the built-in dataset)")
     p.add_argument("--methods", nargs="+", choices=list(METHODS), default=["rr", "global", "local", "adaptive"])
     p.add_argument("--clients", type=int, nargs="+", default=[10, 1000], help="values of K (default 10 1000)")
-    p.add_argument("--partition", nargs="+", choices=("iid", "noniid"), default=["iid", "noniid"])
+    p.add_argument("--partition", nargs="+", choices=("iid", "noniid", "files"), default=None,
+                   help="how samples are split over K clients: iid (uniform), noniid (consecutive score blocks), "
+                        "files (each input file one client; K = the number of files). Default: files with input "
+                        "files, else iid noniid")
     p.add_argument("--epsilon", type=float, nargs="+", default=[1.0], help="values of eps (default 1)")
     p.add_argument("--alpha", type=float, default=0.5, help="share of eps on localSum for global/local (default 0.5)")
     p.add_argument("--beta", type=float, default=0.5, help="share of eps on localP for orthogonal (default 0.5)")
@@ -39,6 +47,12 @@ def add_parser(sub) -> None:
     p.add_argument("--honest-fraction", type=float, default=1.0,
                    help="distributed: fraction of clients assumed honest (default 1)")
     p.add_argument("--delta", type=float, default=None, help="delta for --noise gaussian")
+    p.add_argument("--exact-p", action="store_true",
+                   help="global/local only: release localSum alone with the whole eps, the server uses the true "
+                        "P and N (the paper's appendix variant behind its closed forms)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="threads for the repetitions (default: the number of cores, at most 4); "
+                        "results do not depend on it")
     p.add_argument("--reps", type=int, default=100, help="repetitions R (default 100)")
     p.add_argument("--seed", type=int, default=0, help="root seed; repetition r uses SeedSequence(seed).spawn(R)[r]")
     p.add_argument("--samples", type=int, default=None, help="M of the built-in dataset (default 458,407)")
@@ -53,16 +67,18 @@ def load_dataset(args):
 
     if args.files:
         parts = [read_client_csv(f) for f in args.files]
-        return np.concatenate([d.scores for d in parts]), np.concatenate([d.labels for d in parts])
+        groups = np.repeat(np.arange(len(parts)), [len(d) for d in parts])
+        return np.concatenate([d.scores for d in parts]), np.concatenate([d.labels for d in parts]), groups
     if args.large:
-        return make_ctr_dataset(CRITEO_LARGE.samples, CRITEO_LARGE.positives, auc=CRITEO_LARGE.auc, seed=args.data_seed)
+        return (*make_ctr_dataset(CRITEO_LARGE.samples, CRITEO_LARGE.positives, auc=CRITEO_LARGE.auc,
+                                  seed=args.data_seed), None)
     if args.samples:
-        return make_ctr_dataset(args.samples, seed=args.data_seed)
-    return make_ctr_dataset(seed=args.data_seed)
+        return (*make_ctr_dataset(args.samples, seed=args.data_seed), None)
+    return (*make_ctr_dataset(seed=args.data_seed), None)
 
 
 def run_simulation(sim: Simulator, methods, clients, partitions, epsilons, *, reps, seed, alpha=0.5, beta=0.5,
-                   noise="laplace", delta=None, honest_fraction=1.0, progress=None):
+                   noise="laplace", delta=None, honest_fraction=1.0, exact_p=False, progress=None):
     cells = []
     jobs = []
     for eps in epsilons:
@@ -70,11 +86,14 @@ def run_simulation(sim: Simulator, methods, clients, partitions, epsilons, *, re
             if method == "rr":
                 jobs.append((method, eps, None, None))
             else:
-                jobs.extend((method, eps, k, part) for part in partitions for k in clients)
+                for part in partitions:
+                    ks = [sim.group_count] if part == "files" else clients
+                    jobs.extend((method, eps, k, part) for k in ks)
     start = time.perf_counter()
     for i, (method, eps, k, part) in enumerate(jobs, 1):
         cells.append(sim.cell(method, eps, clients=k, partition=part, reps=reps, seed=seed,
-                              alpha=alpha, beta=beta, noise=noise, delta=delta, honest_fraction=honest_fraction))
+                              alpha=alpha, beta=beta, noise=noise, delta=delta, honest_fraction=honest_fraction,
+                              exact_p=exact_p and method != "rr"))
         if progress:
             progress(f"[{i}/{len(jobs)}] {method} eps={eps:g}" + (f" K={k} {part}" if k else "")
                      + f"  ({time.perf_counter() - start:.1f} s)")
@@ -93,21 +112,36 @@ def _cmd(args) -> int:
         raise InputError(f"--noise {args.noise} needs --delta in (0, 1)")
     if args.noise == "skellam" and set(args.methods) - {"distributed"}:
         raise InputError("--noise skellam applies to --methods distributed only")
-    scores, labels = load_dataset(args)
-    for k in args.clients:
-        if not 1 <= k <= len(scores):
-            raise InputError(f"clients must be between 1 and the number of samples ({len(scores)}), got {k}")
-    sim = Simulator(scores, labels, partition_seed=args.data_seed)
+    if args.exact_p:
+        other = set(args.methods) - {"rr", "global", "local"}
+        if other:
+            raise InputError(f"--exact-p applies to --methods global and local only, not {', '.join(sorted(other))}")
+        if args.noise != "laplace":
+            raise InputError("--exact-p is the paper's Laplace analysis: use --noise laplace")
+    if args.threads is not None and args.threads < 1:
+        raise InputError(f"threads must be at least 1, got {args.threads}")
+    if args.partition is None:
+        args.partition = ["files"] if args.files else ["iid", "noniid"]
+    if "files" in args.partition and not args.files:
+        raise InputError("--partition files needs client CSV files")
+    scores, labels, groups = load_dataset(args)
+    if set(args.partition) - {"files"}:
+        for k in args.clients:
+            if not 1 <= k <= len(scores):
+                raise InputError(f"clients must be between 1 and the number of samples ({len(scores)}), got {k}")
+    sim = Simulator(scores, labels, partition_seed=args.data_seed, workers=args.threads, groups=groups)
     if sim.p in (0, sim.m):
         raise InputError("all labels are of one class: AUC is undefined")
     cells = run_simulation(sim, args.methods, args.clients, args.partition, args.epsilon, reps=args.reps,
                            seed=args.seed, alpha=args.alpha, beta=args.beta, noise=args.noise, delta=args.delta,
-                           honest_fraction=args.honest_fraction, progress=lambda m: print(m, file=sys.stderr, flush=True))
+                           honest_fraction=args.honest_fraction, exact_p=args.exact_p,
+                           progress=lambda m: print(m, file=sys.stderr, flush=True))
     if args.json:
         print(json.dumps({"samples": sim.m, "positives": sim.p, "true_auc": sim.true_auc, "reps": args.reps,
-                          "seed": args.seed, "cells": [c.to_dict() for c in cells]}))
+                          "seed": args.seed, "exact_p": args.exact_p, "cells": [c.to_dict() for c in cells]}))
         return 0
-    print(f"M = {sim.m}, P = {sim.p}, N = {sim.n}, true AUC = {sim.true_auc:.6f}, R = {args.reps} repetitions")
+    print(f"M = {sim.m}, P = {sim.p}, N = {sim.n}, true AUC = {sim.true_auc:.6f}, R = {args.reps} repetitions"
+          + ("; global/local with exact P and N, the whole eps on localSum" if args.exact_p else ""))
     print(f"{'method':<11} {'partition':<9} {'K':>7} {'eps':>5} {'mean AUC':>10} {'std':>10} "
           f"{'closed form':>11} {'delta-method':>12}")
     for c in cells:
@@ -116,6 +150,10 @@ def _cmd(args) -> int:
               f"{c.std:>10.3g} {cf:>11} {'-' if c.linearised_std is None else format(c.linearised_std, '.3g'):>12}")
         if c.method == "rr":
             print(f"{'  (noisy AUC before debiasing)':<40} {c.noisy_mean:>10.6f} {c.noisy_std:>10.3g}")
-    print("closed form: the paper's formula (exact P and N); delta-method: this project's first-order std "
-          "of the full estimator (docs/reproduction.md).")
+            print(f"{'  (rank sum / (P N), exact P and N)':<40} {'':>10} {c.exact_pn_std:>10.3g} "
+                  f"{c.closed_form_std:>11.3g}")
+    print("closed form: the paper's formula, which assumes exact P and N (for rr: of the rank sum on flipped "
+          "labels over P N, compare the line below each rr row; for global/local without --exact-p, with "
+          "eps_localSum = alpha eps); delta-method: this project's first-order std of the full estimator "
+          "(exact for --exact-p) (docs/reproduction.md).")
     return 0

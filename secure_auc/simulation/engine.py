@@ -11,15 +11,26 @@ server's estimator (``secure_auc.estimate``); only the transport is skipped.
 * Randomized response: every repetition flips all M labels.  With
   w_i = r_i (1 - 2 y_i), the rank sum on flipped labels is
   sum_i r_i y~_i = S + <w, f>, and P~ = P + <1 - 2y, f>, for the flip
-  indicator f; one uniform draw and two dot products per repetition.
+  indicator f; one float32 uniform draw and one (2, M) x (M,) product per
+  repetition.
+* Exact P and N (``exact_p=True``, GlobalLaplace / LocalLaplace only): the
+  variant of the paper's appendix ("Standard deviation of estimated AUC with
+  accurate P and N", and its closed forms), in which only localSum is released,
+  with the whole budget eps and the split mechanism's sensitivity, and the
+  server uses the true P and N.
 
 Repetition r uses its own generator, seeded from
 ``SeedSequence(seed).spawn(R)[r]``, so results are reproducible and each
-repetition is independent.
+repetition is independent.  Repetitions with a large draw (K or M of 20,000
+and more) run on a thread pool (numpy's generators release the GIL while
+filling arrays); each keeps its own generator and its slot in the output, so
+the results do not depend on the number of threads.
 """
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -37,6 +48,7 @@ from ..dp.variance import (
 )
 from ..local_stats import LocalStatistics
 from ..metrics import auc_from_sums, midranks, rank_auc
+from ..validation import InputError
 
 __all__ = ["METHODS", "Cell", "Simulator", "rep_generators"]
 
@@ -55,6 +67,14 @@ def rep_generators(seed: int, reps: int) -> list[np.random.Generator]:
     return [np.random.Generator(np.random.PCG64(s)) for s in np.random.SeedSequence(seed).spawn(reps)]
 
 
+# below this many values drawn per repetition, threads cost more than they save
+THREAD_MIN_DRAW = 20_000
+
+
+def default_workers() -> int:
+    return max(1, min(4, os.cpu_count() or 1))
+
+
 @dataclass
 class Cell:
     method: str
@@ -67,6 +87,8 @@ class Cell:
     std: float
     noisy_mean: float | None = None  # RR: the AUC on flipped labels, before debiasing
     noisy_std: float | None = None
+    exact_pn_std: float | None = None  # RR: std of sum r_i y~_i / (P N) with the true P, N (the paper's closed form's quantity)
+    exact_p: bool = False  # global/local: P and N exact, the whole eps on localSum (paper's appendix)
     closed_form_std: float | None = None  # the paper's formula, where it gives one
     closed_form_name: str | None = None
     linearised_std: float | None = None  # this project's delta-method std of the full estimator
@@ -76,9 +98,14 @@ class Cell:
 
 
 class Simulator:
-    """Holds one dataset (scores, labels) and its global mid-ranks."""
+    """Holds one dataset (scores, labels) and its global mid-ranks.
 
-    def __init__(self, scores: np.ndarray, labels: np.ndarray, *, partition_seed: int = 0):
+    ``groups`` (optional, one client index per sample, e.g. the file each row came
+    from) enables the partition ``"files"``: those clients, as given.
+    """
+
+    def __init__(self, scores: np.ndarray, labels: np.ndarray, *, partition_seed: int = 0,
+                 workers: int | None = None, groups: np.ndarray | None = None):
         self.scores = np.asarray(scores)
         self.labels = np.asarray(labels, dtype=np.int8)
         self.ranks = midranks(self.scores)
@@ -87,84 +114,144 @@ class Simulator:
         self.n = self.m - self.p
         self.true_auc = rank_auc(self.labels, self.scores)
         self.partition_seed = partition_seed
+        self.workers = default_workers() if workers is None else max(1, int(workers))
+        self.groups = None if groups is None else np.asarray(groups, dtype=np.int64)
+        self.group_count = None if groups is None else int(self.groups.max()) + 1
         self._stats: dict = {}
         y = self.labels.astype(np.float64)
         self._rank_sum = float(self.ranks @ y)
-        self._w_sum = self.ranks * (1.0 - 2.0 * y)  # change of the rank sum per flipped label
-        self._w_p = 1.0 - 2.0 * y  # change of P per flipped label
+        # row 0: change of the rank sum per flipped label, row 1: change of P per flipped label
+        self._w = np.stack([self.ranks * (1.0 - 2.0 * y), 1.0 - 2.0 * y])
+
+    def _map_reps(self, fn, seed: int, reps: int, draw_size: int) -> np.ndarray:
+        """``[fn(rng_r) for r in range(reps)]`` as an array; threaded when each draw is large."""
+        gens = rep_generators(seed, reps)
+        if self.workers == 1 or draw_size < THREAD_MIN_DRAW or reps < 2:
+            return np.array([fn(g) for g in gens])
+        with ThreadPoolExecutor(min(self.workers, reps)) as ex:
+            return np.array(list(ex.map(fn, gens)))
 
     # ---- statistics mechanisms -------------------------------------------------
     def stats(self, clients: int, partition: str) -> LocalStatistics:
         key = (clients, partition)
         if key not in self._stats:
-            owner = partition_owner(self.scores, clients, partition, seed=self.partition_seed)
+            if partition == "files":
+                if self.groups is None or clients != self.group_count:
+                    raise InputError(f"partition 'files' needs the clients as given ({self.group_count}), "
+                                     f"got K = {clients}")
+                owner = self.groups
+            else:
+                owner = partition_owner(self.scores, clients, partition, seed=self.partition_seed)
             self._stats[key] = LocalStatistics.from_owner(self.ranks, self.labels, owner, clients)
         return self._stats[key]
 
     def mechanism_estimates(self, mechanism: StatisticsMechanism, clients: int, partition: str,
-                            reps: int, seed: int) -> np.ndarray:
+                            reps: int, seed: int, *, exact_p: bool = False) -> np.ndarray:
         st = self.stats(clients, partition)
-        out = np.empty(reps)
+        if exact_p:
+            return self.exact_p_estimates(mechanism, clients, partition, reps, seed)
         if hasattr(mechanism, "aggregate_noise"):
             # noise on the aggregate: the sum of the K shares has a closed-form distribution,
             # drawn in one go (exact in distribution; the protocol draws it share by share)
             rbar = (self.m - 1) / 2.0
             centred = float(st.local_sum.sum() - rbar * st.local_p.sum())
-            for r, rng in enumerate(rep_generators(seed, reps)):
+            pos = float(st.local_p.sum())
+
+            def one(rng):
                 e_c, e_p = mechanism.aggregate_noise(rng, self.m, clients=clients)
-                p = st.local_p.sum() + float(e_p)
-                out[r] = auc_from_sums(centred + float(e_c) + rbar * p, p, self.m - p)
-            return out
-        for r, rng in enumerate(rep_generators(seed, reps)):
-            noisy = mechanism.privatize(st, rng, total=self.m)
-            p = noisy.local_p.sum()
-            out[r] = auc_from_sums(noisy.local_sum.sum(), p, self.m - p)
-        return out
+                p = pos + float(e_p)
+                return centred + float(e_c) + rbar * p, p
+            draw = 1
+        else:
+            def one(rng):
+                noisy = mechanism.privatize(st, rng, total=self.m)
+                return noisy.local_sum.sum(), noisy.local_p.sum()
+            draw = 2 * clients
+        sums = self._map_reps(one, seed, reps, draw)
+        return auc_from_sums(sums[:, 0], sums[:, 1], self.m - sums[:, 1])
+
+    def exact_p_estimates(self, mechanism: StatisticsMechanism, clients: int, partition: str,
+                          reps: int, seed: int) -> np.ndarray:
+        """Paper's appendix variant: P, N exact; localSum + sensitivity * noise(eps), the whole eps."""
+        st = self.stats(clients, partition)
+        c2 = self._exact_p_sensitivity(mechanism, st)
+        fam, eps = mechanism.family, mechanism.epsilon
+        exact = float(st.local_sum.sum())
+
+        def one(rng):
+            return exact + float(c2 @ fam.sample(eps, rng, (clients,)))
+        return auc_from_sums(self._map_reps(one, seed, reps, clients), self.p, self.n)
+
+    def _exact_p_sensitivity(self, mechanism, st: LocalStatistics) -> np.ndarray:
+        if getattr(mechanism, "allocation", None) != "split":
+            raise InputError("exact P and N (the paper's appendix variant) applies to GlobalLaplace and "
+                             "LocalLaplace (the split allocation) only")
+        return mechanism.allocate(st, self.m).c2  # M - 1 (global) or the client's max rank (local)
 
     # ---- randomized response -----------------------------------------------------
+    def rr_sums(self, epsilon: float, reps: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+        """(sum_i r_i y~_i, P~) for ``reps`` repetitions of randomized response."""
+        rho = flip_probability(epsilon)
+        if rho == 0:
+            return np.full(reps, self._rank_sum), np.full(reps, float(self.p))
+        rho32 = np.float32(rho)
+
+        def one(rng):
+            f = (rng.random(self.m, dtype=np.float32) < rho32).astype(np.float64)
+            return self._w @ f
+        delta = self._map_reps(one, seed, reps, self.m)
+        return self._rank_sum + delta[:, 0], self.p + delta[:, 1]
+
     def rr_estimates(self, epsilon: float, reps: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
         """(debiased, noisy) AUC for ``reps`` repetitions of randomized response."""
-        rho = flip_probability(epsilon)
-        sums = np.full(reps, self._rank_sum)
-        pos = np.full(reps, float(self.p))
-        if rho > 0:
-            for r, rng in enumerate(rep_generators(seed, reps)):
-                f = (rng.random(self.m, dtype=np.float32) < np.float32(rho)).astype(np.float64)
-                sums[r] += self._w_sum @ f
-                pos[r] += self._w_p @ f
+        sums, pos = self.rr_sums(epsilon, reps, seed)
         noisy = auc_from_sums(sums, pos, self.m - pos)
-        if rho == 0:
+        if flip_probability(epsilon) == 0:
             return noisy, noisy
         return debias_auc(noisy, pos, self.m - pos, epsilon).auc, noisy
 
     # ---- one cell of a results table -------------------------------------------
     def cell(self, method: str, epsilon: float, *, clients: int | None = None, partition: str | None = None,
              reps: int = 100, seed: int = 0, alpha: float = 0.5, beta: float = 0.5,
-             noise: str = "laplace", delta: float | None = None, honest_fraction: float = 1.0) -> Cell:
+             noise: str = "laplace", delta: float | None = None, honest_fraction: float = 1.0,
+             exact_p: bool = False) -> Cell:
         if method == "rr":
-            clean, noisy = self.rr_estimates(epsilon, reps, seed)
+            sums, pos = self.rr_sums(epsilon, reps, seed)
+            noisy = auc_from_sums(sums, pos, self.m - pos)
             finite = np.isfinite(epsilon)
+            clean = debias_auc(noisy, pos, self.m - pos, epsilon).auc if finite else noisy
             return Cell("rr", None, clients, float(epsilon), reps, self.true_auc,
                         float(clean.mean()), float(clean.std(ddof=1)),
                         noisy_mean=float(noisy.mean()), noisy_std=float(noisy.std(ddof=1)),
+                        exact_pn_std=float(sums.std(ddof=1) / (self.p * self.n)),
                         closed_form_std=rr_paper_std(self.m, self.p, self.n, epsilon) if finite else 0.0,
-                        closed_form_name="paper: RR, exact P and N",
+                        closed_form_name="paper: RR, sum r_i y~_i / (P N) with exact P and N",
                         linearised_std=rr_linearised_std(self.ranks, self.labels, epsilon) if finite else 0.0)
         mech = self.mechanism(method, epsilon, alpha=alpha, beta=beta, noise=noise, delta=delta,
                               clients=clients, honest_fraction=honest_fraction)
-        est = self.mechanism_estimates(mech, clients, partition, reps, seed)
+        if exact_p and noise != "laplace":
+            raise InputError("exact P and N (the paper's appendix variant) is defined for Laplace noise only")
+        est = self.mechanism_estimates(mech, clients, partition, reps, seed, exact_p=exact_p)
         if method == "distributed":
             lin = mech.linearised_std(self.m, self.p, self.true_auc)
             return Cell(method, partition, clients, float(epsilon), reps, self.true_auc,
                         float(est.mean()), float(est.std(ddof=1)), linearised_std=lin)
+        # the paper's closed forms assume exact P and N; with exact_p the whole eps is on localSum
+        eps_sum = epsilon if exact_p else alpha * epsilon
         cf, cf_name = None, None
         if method == "global" and noise == "laplace":
-            cf, cf_name = global_laplace_std(clients, self.m, self.p, self.n, alpha * epsilon), "paper: GlobalLaplace, exact P and N"
+            cf, cf_name = global_laplace_std(clients, self.m, self.p, self.n, eps_sum), "paper: GlobalLaplace, exact P and N"
         elif method == "local" and noise == "laplace" and clients == self.m:
-            cf, cf_name = local_laplace_one_sample_std(clients, self.p, self.n, alpha * epsilon), "paper: LocalLaplace, 1 sample/client, exact P and N"
+            cf, cf_name = local_laplace_one_sample_std(clients, self.p, self.n, eps_sum), "paper: LocalLaplace, 1 sample/client, exact P and N"
+        st = self.stats(clients, partition)
+        if exact_p:  # linear in the noise: this "delta-method" std is exact
+            c2 = self._exact_p_sensitivity(mech, st)
+            lin = float(np.sqrt(np.sum(c2**2)) * mech.family.std(epsilon) / (self.p * self.n))
+        else:
+            lin = linearised_std(mech, st, self.m, self.true_auc)
         return Cell(method, partition, clients, float(epsilon), reps, self.true_auc,
-                    float(est.mean()), float(est.std(ddof=1)), closed_form_std=cf, closed_form_name=cf_name,
-                    linearised_std=linearised_std(mech, self.stats(clients, partition), self.m, self.true_auc))
+                    float(est.mean()), float(est.std(ddof=1)), exact_p=exact_p,
+                    closed_form_std=cf, closed_form_name=cf_name, linearised_std=lin)
 
     @staticmethod
     def mechanism(method: str, epsilon: float, *, alpha=0.5, beta=0.5, noise="laplace", delta=None,
