@@ -11,6 +11,7 @@ project imports CrypTen as ``from secure_auc.mpc._crypten import crypten``.
 
 from __future__ import annotations
 
+import os
 import sys
 import types
 import warnings
@@ -29,4 +30,20 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     import crypten  # noqa: E402
 
-__all__ = ["crypten"]
+__all__ = ["crypten", "use_env_rendezvous"]
+
+
+def use_env_rendezvous(backend: str = "gloo") -> bool:
+    """Point CrypTen's communicator at torchrun's rendezvous, if there is one.
+
+    torchrun sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT but not the two
+    variables CrypTen's ``DistributedCommunicator`` also reads.  When
+    MASTER_ADDR and MASTER_PORT are set, set ``RENDEZVOUS=env://`` and
+    ``DISTRIBUTED_BACKEND`` (unless already set) and return True; otherwise
+    change nothing and return False.  Call before ``crypten.init()``.
+    """
+    if not (os.environ.get("MASTER_ADDR") and os.environ.get("MASTER_PORT")):
+        return False
+    os.environ.setdefault("RENDEZVOUS", "env://")
+    os.environ.setdefault("DISTRIBUTED_BACKEND", backend)
+    return True

@@ -23,9 +23,10 @@ import contextlib
 import sys
 from dataclasses import dataclass
 
-__all__ = ["Opening", "record_openings", "label", "open_to"]
+__all__ = ["Opening", "record_openings", "label", "open_to", "observe"]
 
 _current_label: list[str] = ["unlabelled"]
+_active_logs: list[list] = []  # the logs of the record_openings blocks now running
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,16 @@ def open_to(tensor, dst: int, name: str):
     with label(name):
         value = tensor.get_plain_text(dst=dst)
     return value if crypten.comm.get().get_rank() == dst else None
+
+
+def observe(dst: int | None, values: int, kind: str, name: str) -> None:
+    """Log an opening made outside CrypTen's ``reveal`` (the project's own gates,
+    :func:`.sort.bitonic.open_masked`, and the shuffle's openings in
+    :mod:`.shuffle`): ``kind`` is ``"masked"`` (one-time mask or secret shuffle,
+    independent of the data) or ``"plaintext"``.  No-op unless a
+    :func:`record_openings` block is running."""
+    for log in _active_logs:
+        log.append(Opening(dst, int(values), kind, name))
 
 
 def _caller_is_beaver() -> bool:
@@ -102,9 +113,11 @@ def record_openings(log: list):
 
         cls.reveal = make_reveal(reveal)
         cls.reveal_batch = make_batch(batch)
+    _active_logs.append(log)
     try:
         yield log
     finally:
+        _active_logs.remove(log)
         for cls, reveal, batch in saved:
             cls.reveal = reveal
             cls.reveal_batch = batch

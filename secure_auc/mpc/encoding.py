@@ -1,25 +1,39 @@
 """Exact, order-preserving integer keys for float scores.
 
 CrypTen's default fixed point keeps 16 fractional bits, so scores closer than
-2^-16 would collide.  Instead each score is mapped to an integer key with the
-radix-sort trick on its IEEE-754 bits: view the float as a signed integer b;
-for negative floats flip every bit but the sign (b ^ 0x7FF..F).  Then
+2^-16 would collide.  Instead each score becomes an integer key with the
+radix-sort trick on its IEEE-754 bits: view the float as a signed integer b
+(int32 for float32, int64 for float64) and flip every bit but the sign of the
+negative ones, key = b if b >= 0 else b ^ 0x7F..F.  Then, for all floats but
+NaN (which is rejected) and once -0.0 is normalised to +0.0 (x + 0.0),
 
-    x < y  <=>  key(x) < key(y)   and   x == y  <=>  key(x) == key(y)
+    x < y  <=>  key(x) < key(y)        x == y  <=>  key(x) == key(y)
 
-for all finite floats, once -0.0 is normalised to +0.0 (x + 0.0).
+(+-inf included).  Keys are shared with CrypTen's integer encoding
+(``precision=0``: no scaling, exact in Z_2^64; with any other precision CrypTen
+converts integer tensors to float32 first and loses bits).
 
-CrypTen compares two shared integers by the sign of their difference in
-Z_2^64, so a key must stay well inside +-2^62:
+Limbs.  The secure comparison (:mod:`.sort.bitonic`) decides [x < y] from the
+low ``COMPARE_BITS`` = 33 bits of the shared difference y - x, which is exact
+when |y - x| < 2^32, i.e. when every key limb lies in a 32-bit range.  Hence
 
 * float32-exact scores (every score equals its float32 rounding, as a model's
-  float32 output does): one limb, the 32-bit key, |key| < 2^31.
+  float32 output does): one limb, the 32-bit key, in [-2^31, 2^31);
 * otherwise: two limbs (hi, lo) of the 64-bit key, hi = key >> 32 in
-  [-2^31, 2^31), lo = key & (2^32 - 1) in [0, 2^32), compared lexicographically.
+  [-2^31, 2^31) and lo = key & (2^32 - 1) in [0, 2^32), compared
+  lexicographically (lt = lt_hi + eq_hi lt_lo).
 
-The number of limbs must be the same for every party; each client publishes
-one bit ("my scores are float32-exact") and the parties use one limb only if
-all are (:func:`limbs_needed`).
+All parties must use the same number of limbs.  Decision: each client
+publishes one bit, "my scores are float32-exact" (:func:`is_float32_exact`),
+and the parties use one limb iff every client's bit is set
+(:func:`limbs_for`).  That bit is all that is revealed about the scores'
+precision; a client whose scores are float64 pays for two limbs (about 3x the
+comparison work) instead of having them rounded.
+
+Padding rows (to a power of two) get :func:`pad_keys`: hi limb ``PAD_KEY`` =
+2^31 - 1, strictly larger than the key of every float, +inf included (float32
++inf: 0x7F800000; float64 +inf: hi = 0x7FF00000), so padding sorts after every
+score and ties only with padding.
 """
 
 from __future__ import annotations
@@ -28,37 +42,94 @@ import numpy as np
 
 from ..validation import InputError
 
-__all__ = ["is_float32_exact", "encode_keys", "PAD_KEY"]
+__all__ = ["KEY_BITS", "COMPARE_BITS", "PAD_KEY", "is_float32_exact", "limbs_for", "encode_keys",
+           "pad_keys", "share_keys"]
 
-# larger than any key limb (|limb| < 2^32): padding sorts after every real score
-PAD_KEY = 1 << 40
+KEY_BITS = 32  # every limb lies in a range of 2^32 values
+COMPARE_BITS = KEY_BITS + 1  # differences of limbs: |d| < 2^32, two's complement on 33 bits
+PAD_KEY = (1 << 31) - 1  # hi limb of padding: larger than any float's key
+
+_MASK32 = np.int64(0x7FFFFFFF)
+_MASK64 = np.int64(0x7FFFFFFFFFFFFFFF)
 
 
-def is_float32_exact(scores: np.ndarray) -> bool:
-    s = np.asarray(scores, dtype=np.float64)
-    return bool(np.all(s.astype(np.float32).astype(np.float64) == s))
-
-
-def encode_keys(scores: np.ndarray, limbs: int) -> np.ndarray:
-    """Integer keys of shape (n, limbs), int64; order and equality preserved exactly."""
-    s = np.asarray(scores, dtype=np.float64)
+def _as_scores(scores) -> np.ndarray:
+    s = np.asarray(scores)
     if s.ndim != 1:
         raise InputError(f"scores must be one-dimensional, got shape {s.shape}")
-    if not np.all(np.isfinite(s)):
-        i = int(np.flatnonzero(~np.isfinite(s))[0])
-        raise InputError(f"score {i} is {s[i]}: scores must be finite")
-    s = s + 0.0  # -0.0 -> +0.0
+    if s.dtype.kind not in "fiub":
+        raise InputError(f"scores must be numbers, got dtype {s.dtype}")
+    s = s.astype(np.float64)  # exact for float32 / float16 / ints up to 2^53
+    nan = np.isnan(s)
+    if nan.any():
+        i = int(np.flatnonzero(nan)[0])
+        raise InputError(f"score {i} is nan: NaN scores cannot be ranked")
+    return s + 0.0  # -0.0 -> +0.0
+
+
+def is_float32_exact(scores) -> bool:
+    """True if every score equals its float32 rounding (the public bit each client reveals)."""
+    s = _as_scores(scores)
+    with np.errstate(over="ignore"):
+        return bool(np.all(s.astype(np.float32).astype(np.float64) == s))
+
+
+def limbs_for(float32_exact_flags) -> int:
+    """Key limbs every party uses, from the clients' public float32-exact bits."""
+    return 1 if all(bool(f) for f in float32_exact_flags) else 2
+
+
+def encode_keys(scores, limbs: int) -> np.ndarray:
+    """Integer keys of shape (n, limbs), int64; order and equality of the scores preserved exactly."""
+    s = _as_scores(scores)
     if limbs == 1:
-        f = s.astype(np.float32)
+        with np.errstate(over="ignore"):
+            f = s.astype(np.float32)
         if not np.all(f.astype(np.float64) == s):
-            raise InputError("scores are not float32-exact; use two limbs")
+            raise InputError("scores are not float32-exact: they need two key limbs")
         b = f.view(np.int32).astype(np.int64)
-        key = np.where(b < 0, b ^ 0x7FFFFFFF, b)
+        key = np.where(b < 0, b ^ _MASK32, b)
         return key.reshape(-1, 1)
     if limbs == 2:
         b = s.view(np.int64)
-        key = np.where(b < 0, b ^ 0x7FFFFFFFFFFFFFFF, b)
-        hi = key >> 32
-        lo = key & 0xFFFFFFFF
-        return np.stack([hi, lo], axis=1)
+        key = np.where(b < 0, b ^ _MASK64, b)
+        return np.stack([key >> 32, key & np.int64(0xFFFFFFFF)], axis=1)
     raise ValueError(f"limbs must be 1 or 2, got {limbs}")
+
+
+def pad_keys(count: int, limbs: int) -> np.ndarray:
+    """``count`` padding keys (public), each larger than every score's key."""
+    pad = np.zeros((count, limbs), dtype=np.int64)
+    pad[:, 0] = PAD_KEY
+    return pad
+
+
+def share_keys(keys, sizes, sources, limbs: int, *, pad_to: int | None = None):
+    """Secret-share every party's keys and concatenate them in party order.
+
+    ``keys``: this party's (n, limbs) int64 keys (:func:`encode_keys`), or None
+    if it is not a source; ``sizes[k]`` rows come from party ``sources[k]``
+    (both public).  Integer encoding (``precision=0``).  With ``pad_to``, public
+    padding rows (:func:`pad_keys`) are appended up to that many rows.  Returns
+    an MPCTensor of shape (rows, limbs).  No communication: each source masks
+    its input with CrypTen's pseudo-random sharing of zero.
+    """
+    import torch
+
+    from ._crypten import crypten
+
+    rank = crypten.comm.get().get_rank()
+    shared = []
+    for n_k, src in zip(sizes, sources):
+        if rank == src:
+            local = torch.as_tensor(np.ascontiguousarray(keys, dtype=np.int64))
+            if tuple(local.shape) != (n_k, limbs):
+                raise InputError(f"party {src} has keys of shape {tuple(local.shape)}, expected {(n_k, limbs)}")
+        else:
+            local = torch.zeros((n_k, limbs), dtype=torch.long)  # only the shape is used
+        shared.append(crypten.cryptensor(local, src=src, precision=0))
+    total = int(sum(sizes))
+    if pad_to is not None and pad_to > total:
+        pad = torch.from_numpy(pad_keys(pad_to - total, limbs))
+        shared.append(crypten.cryptensor(pad, src=0, precision=0))  # public constant
+    return crypten.cat(shared, dim=0)

@@ -1,0 +1,267 @@
+"""The secure rank step against scipy's rankdata, with real CrypTen parties.
+
+Each launch starts one spawned process per party (plus the TTP dealer) through
+the project's runtime (``init_party``: bounded waits), runs several cases in
+the same processes (start-up costs seconds, the cases milliseconds), and fails
+the test with the party's traceback if any party raises, dies or hangs.
+(``crypten.mpc.run_multiprocess`` is not used: when a party raises it logs
+an error and returns None, and the other parties block until torch's
+30-minute timeout.)
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import queue as queue_mod
+import time
+import traceback
+
+import numpy as np
+import pytest
+from scipy.stats import rankdata
+
+from secure_auc.mpc.launch import free_port
+
+TIMEOUT = 60.0
+
+
+# ----------------------------------------------------------------- launching parties
+
+
+def _party(rank, world, port, provider, job, args, results):
+    try:
+        from secure_auc.mpc.runtime import init_party, run_dealer, shutdown_party
+
+        init_party(rank=rank, parties=world, master_addr="127.0.0.1", master_port=port,
+                   provider=provider, timeout=30)
+        if rank == world:  # the TTP dealer
+            run_dealer()
+            out = None
+        else:
+            out = job(rank, *args)
+            shutdown_party()
+        results.put((rank, "ok", out))
+    except BaseException:
+        results.put((rank, "error", traceback.format_exc()))
+        results.close()
+        results.join_thread()
+        os._exit(1)
+
+
+def run_parties(world: int, job, *args, provider: str = "tfp", timeout: float = TIMEOUT):
+    """Run ``job(rank, *args)`` in ``world`` computing parties; return their results by rank.
+
+    Raises AssertionError naming the party if one raises, exits abnormally or
+    the run exceeds ``timeout`` seconds; every process is stopped in any case.
+    """
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    port = free_port()
+    ranks = list(range(world)) + ([world] if provider == "ttp" else [])
+    procs = {r: ctx.Process(target=_party, args=(r, world, port, provider, job, args, results), daemon=True)
+             for r in ranks}
+    for p in procs.values():
+        p.start()
+    done = {}
+    deadline = time.monotonic() + timeout
+    try:
+        while len(done) < len(ranks):
+            try:
+                rank, status, out = results.get(timeout=0.2)
+            except queue_mod.Empty:
+                dead = [r for r, p in procs.items() if r not in done and p.exitcode not in (None, 0)]
+                if dead:
+                    raise AssertionError(f"party {dead[0]} died with exit code {procs[dead[0]].exitcode}") from None
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"parties {sorted(set(ranks) - set(done))} did not finish "
+                                         f"within {timeout:g} s") from None
+                continue
+            if status == "error":
+                raise AssertionError(f"party {rank} failed:\n{out}")
+            done[rank] = out
+    finally:
+        for p in procs.values():
+            if p.is_alive():
+                p.terminate()
+        for p in procs.values():
+            p.join(timeout=5)
+            if p.is_alive():
+                p.kill()
+    return [done[r] for r in range(world)]
+
+
+# ----------------------------------------------------------------- jobs (run inside each party)
+
+
+def _rank_cases(rank, cases):
+    """Each case: {source rank: scores}.  Returns, per case, this party's revealed
+    2 x ranks (or None) and the progress reports."""
+    from secure_auc.mpc.ranks import rank_step
+
+    out = []
+    for case in cases:
+        sources = sorted(case)
+        sizes = [len(case[s]) for s in sources]
+        first = sources[0]
+        assert sources == list(range(first, first + len(sources)))
+        reports = []
+        mine = rank_step(case.get(rank), sizes, rank, first_client=first,
+                         progress=lambda i, n: reports.append((i, n)))
+        out.append((mine, reports))
+    return out
+
+
+def _primitive_cases(rank, pairs):
+    return [_primitives(rank, x, y) for x, y in pairs]
+
+
+def _primitives(rank, x, y):
+    """secure_less / secure_eq / sign_bits / the network and its inverse, all opened to everyone."""
+    import torch
+
+    from secure_auc.mpc._crypten import crypten
+    from secure_auc.mpc.encoding import share_keys
+    from secure_auc.mpc.sort import BitonicSort, secure_eq, secure_less, sign_bits
+
+    world = crypten.comm.get().get_world_size()
+    limbs = x.shape[1]
+    # x from the last party, y from party 0: shared exactly (integer encoding)
+    X = share_keys(x if rank == world - 1 else None, [len(x)], [world - 1], limbs)
+    Y = share_keys(y if rank == 0 else None, [len(y)], [0], limbs)
+    out = {
+        "x": X.get_plain_text().numpy(),
+        "lt": secure_less(X, Y).get_plain_text().numpy(),
+        "eq": secure_eq(X, Y).get_plain_text().numpy(),
+        "sign": sign_bits(X[:, 0] - Y[:, 0]).get_plain_text().numpy(),
+    }
+    n = 1 << (len(x).bit_length() - 1)  # the network alone: a power of two, no padding
+    keys = share_keys(x[:n] if rank == world - 1 else None, [n], [world - 1], limbs)
+    sorter = BitonicSort()
+    out["sorted"] = sorter.sort(keys).get_plain_text().numpy()
+    payload = crypten.cryptensor(torch.arange(n), src=0, precision=0)
+    out["perm"] = sorter.unsort(payload).get_plain_text().numpy()  # sorted position -> input row
+    out["stages"] = len(sorter.swaps)
+    return out
+
+
+def _failing(rank):
+    if rank == 1:
+        raise ValueError("boom in party 1")
+    from secure_auc.mpc._crypten import crypten
+
+    crypten.comm.get().barrier()  # the others wait for party 1, which never comes
+
+
+# ----------------------------------------------------------------- cases
+
+
+def expected_twice(scores):
+    return (2 * (rankdata(scores) - 1)).astype(np.int64)
+
+
+def ulp_scores(rng, n):
+    third = 1 / 3
+    base = np.array([third, np.nextafter(third, 1), np.nextafter(third, 0), -0.0, 0.0, 1e-300, -1e-300,
+                     -2.5, 5e-324, -5e-324, 1e300, -np.inf, np.inf])
+    return base[rng.integers(0, len(base), n)]
+
+
+def tie_scores(rng, n, levels=5):
+    return (rng.integers(0, levels, n) / levels - 0.4).astype(np.float32).astype(np.float64)
+
+
+def split(scores, sizes, first):
+    parts = np.split(scores, np.cumsum(sizes)[:-1])
+    return {first + k: p for k, p in enumerate(parts)}
+
+
+def check_rank_cases(world, cases, provider="tfp"):
+    results = run_parties(world, _rank_cases, cases, provider=provider)
+    for c, case in enumerate(cases):
+        sources = sorted(case)
+        scores = np.concatenate([case[s] for s in sources])
+        twice = expected_twice(scores)
+        offset = 0
+        for r in range(world):
+            mine, reports = results[r][c]
+            if r in case:
+                n_r = len(case[r])
+                np.testing.assert_array_equal(mine, twice[offset : offset + n_r], err_msg=f"case {c}, party {r}")
+                offset += n_r
+            else:
+                assert mine is None
+            n = 1 << (len(scores) - 1).bit_length()
+            p = n.bit_length() - 1
+            total = p * (p + 1) + 1  # sort, mid-ranks, unsort
+            assert reports == [(i, total) for i in range(1, total + 1)]
+
+
+def test_two_parties_ties_float64_ulps_signed_zero():
+    rng = np.random.default_rng(2)
+    cases = [
+        {1: tie_scores(rng, 13)},  # protocol layout: the server (rank 0) holds nothing
+        {0: tie_scores(rng, 6), 1: tie_scores(rng, 9)},  # both hold scores, 15 (not a power of 2)
+        {0: ulp_scores(rng, 7), 1: ulp_scores(rng, 10)},  # float64: two limbs, 1-ulp neighbours, +-0, +-inf
+        {1: np.array([0.5])},  # a single score
+        {0: np.array([-0.0]), 1: np.array([0.0, -1.0, 1.0])},
+        {1: np.full(8, 0.25)},  # all tied, exactly a power of two
+    ]
+    check_rank_cases(2, cases)
+
+
+def test_three_parties_single_sample_client_float64_ttp():
+    rng = np.random.default_rng(3)
+    a = ulp_scores(rng, 12)
+    cases = [
+        {1: a[:1], 2: a[1:]},  # a client with one sample, float64 ulps
+        {1: tie_scores(rng, 10), 2: np.array([0.2])},
+        {0: -np.abs(tie_scores(rng, 3)), 1: tie_scores(rng, 4), 2: tie_scores(rng, 5)},  # negative scores
+    ]
+    check_rank_cases(3, cases, provider="ttp")
+
+
+def test_four_parties_not_power_of_two():
+    rng = np.random.default_rng(4)
+    s = tie_scores(rng, 17, levels=6)
+    cases = [
+        split(s, [5, 1, 11], 1),  # 17 scores among 3 clients, server holds none
+        split(ulp_scores(rng, 21), [4, 9, 1, 7], 0),  # all four hold float64 scores
+    ]
+    check_rank_cases(4, cases)
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_comparison_at_the_limb_limits_and_network(world):
+    rng = np.random.default_rng(world)
+    lo, hi = -(2**31), 2**31 - 1
+    # one limb: the extremes of the 32-bit range, neighbours, equal values
+    edge = np.array([lo, lo + 1, -1, 0, 1, hi - 1, hi])
+    x1 = np.concatenate([np.repeat(edge, len(edge)), rng.integers(lo, hi + 1, 30)]).reshape(-1, 1)
+    y1 = np.concatenate([np.tile(edge, len(edge)), rng.integers(lo, hi + 1, 30)]).reshape(-1, 1)
+    # two limbs: hi signed 32-bit, lo unsigned 32-bit, equal hi with lo at the extremes
+    lo_edge = np.array([0, 1, 2**32 - 2, 2**32 - 1])
+    x2 = np.stack([np.repeat(edge[:4], 16), np.tile(np.repeat(lo_edge, 4), 4)], axis=1)
+    y2 = np.stack([np.repeat(edge[:4], 16)[::-1].copy(), np.tile(lo_edge, 16)], axis=1)
+    y2[::3, 0] = x2[::3, 0]
+    pairs = [(x1, y1), (x2, y2)]
+    for (x, y), out in zip(pairs, run_parties(world, _primitive_cases, pairs)[0]):
+        tx, ty = [tuple(r) for r in x], [tuple(r) for r in y]
+        np.testing.assert_array_equal(out["x"], x)  # precision 0: exact
+        np.testing.assert_array_equal(out["lt"], [a < b for a, b in zip(tx, ty)])
+        np.testing.assert_array_equal(out["eq"], [a == b for a, b in zip(tx, ty)])
+        np.testing.assert_array_equal(out["sign"], x[:, 0] < y[:, 0])
+        n = len(out["perm"])
+        order = sorted(range(n), key=lambda i: tuple(x[i]))
+        np.testing.assert_array_equal(out["sorted"], x[:n][order])
+        # unsort maps the sorted positions back: row i of the input sits at sorted position perm[i]
+        np.testing.assert_array_equal(out["sorted"][out["perm"]], x[:n])
+        p = n.bit_length() - 1
+        assert out["stages"] == p * (p + 1) // 2
+
+
+def test_a_failing_party_fails_the_test_quickly():
+    start = time.monotonic()
+    with pytest.raises(AssertionError, match=r"party 1 failed:(.|\n)*boom in party 1"):
+        run_parties(3, _failing)
+    assert time.monotonic() - start < 30
