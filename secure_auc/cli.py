@@ -8,6 +8,7 @@ import sys
 
 from .data.partition import SCHEMES
 from .dp.mechanisms import ALLOCATIONS, SENSITIVITIES, make_mechanism
+from .mpc import RANK_METHODS, rank_method_help
 from .validation import InputError
 
 __all__ = ["main", "build_parser"]
@@ -58,8 +59,7 @@ def add_mpc_options(p: argparse.ArgumentParser) -> None:
                    help="who makes CrypTen's multiplication triples: ttp, a separate dealer process that "
                         "sees no input (default); tfp, the server (rank 0), which must then be trusted "
                         "not to unmask the scores")
-    g.add_argument("--sort", choices=("network",), default="network",
-                   help="secure rank method: network = oblivious bitonic sorting network (no extra assumption)")
+    g.add_argument("--sort", choices=RANK_METHODS, default=RANK_METHODS[0], help=rank_method_help())
     g.add_argument("--timeout", type=float, default=60.0,
                    help="seconds a party waits for the others before the run fails (default 60)")
     g.add_argument("--port", type=int, default=None,

@@ -2,7 +2,11 @@
 
 * ``_crypten``  — the only module that imports CrypTen (with the torch 2.x shim).
 * ``encoding``  — exact, order-preserving integer keys for float scores.
-* ``sort/``     — oblivious sorting networks over secret shares (bitonic).
+* ``sort/``     — oblivious sorts of secret shares: radix (secret permutations
+  composed digit by digit) and the bitonic network (the reference).
+* ``shuffle``, ``dealer``, ``prg``, ``p2p``, ``inputs``, ``scan`` — the radix
+  sort's pieces: secret shuffles, the dealer's correlated randomness, seeded
+  streams, point-to-point messages, sharing from the sources, segmented scans.
 * ``ranks``     — the rank step: shared keys -> sorted -> mid-ranks -> unsorted -> owners.
 * ``party``     — the protocol as one party runs it (server, client), reusing the
   plain protocol's roles and mechanisms.
@@ -12,3 +16,18 @@
 
 What each party learns and the trust model: docs/mpc.md.
 """
+
+RANK_METHODS = ("radix", "network")  # the first is the default
+RANK_METHOD_HELP = {
+    "radix": "oblivious radix sort composing secret permutations digit by digit; opens only freshly "
+             "shuffled, uniformly random permutations; the shuffles' correlated randomness comes from "
+             "the triples' provider (the dealer with ttp, the server with tfp), which must not collude "
+             "with a computing party, as for the triples; O(M) per digit, fastest (default)",
+    "network": "Batcher's bitonic sorting network on 33-bit comparisons: multiplications and masked "
+               "openings only, nothing beyond the triples' provider; O(M log^2 M), the reference",
+}
+
+
+def rank_method_help() -> str:
+    """One help line naming every rank method and what it assumes."""
+    return "secure rank method: " + "; ".join(f"{k} = {v}" for k, v in RANK_METHOD_HELP.items())

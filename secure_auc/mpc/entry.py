@@ -18,6 +18,7 @@ import sys
 from ..cli import add_mechanism_options, mechanism_from_args, print_report
 from ..data.io import read_client_csv
 from ..validation import InputError
+from . import RANK_METHODS, rank_method_help
 
 __all__ = ["main"]
 
@@ -34,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_mechanism_options(p)
     p.add_argument("--provider", choices=("ttp", "tfp"), default="ttp",
                    help="ttp: separate dealer process (the last rank); tfp: the server makes the triples and must be trusted")
-    p.add_argument("--sort", choices=("network",), default="network", help="secure rank method")
+    p.add_argument("--sort", choices=RANK_METHODS, default=RANK_METHODS[0], help=rank_method_help())
     p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for other parties (default 60)")
     p.add_argument("--seed", type=int, default=None, help="fix the DP randomness (reproducibility only)")
     p.add_argument("--json", action="store_true", help="the server prints one JSON object")

@@ -23,7 +23,8 @@ import traceback
 
 from ..data.io import ClientData
 from ..validation import InputError
-from .party import PartyConfig, PartyResult, run_party
+from . import RANK_METHODS
+from .party import PartyConfig, PartyResult, role_name, run_party
 
 __all__ = ["MPCError", "run_mpc_local", "free_port", "check_port_free"]
 
@@ -44,14 +45,6 @@ def check_port_free(host: str, port: int) -> None:
             s.bind((host, port))
         except OSError as exc:
             raise InputError(f"port {port} on {host} is busy ({exc.strerror}); choose another with --port") from None
-
-
-def role_name(rank: int, clients: int) -> str:
-    if rank == 0:
-        return "server (rank 0)"
-    if rank <= clients:
-        return f"client {rank - 1} (rank {rank})"
-    return f"dealer (rank {rank})"
 
 
 def _party_process(rank, clients, addr, port, provider, timeout, config, data, results):
@@ -114,7 +107,7 @@ def run_mpc_local(
     *,
     seed: int | None = None,
     provider: str = "ttp",
-    sort: str = "network",
+    sort: str = RANK_METHODS[0],
     timeout: float = 60.0,
     port: int | None = None,
     progress: bool = True,
@@ -127,25 +120,34 @@ def run_mpc_local(
     config = PartyConfig(mechanisms=(mechanism,), clients=len(clients), seed=seed,
                          provider=provider, sort=sort, progress=progress)
     if progress:
-        _announce(sum(len(c) for c in clients), len(clients) + 1)
+        _announce(sum(len(c) for c in clients), len(clients) + 1, sort)
     start = time.perf_counter()
     done = launch_local(clients, config, timeout=timeout, port=port)
     return done[0].estimate, done[0].aggregate, cost_summary(done, config, time.perf_counter() - start)
 
 
-def _announce(m: int, parties: int) -> None:
-    """Tell the user up front what the sorting network will cost (it grows as n log^2 n)."""
-    import sys
-
+def rank_step_estimate(m: int, parties: int, method: str) -> float:
+    """Rough seconds of the rank step on the 2-core reference machine (docs/benchmarks.md)."""
+    if method == "radix":
+        # 16 digit rounds for float32 keys (32 for float64), each linear in M:
+        # 2^20 scores: 22 s (2 parties), 35 s (3 parties)
+        return 0.5 + 2.0e-5 * m * (parties - 1) ** 0.7
     n = 1 << max(0, (m - 1).bit_length())
     p = max(1, n.bit_length() - 1)
     stages = p * (p + 1) // 2
-    # fitted to the measurements on 2 cores (docs/benchmarks.md): per stage about 0.04 s per party
-    # of latency plus 2.5 us x (parties - 1)^1.5 per compared pair (2^16: 22 s, 47 s, 130 s for 2, 3, 5)
-    latency, per_pair = 0.04 * parties, 2.5e-6 * (parties - 1) ** 1.5
-    estimate = stages * (latency + per_pair * n / 2)
-    print(f"[secure-auc] MPC rank step: bitonic network over {n:,} (padded) scores among {parties} parties, "
-          f"{stages} stages; expect roughly {estimate / 60:.1f} min", file=sys.stderr, flush=True)
+    # per stage: latency plus a cost per compared pair (2^16: 4.6 s, 8.9 s for 2, 3 parties)
+    latency, per_pair = 0.014 * (parties - 1), 6.1e-7 * (parties - 1) ** 0.9
+    return stages * (latency + per_pair * n / 2)
+
+
+def _announce(m: int, parties: int, method: str) -> None:
+    """Tell the user up front what the rank step will cost."""
+    import sys
+
+    estimate = rank_step_estimate(m, parties, method)
+    when = f"{estimate / 60:.1f} min" if estimate >= 90 else f"{max(1, round(estimate))} s"
+    print(f"[secure-auc] MPC rank step: {method} sort of {m:,} scores among {parties} parties; "
+          f"expect roughly {when} (plus a few seconds to start the parties)", file=sys.stderr, flush=True)
 
 
 def cost_summary(done: dict, config: PartyConfig, seconds: float) -> dict:

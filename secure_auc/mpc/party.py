@@ -9,7 +9,8 @@ Steps, each party running the same code:
 1. Agree on the public parameters: every party's configuration digest and the
    clients' sample counts n_k are exchanged (sizes are public by design).
 2. Rank step (:mod:`secure_auc.mpc.ranks`): each client secret-shares its
-   encoded scores; an oblivious sorting network computes 2 x mid-rank of every
+   encoded scores; an oblivious sort (``--sort``: the radix sort by default,
+   or the bitonic network) and a segmented scan compute 2 x mid-rank of every
    score in shares; each client's slice is opened to that client only.
 3. Each client runs the same :class:`secure_auc.protocol.Client` code as in the
    plain protocol: labels flipped once for RR, local statistics, its own noise,
@@ -37,10 +38,19 @@ from ..dp.rng import client_rngs
 from ..protocol.client import Client
 from ..protocol.messages import Aggregate
 from ..protocol.server import Server
+from . import RANK_METHODS
 
-__all__ = ["PartyConfig", "PartyResult", "run_party", "SERVER_RANK"]
+__all__ = ["PartyConfig", "PartyResult", "run_party", "role_name", "SERVER_RANK"]
 
 SERVER_RANK = 0
+
+
+def role_name(rank: int, clients: int) -> str:
+    if rank == 0:
+        return "server (rank 0)"
+    if rank <= clients:
+        return f"client {rank - 1} (rank {rank})"
+    return f"dealer (rank {rank})"
 
 
 @dataclass(frozen=True)
@@ -51,19 +61,27 @@ class PartyConfig:
     clients: int
     seed: int | None = None
     provider: str = "ttp"
-    sort: str = "network"
+    sort: str = RANK_METHODS[0]
     progress: bool = True
     audit: bool = False  # record every opening (tests, comparisons)
 
-    def digest(self) -> str:
-        desc = {
+    def public(self) -> dict:
+        """What every party must agree on, including the library versions that
+        derive the radix sort's shared random streams (numpy's permutations)."""
+        import torch
+
+        return {
             "mechanisms": [repr(m) for m in self.mechanisms],
             "clients": self.clients,
             "provider": self.provider,
             "sort": self.sort,
             "seeded": self.seed is not None,
+            "numpy": ".".join(np.__version__.split(".")[:2]),
+            "torch": ".".join(torch.__version__.split(".")[:2]),
         }
-        return hashlib.sha256(json.dumps(desc, sort_keys=True).encode()).hexdigest()[:16]
+
+    def digest(self) -> str:
+        return hashlib.sha256(json.dumps(self.public(), sort_keys=True).encode()).hexdigest()[:16]
 
 
 @dataclass
@@ -157,10 +175,12 @@ def _run_party(rank: int, config: PartyConfig, data: ClientData | None) -> Party
     start = time.perf_counter()
 
     # 1. public parameters: configuration digests and sizes
-    digests = [comm.broadcast_obj(config.digest() if r == rank else None, r) for r in range(world)]
-    if len(set(digests)) != 1:
-        bad = [r for r, d in enumerate(digests) if d != digests[0]]
-        raise ProtocolError(f"parties {bad} were started with different parameters than the server")
+    publics = [comm.broadcast_obj(config.public() if r == rank else None, r) for r in range(world)]
+    bad = {r: sorted(k for k in p if p[k] != publics[0].get(k)) for r, p in enumerate(publics) if p != publics[0]}
+    if bad:
+        what = "; ".join(f"{role_name(r, config.clients)}: {', '.join(f'{k}={publics[r][k]!r} (server: {publics[0].get(k)!r})' for k in keys)}"
+                         for r, keys in bad.items())
+        raise ProtocolError(f"parties were started with different parameters than the server: {what}")
     my_n = 0 if is_server else len(data)
     sizes = [comm.broadcast_obj(my_n if r == rank else None, r) for r in range(world)]
     client_sizes = sizes[1:]

@@ -40,42 +40,44 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .encoding import encode_keys, is_float32_exact, limbs_for, share_keys
+from . import RANK_METHODS, RANK_METHOD_HELP
+from .encoding import COMPARE_BITS, encode_keys, is_float32_exact, limbs_for, share_keys
 from .sort import BitonicSort, n_stages, secure_eq
 
-__all__ = ["secure_midranks", "twice_midranks_sorted", "reveal_to_owners", "agree_limbs", "rank_step",
-           "next_pow2", "RANK_METHODS"]
-
-RANK_METHODS = ("network",)
-
+__all__ = ["secure_midranks", "radix_midranks", "key_digits", "twice_midranks_sorted", "reveal_to_owners", "agree_limbs", "rank_step",
+           "next_pow2", "RANK_METHODS", "RANK_METHOD_HELP"]
 
 def next_pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
-def twice_midranks_sorted(keys_sorted):
-    """2 x mid-rank (0-based) of each row of sorted integer-encoded keys (n,) or (n, limbs)."""
+def twice_midranks_sorted(keys_sorted: torch.Tensor, rnd=None) -> torch.Tensor:
+    """Shares of 2 x mid-rank (0-based) of each row of sorted integer-encoded keys,
+    given as this party's (n,) or (n, limbs) int64 shares; ``rnd`` supplies the
+    products' triples (default: CrypTen's provider)."""
     from ._crypten import crypten
+    from .scan import copy_forward
+    from .sort.bitonic import Randomness, _bit_to_arithmetic, _eq_packed
 
-    n = keys_sorted.size(0)
+    rank = crypten.comm.get().get_rank()
+    rnd = Randomness() if rnd is None else rnd
+    keys = keys_sorted.reshape(keys_sorted.shape[0], -1)
+    n = keys.shape[0]
+    one = 1 if rank == 0 else 0
     if n == 1:
-        return crypten.cryptensor(torch.zeros(1, dtype=torch.long), src=0, precision=0)
-    eq = secure_eq(keys_sorted[:-1], keys_sorted[1:])  # (n - 1,)
-    not_eq = 1 - eq
-    one = crypten.cryptensor(torch.ones(2, 1, dtype=torch.long), src=0, precision=0)  # public 1s
-    # row 0: starts, forward; row 1: ends, on the reversed sequence
-    f = crypten.cat([one, crypten.stack([not_eq, not_eq.flip(0)])], dim=1)
+        return torch.zeros(1, dtype=torch.long)
+    d = (keys[1:] - keys[:-1]).t().contiguous()  # (limbs, n - 1)
+    eq = _bit_to_arithmetic(_eq_packed(d, COMPARE_BITS, rnd), n - 1, rnd)
+    starts = one - eq  # row j + 1 starts a tie group
+    first = torch.full((1,), one, dtype=torch.long)
+    # row 0: group starts, forward; row 1: group ends, on the reversed sequence
+    f = torch.stack([torch.cat([first, starts]), torch.cat([first, starts.flip(0)])])
     pos = torch.arange(n, dtype=torch.long)
     v = f * torch.stack([pos, pos.flip(0)])
-    offset = 1
-    while offset < n:
-        f1, v1 = f[:, :-offset], v[:, :-offset]
-        f2, v2 = f[:, offset:], v[:, offset:]
-        prod = crypten.stack([f2, f2]) * crypten.stack([f1, v2 - v1])
-        f = crypten.cat([f[:, :offset], f2 + f1 - prod[0]], dim=1)
-        v = crypten.cat([v[:, :offset], v1 + prod[1]], dim=1)
-        offset *= 2
-    return v[0] + v[1].flip(0)
+    size = next_pow2(n)
+    rnd.reserve({"mul": 2 * (4 * (size - 1) + n)})  # the whole scan's triples in one batch
+    out = copy_forward(f, v, rnd)
+    return out[0] + out[1].flip(0)
 
 
 def secure_midranks(keys, progress=None):
@@ -105,11 +107,59 @@ def secure_midranks(keys, progress=None):
 
     sorter = BitonicSort()
     keys_sorted = sorter.sort(keys, progress=report(0))
-    twice_sorted = twice_midranks_sorted(keys_sorted)
+    twice_sorted = crypten.mpc.MPCTensor.from_shares(twice_midranks_sorted(keys_sorted.share), precision=0)
     if progress is not None:
         progress(s + 1, total)
     twice = sorter.unsort(twice_sorted, progress=report(s + 1))
     return twice[:m]
+
+
+def key_digits(keys: np.ndarray, digit: int, bits: int) -> np.ndarray:
+    """One-hot form of digit ``digit`` (bits ``digit*bits ..``, least significant
+    first) of the unsigned form of integer keys (n, limbs) from
+    :func:`.encoding.encode_keys`: the first limb offset by 2^31 (to [0, 2^32)),
+    limbs concatenated most significant first.  Returns (n, 2^bits - 1) int64
+    indicators [digit == v] for v = 1 .. 2^bits - 1 (v = 0 is implied)."""
+    limbs = keys.shape[1]
+    value = np.zeros(keys.shape[0], dtype=np.int64)
+    for t in range(bits):
+        q = digit * bits + t
+        col = limbs - 1 - q // 32
+        limb = keys[:, col] + ((1 << 31) if col == 0 else 0)
+        value |= ((limb >> (q % 32)) & 1) << t
+    return (value[:, None] == np.arange(1, 1 << bits)[None, :]).astype(np.int64)
+
+
+def radix_midranks(local_keys, sizes, sources, limbs: int, *, digit_bits: int = 2, progress=None):
+    """2 x global mid-rank (0-based) of every row, in input order, by the radix sort
+    (:mod:`.sort.radix`).  ``local_keys``: this party's (n, limbs) keys if it is a
+    source.  Returns an (M,) MPCTensor; opens only shuffled permutations."""
+    from ._crypten import crypten
+    from .inputs import SourceSharing
+    from .sort import RadixSort
+
+    rank = crypten.comm.get().get_rank()
+    sharing = SourceSharing(sizes, sources)
+    mine = rank in sources
+    keys = sharing.share(local_keys if mine else None, limbs, "keys")
+    sorter = RadixSort(digit_bits=digit_bits)
+    key_bits = 32 * limbs
+    rounds = sorter.rounds(key_bits)
+    total = rounds + 2
+
+    def digits(l):
+        local = key_digits(local_keys, l, digit_bits) if mine else None
+        return sharing.share(local, (1 << digit_bits) - 1, ("digit", l))
+
+    keys_sorted = sorter.sort(digits, key_bits, keys, progress=None if progress is None else
+                              (lambda r, _n: progress(r, total)))
+    twice_sorted = twice_midranks_sorted(keys_sorted, sorter.randomness)
+    if progress is not None:
+        progress(rounds + 1, total)
+    twice = sorter.unsort(twice_sorted)
+    if progress is not None:
+        progress(total, total)
+    return crypten.mpc.MPCTensor.from_shares(twice, precision=0)
 
 
 def reveal_to_owners(values, sizes, owners, *, label: str = "ranks of client {k}"):
@@ -144,7 +194,7 @@ def agree_limbs(scores, sources) -> int:
     return limbs_for(flags)
 
 
-def rank_step(scores, client_sizes: list[int], rank: int, *, method: str = "network", progress=None,
+def rank_step(scores, client_sizes: list[int], rank: int, *, method: str = RANK_METHODS[0], progress=None,
               first_client: int = 1):
     """Run the whole rank step as party ``rank``; return this client's 2 x mid-ranks (or None).
 
@@ -156,6 +206,9 @@ def rank_step(scores, client_sizes: list[int], rank: int, *, method: str = "netw
     sources = [first_client + k for k in range(len(client_sizes))]
     limbs = agree_limbs(scores, sources)
     local = encode_keys(scores, limbs) if rank in sources else None
-    keys = share_keys(local, client_sizes, sources, limbs)
-    twice = secure_midranks(keys, progress=progress)
+    if method == "radix":
+        twice = radix_midranks(local, client_sizes, sources, limbs, progress=progress)
+    else:
+        keys = share_keys(local, client_sizes, sources, limbs)
+        twice = secure_midranks(keys, progress=progress)
     return reveal_to_owners(twice, client_sizes, sources)

@@ -117,9 +117,11 @@ def shutdown_party() -> None:
 
 
 def run_dealer() -> None:
-    """Serve multiplication triples (TTP) until the server's shutdown message."""
+    """Serve multiplication triples (TTP) and the shuffles' corrections until the server's shutdown message."""
     from ._crypten import crypten
+    from .dealer import install_dealer
 
+    install_dealer(crypten.mpc.provider.TTPServer)
     with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
         warnings.simplefilter("ignore")
         crypten.mpc.provider.TTPServer()

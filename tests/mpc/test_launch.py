@@ -64,9 +64,21 @@ def test_party_that_never_starts_ends_the_run_within_the_timeout(tmp_path, free_
     assert elapsed < 60
 
 
-def test_party_killed_mid_protocol_ends_the_run_with_a_clear_error(tmp_path, free_port):
-    paths = write_clients(tmp_path, [600, 600])
-    procs = [_start(r, 3, free_port, paths, ("--timeout", "20")) for r in (0, 1, 2)]
+def test_parties_started_with_different_parameters_are_named(tmp_path, free_port):
+    paths = write_clients(tmp_path, [5, 5])
+    procs = [_start(r, 3, free_port, paths, ("--timeout", "20") + (("--sort", "network") if r == 2 else ()))
+             for r in (0, 1, 2)]
+    outs = [p.communicate(timeout=90) for p in procs]
+    for p, (_, err) in zip(procs, outs):
+        assert p.returncode != 0
+        assert "started with different parameters than the server: client 1 (rank 2): " \
+               "sort='network' (server: 'radix')" in err, err[-1500:]
+
+
+@pytest.mark.parametrize("sort, sizes", [("network", [600, 600]), ("radix", [60_000, 60_000])])
+def test_party_killed_mid_protocol_ends_the_run_with_a_clear_error(tmp_path, free_port, sort, sizes):
+    paths = write_clients(tmp_path, sizes)
+    procs = [_start(r, 3, free_port, paths, ("--timeout", "20", "--sort", sort)) for r in (0, 1, 2)]
     # wait until the server reports sorting progress, then kill client 1 (rank 2)
     seen = threading.Event()
     server_err: list[str] = []

@@ -40,22 +40,24 @@ def clients_with_ties(sizes, seed, dtype):
     return out
 
 
+# the radix sort (default) on every layout; the network on one
 @pytest.mark.parametrize(
-    "sizes, dtype",
+    "sizes, dtype, sort",
     [
-        ([13], "float32"),  # 2 parties: server + 1 client
-        ([1, 6], "float64-ulp"),  # 3 parties, a client with a single sample, two limbs
-        ([5, 1, 11], "float32"),  # 4 parties, 17 samples (not a power of two)
+        ([13], "float32", "radix"),  # 2 parties: server + 1 client
+        ([1, 6], "float64-ulp", "radix"),  # 3 parties, a client with a single sample, two limbs
+        ([5, 1, 11], "float32", "radix"),  # 4 parties, 17 samples (not a power of two)
+        ([1, 6], "float64-ulp", "network"),
     ],
 )
-def test_mpc_equals_sklearn_and_plain_and_opens_only_the_aggregate(sizes, dtype):
+def test_mpc_equals_sklearn_and_plain_and_opens_only_the_aggregate(sizes, dtype, sort):
     clients = clients_with_ties(sizes, seed=len(sizes), dtype=dtype)
     y = np.concatenate([c.labels for c in clients])
     s = np.concatenate([c.scores for c in clients])
     assert 0 < y.sum() < len(y)
     seed = 7
     mechanisms = MECHANISMS + (DistributedNoise(1.0, len(clients), honest_fraction=0.5),)
-    config = PartyConfig(mechanisms=mechanisms, clients=len(clients), seed=seed, provider="ttp",
+    config = PartyConfig(mechanisms=mechanisms, clients=len(clients), seed=seed, provider="ttp", sort=sort,
                          progress=False, audit=True)
     results = launch_local(clients, config, timeout=60)
     server = results[0]
@@ -90,8 +92,15 @@ def test_mpc_equals_sklearn_and_plain_and_opens_only_the_aggregate(sizes, dtype)
             ]
         # nothing is ever opened to everybody in plaintext
         assert all(o.dst is not None for o in plaintext)
-        # masked openings exist (Beaver) and are labelled as such
-        assert any(o.kind == "masked" for o in result.openings)
+        # everything else is masked: Beaver's x - a, a shuffle's padded rows, the dealer's
+        # padded corrections, or a permutation composed with a fresh secret shuffle (uniform)
+        masked = {o.label for o in result.openings if o.kind == "masked"}
+        if sort == "radix":
+            assert "shuffled permutation" in masked
+            assert masked <= {"beaver", "shuffle pad", "dealer correction", "shuffled permutation"}
+            assert "shuffle pad" in masked  # every computing party is a permuter
+        else:
+            assert masked == {"beaver"}
 
 
 def test_cli_mpc_report(capfd):

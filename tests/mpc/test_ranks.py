@@ -21,6 +21,8 @@ import numpy as np
 import pytest
 from scipy.stats import rankdata
 
+from secure_auc.mpc import RANK_METHODS
+from secure_auc.mpc.encoding import is_float32_exact
 from secure_auc.mpc.launch import free_port
 
 TIMEOUT = 60.0
@@ -94,9 +96,10 @@ def run_parties(world: int, job, *args, provider: str = "tfp", timeout: float = 
 # ----------------------------------------------------------------- jobs (run inside each party)
 
 
-def _rank_cases(rank, cases):
-    """Each case: {source rank: scores}.  Returns, per case, this party's revealed
-    2 x ranks (or None) and the progress reports."""
+def _rank_cases(rank, cases, methods):
+    """Each case: {source rank: scores}, ranked by every method in ``methods``.
+    Returns, per case and method, this party's revealed 2 x ranks (or None) and
+    the progress reports."""
     from secure_auc.mpc.ranks import rank_step
 
     out = []
@@ -105,10 +108,13 @@ def _rank_cases(rank, cases):
         sizes = [len(case[s]) for s in sources]
         first = sources[0]
         assert sources == list(range(first, first + len(sources)))
-        reports = []
-        mine = rank_step(case.get(rank), sizes, rank, first_client=first,
-                         progress=lambda i, n: reports.append((i, n)))
-        out.append((mine, reports))
+        by_method = {}
+        for method in methods:
+            reports = []
+            mine = rank_step(case.get(rank), sizes, rank, first_client=first, method=method,
+                             progress=lambda i, n: reports.append((i, n)))
+            by_method[method] = (mine, reports)
+        out.append(by_method)
     return out
 
 
@@ -176,25 +182,35 @@ def split(scores, sizes, first):
     return {first + k: p for k, p in enumerate(parts)}
 
 
-def check_rank_cases(world, cases, provider="tfp"):
-    results = run_parties(world, _rank_cases, cases, provider=provider)
+def progress_total(method, m, limbs):
+    if method == "radix":
+        return 32 * limbs // 2 + 2  # 2-bit digit rounds, mid-ranks, unsort
+    n = 1 << (m - 1).bit_length()
+    p = n.bit_length() - 1
+    return p * (p + 1) + 1  # sort stages, mid-ranks, unsort stages
+
+
+def check_rank_cases(world, cases, provider="tfp", methods=RANK_METHODS):
+    """Every method's ranks equal scipy's rankdata (so they also equal each other)."""
+    results = run_parties(world, _rank_cases, cases, methods, provider=provider)
     for c, case in enumerate(cases):
         sources = sorted(case)
         scores = np.concatenate([case[s] for s in sources])
         twice = expected_twice(scores)
-        offset = 0
-        for r in range(world):
-            mine, reports = results[r][c]
-            if r in case:
-                n_r = len(case[r])
-                np.testing.assert_array_equal(mine, twice[offset : offset + n_r], err_msg=f"case {c}, party {r}")
-                offset += n_r
-            else:
-                assert mine is None
-            n = 1 << (len(scores) - 1).bit_length()
-            p = n.bit_length() - 1
-            total = p * (p + 1) + 1  # sort, mid-ranks, unsort
-            assert reports == [(i, total) for i in range(1, total + 1)]
+        limbs = 1 if is_float32_exact(scores) else 2
+        for method in methods:
+            offset = 0
+            for r in range(world):
+                mine, reports = results[r][c][method]
+                if r in case:
+                    n_r = len(case[r])
+                    np.testing.assert_array_equal(mine, twice[offset : offset + n_r],
+                                                  err_msg=f"{method}, case {c}, party {r}")
+                    offset += n_r
+                else:
+                    assert mine is None
+                total = progress_total(method, len(scores), limbs)
+                assert reports == [(i, total) for i in range(1, total + 1)], (method, c, r)
 
 
 def test_two_parties_ties_float64_ulps_signed_zero():
@@ -217,6 +233,7 @@ def test_three_parties_single_sample_client_float64_ttp():
         {1: a[:1], 2: a[1:]},  # a client with one sample, float64 ulps
         {1: tie_scores(rng, 10), 2: np.array([0.2])},
         {0: -np.abs(tie_scores(rng, 3)), 1: tie_scores(rng, 4), 2: tie_scores(rng, 5)},  # negative scores
+        {1: tie_scores(rng, 1500, levels=300), 2: rng.random(1700).astype(np.float32).astype(np.float64)},
     ]
     check_rank_cases(3, cases, provider="ttp")
 

@@ -140,7 +140,8 @@ class Randomness:
     make the same calls (they do: sizes depend only on public values).
     """
 
-    def __init__(self):
+    def __init__(self, channel=None):
+        self.channel = channel  # a DealerChannel: "mul" triples from its faster streams
         self.stock: dict[str, list[torch.Tensor]] = {}
         self.used: dict[str, int] = {}
         self.fetches = 0
@@ -169,11 +170,15 @@ class Randomness:
             got = provider.generate_binary_triple(size, size, device=_CPU)
         elif kind == "b2a":
             got = provider.B2A_rng(size, device=_CPU)
+        elif kind == "mul" and self.channel is not None:
+            got = None
+            new = self.channel.triples(numel)
         elif kind == "mul":
             got = provider.generate_additive_triple(size, size, "mul", device=_CPU)
         else:
             raise ValueError(f"unknown kind of randomness {kind!r}")
-        new = [t.share.reshape(-1) for t in got]
+        if got is not None:
+            new = [t.share.reshape(-1) for t in got]
         if kind == "b2a":
             new[1] = new[1] & 1  # the bit is bit 0 of the XOR sharing (TFP shares are full words)
         if kind in self.stock and self.stock[kind][0].numel():

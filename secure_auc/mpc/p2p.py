@@ -1,0 +1,61 @@
+"""Point-to-point messages between parties, outside CrypTen's own protocols.
+
+The shuffle (:mod:`.shuffle`) and the input sharing of the radix sort send
+tensors from one party to one other party, and the dealer sends each party
+its own correlated randomness.  These go over torch.distributed's default
+group (every computing party and, with TTP, the dealer), with one tag per
+purpose so they never match another message.  Every send and receive is
+added to CrypTen's communication counters (bytes and rounds), so benchmark
+figures include them.  Shapes are always public: the receiver allocates.
+"""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = ["TAG_SEED", "TAG_DELTA", "TAG_PAD", "TAG_TRIPLE", "TAG_REQUEST", "isend", "recv", "irecv", "wait_all"]
+
+TAG_SEED = 0x5A1  # a party's PRG seed (from the dealer, or from a source)
+TAG_DELTA = 0x5A2  # the dealer's correction for a shuffle pass
+TAG_PAD = 0x5A3  # a share masked with a one-time pad, sent to the pass's permuter
+TAG_TRIPLE = 0x5A4  # the dealer's correction for a batch of multiplication triples (to rank 0)
+TAG_REQUEST = 0x5A5  # rank 0's request to the dealer (sizes only)
+
+
+def _log(numel: int) -> None:
+    from ._crypten import crypten
+
+    try:
+        crypten.comm.get()._log_communication(numel)
+    except Exception:  # the dealer process counts nothing
+        pass
+
+
+def isend(tensor: torch.Tensor, dst: int, tag: int):
+    """Start sending ``tensor`` (int64, contiguous) to rank ``dst``; returns the work handle.
+    The caller keeps ``tensor`` alive until the handle's ``wait()``."""
+    import torch.distributed as dist
+
+    _log(tensor.numel())
+    return dist.isend(tensor.contiguous(), dst=dst, tag=tag)
+
+
+def irecv(shape, src: int, tag: int):
+    """Start receiving an int64 tensor of ``shape`` from ``src``; returns (tensor, handle)."""
+    import torch.distributed as dist
+
+    out = torch.empty(shape, dtype=torch.long)
+    _log(out.numel())
+    return out, dist.irecv(out, src=src, tag=tag)
+
+
+def recv(shape, src: int, tag: int) -> torch.Tensor:
+    """Receive an int64 tensor of ``shape`` from ``src`` (blocks up to the process group's timeout)."""
+    out, work = irecv(shape, src, tag)
+    work.wait()
+    return out
+
+
+def wait_all(works) -> None:
+    for w in works:
+        w.wait()

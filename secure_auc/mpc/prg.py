@@ -1,0 +1,68 @@
+"""Keyed pseudo-random streams shared between two parties (or a party and the dealer).
+
+Every use (a shuffle's pads, a batch of triples, an input share, a
+permutation) has its own 128-bit key, derived by BLAKE2b (keyed with the
+party's 128-bit seed from :mod:`secrets`) from the use's tags, so the two ends
+regenerate the same stream and no stream is ever reused.
+
+* :func:`ring` — uniform elements of Z_2^64 (pads, triples, shares): the
+  AES-128-CTR keystream (the ``cryptography`` package, AES-NI), a
+  cryptographic PRG, about 2 ms for 2^20 words here.
+* :func:`stream` — a numpy Generator (Philox-4x64-10 keyed the same way) for
+  the shuffles' permutations (``Generator.permutation``, Fisher-Yates), which
+  need a generator object; Philox is a counter-based generator built from a
+  weakened block cipher, statistically strong but not a proven cryptographic
+  PRG.  A permutation is only ever used behind pads and other parties'
+  permutations.
+
+(CrypTen's own pads and triples use torch's Mersenne Twister.)  Parties on
+different machines should run the same numpy: the radix sort checks that every
+opened permutation is one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+
+import numpy as np
+import torch
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
+__all__ = ["new_seed", "stream", "ring", "seed_to_tensor", "tensor_to_seed"]
+
+def new_seed() -> bytes:
+    return secrets.token_bytes(16)
+
+
+def _key(seed: bytes, tags: tuple) -> bytes:
+    return hashlib.blake2b(repr(tags).encode(), key=seed, digest_size=16).digest()
+
+
+def stream(seed: bytes, *tags) -> np.random.Generator:
+    return np.random.Generator(np.random.Philox(key=int.from_bytes(_key(seed, tags), "little")))
+
+
+_zeros = bytearray()
+
+
+def ring(seed: bytes, tags: tuple, shape) -> np.ndarray:
+    """Uniform elements of Z_2^64 (int64 array of ``shape``): AES-128-CTR keystream
+    under the key of ``tags``."""
+    global _zeros
+    n = int(np.prod(shape, dtype=np.int64))
+    nbytes = 8 * n
+    if len(_zeros) < nbytes:
+        _zeros = bytearray(nbytes)
+    out = np.empty(n + 2, dtype=np.int64)  # update_into may want len(data) + 15 bytes of room
+    enc = Cipher(algorithms.AES(_key(seed, tags)), modes.CTR(bytes(16))).encryptor()
+    enc.update_into(memoryview(_zeros)[:nbytes], memoryview(out).cast("B"))
+    return out[:n].reshape(shape)
+
+
+def seed_to_tensor(seed: bytes) -> torch.Tensor:
+    return torch.from_numpy(np.frombuffer(seed, dtype=np.int64).copy())
+
+
+def tensor_to_seed(t: torch.Tensor) -> bytes:
+    return t.numpy().astype(np.int64).tobytes()

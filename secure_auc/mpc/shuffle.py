@@ -1,0 +1,175 @@
+r"""Secret-shared shuffle: permute additively shared rows by a permutation that
+no computing party knows, with correlated randomness from the dealer.
+
+Shares.  The :math:`w` computing parties hold
+:math:`X = X_0 + \dots + X_{w-1} \pmod{2^{64}}`, an :math:`(M, c)` matrix.
+
+One pass (permuter :math:`i`, its own uniformly random permutation
+:math:`p_i` of the rows, applied as :math:`X \mapsto X[p_i]`):
+
+.. math::
+
+    \text{party } j \ne i:&\quad m_j = X_j - A_j \;\to\; \text{party } i,
+        \qquad X_j \leftarrow B_j \\
+    \text{party } i:&\quad X_i \leftarrow \Big(X_i + \sum_{j \ne i} m_j\Big)[p_i] + \Delta_i,
+        \qquad \Delta_i = \Big(\sum_{j \ne i} A_j\Big)[p_i] - \sum_{j \ne i} B_j
+
+so the shares now add up to :math:`(X - A)[p_i] + A[p_i] - B + B = X[p_i]`.
+:math:`A_j, B_j` are one-time pads from a PRG stream that party :math:`j`
+shares with the dealer, :math:`p_i` comes from party :math:`i`'s stream, and
+the dealer, who can recompute every stream but never holds a share, sends
+:math:`\Delta_i` to party :math:`i` only (the correlated-randomness form of the
+shuffle of Chase, Ghosh and Poburinnaya 2020, with a dealer in place of
+oblivious transfer).
+
+A shuffle is :math:`w` passes, :math:`i = 0, \dots, w-1`: the rows are permuted
+by :math:`X \mapsto X[p]`, :math:`p = p_0[p_1[\dots p_{w-1}]]`.  The inverse
+shuffle runs the passes in reverse order with the inverse permutations.
+
+What each party sees: the :math:`m_j` it receives are uniformly random (masked
+by the pads :math:`A_j`), :math:`\Delta_i` is uniformly random (masked by
+:math:`B_j`).  Any coalition of computing parties that misses one party
+:math:`i` does not know :math:`p_i`, so :math:`p` is uniformly random to it;
+this is why every computing party is a permuter (the same threshold as the
+additive sharing).  The dealer knows every :math:`p_i`: like the triples'
+dealer it must not collude with a computing party.  With the TFP provider
+rank 0 plays the dealer and is trusted anyway.
+
+Streams: :mod:`.prg`; seeds and corrections: :mod:`.dealer`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from . import p2p
+from .prg import ring, stream
+
+__all__ = ["Shuffle", "pads", "permutation", "pass_order", "deltas", "open_shuffled"]
+
+
+# ----------------------------------------------------------------- pads and permutations (pure)
+
+
+def pads(seed: bytes, instance: int, step: int, shape) -> tuple[np.ndarray, np.ndarray]:
+    """The one-time pads (A, B) of a party for pass ``step`` of shuffle ``instance``."""
+    ab = ring(seed, ("pad", instance, step), (2, *shape))
+    return ab[0], ab[1]
+
+
+def permutation(seed: bytes, instance: int, rows: int) -> np.ndarray:
+    """The permuter's uniformly random permutation of ``rows`` rows for shuffle ``instance``."""
+    return stream(seed, "perm", instance).permutation(rows)
+
+
+def _invert(p: np.ndarray) -> np.ndarray:
+    q = np.empty_like(p)
+    q[p] = np.arange(p.size, dtype=p.dtype)
+    return q
+
+
+def pass_order(world: int, inverse: bool) -> list[int]:
+    """Permuters in pass order: 0..w-1 forward, w-1..0 for the inverse."""
+    order = list(range(world))
+    return order[::-1] if inverse else order
+
+
+def _step_id(world: int, step: int, inverse: bool) -> int:
+    return world + step if inverse else step
+
+
+def deltas(seeds: list[bytes], instance: int, rows: int, cols: int, inverse: bool, perm=None):
+    """The dealer's corrections: yield (permuter i, Delta_i) for each pass, in pass order.
+    ``perm(i)`` returns p_i (default: recomputed from the stream)."""
+    world = len(seeds)
+    for step, i in enumerate(pass_order(world, inverse)):
+        sid = _step_id(world, step, inverse)
+        a_sum = b_sum = None
+        for j in range(world):
+            if j == i:
+                continue
+            a, b = pads(seeds[j], instance, sid, (rows, cols))
+            a_sum = a if a_sum is None else a_sum + a  # int64: wraps mod 2^64
+            b_sum = b if b_sum is None else b_sum + b
+        p = perm(i) if perm is not None else permutation(seeds[i], instance, rows)
+        if inverse:
+            p = _invert(p)
+        yield i, np.take(a_sum, p, axis=0) - b_sum
+
+
+# ----------------------------------------------------------------- a computing party
+
+
+class Shuffle:
+    """Secret shuffles of (rows, cols) int64 share matrices over one :class:`.dealer.DealerChannel`.
+
+    ``forward(x)`` returns the shares of ``X[p]`` and the shuffle's handle;
+    ``inverse(y, handle)`` returns the shares of ``Y[p^-1]`` for the same ``p``.
+    All parties make the same calls in the same order (sizes are public)."""
+
+    def __init__(self, channel):
+        self.ch = channel
+        self.count = 0
+        self._perms: dict[int, np.ndarray] = {}
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, int]:
+        instance = self.count
+        self.count += 1
+        return self._run(x, instance, inverse=False), instance
+
+    def inverse(self, y: torch.Tensor, instance: int) -> torch.Tensor:
+        out = self._run(y, instance, inverse=True)
+        self._perms.pop(instance, None)
+        return out
+
+    def _perm(self, instance: int, rows: int, inverse: bool) -> torch.Tensor:
+        if instance not in self._perms:
+            self._perms[instance] = permutation(self.ch.seed, instance, rows)
+        p = self._perms[instance]
+        return torch.from_numpy(_invert(p) if inverse else p)
+
+    def _run(self, x: torch.Tensor, instance: int, inverse: bool) -> torch.Tensor:
+        from .audit import observe
+
+        ch = self.ch
+        x = x.reshape(x.shape[0], -1)
+        rows, cols = x.shape
+        ch.request("shuffle", instance, rows, cols, inverse)
+        sending = []
+        for step, i in enumerate(pass_order(ch.world, inverse)):
+            sid = _step_id(ch.world, step, inverse)
+            if ch.rank != i:
+                a, b = pads(ch.seed, instance, sid, (rows, cols))
+                m = x - torch.from_numpy(a)
+                sending.append((m, p2p.isend(m, i, p2p.TAG_PAD)))
+                x = torch.from_numpy(b)
+            else:
+                incoming = [p2p.irecv((rows, cols), j, p2p.TAG_PAD) for j in range(ch.world) if j != i]
+                p = self._perm(instance, rows, inverse)
+                delta = ch.receive((rows, cols))
+                for t, work in incoming:
+                    work.wait()
+                    observe(ch.rank, t.numel(), "masked", "shuffle pad")
+                    x = x + t
+                x = x.index_select(0, p) + delta
+        p2p.wait_all(w for _, w in sending)
+        return x
+
+
+def open_shuffled(share: torch.Tensor) -> torch.Tensor:
+    """Open a shuffled vector to every party (one all_gather).  Only for values
+    that are uniformly random given everything else a party sees (a secret
+    permutation composed with a fresh secret shuffle)."""
+    from ._crypten import crypten
+    from .audit import observe
+
+    comm = crypten.comm.get()
+    observe(None, share.numel(), "masked", "shuffled permutation")
+    if comm.get_world_size() == 1:
+        return share.clone()
+    parts = comm.all_gather(share.contiguous())
+    out = parts[0].clone()
+    for p in parts[1:]:
+        out += p
+    return out
