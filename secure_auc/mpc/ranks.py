@@ -7,32 +7,39 @@ nobody else learns anything.
 
 1. *Keys.*  Each source encodes its scores exactly (:mod:`.encoding`); the
    parties agree on one or two key limbs from one public bit per source
-   ("my scores are float32-exact").  The keys are secret-shared with integer
-   encoding (precision 0), concatenated in party order and padded to
-   :math:`n = 2^p` rows with public keys larger than any real one.
-2. *Sort.*  The bitonic network (:mod:`.sort.bitonic`) sorts the rows and
-   keeps its secret swap bits.
-3. *Mid-ranks in sorted order.*  With :math:`e_j = [s_j = s_{j+1}]` (one
-   batched equality test of neighbours), position :math:`j` starts a tie group
-   if :math:`j = 0` or :math:`e_{j-1} = 0`, and ends one if :math:`j = n - 1` or
-   :math:`e_j = 0`.  The group's first position is the last start at or before
-   :math:`j`; its last position is the first end at or after :math:`j` (the last
-   start at or before :math:`n-1-j` in the reversed sequence).  Both are
-   segmented scans, run together in :math:`\lceil \log_2 n \rceil` rounds
-   (Hillis-Steele): with flags :math:`f` and values :math:`v = j f`,
+   ("my scores are float32-exact").
+2. *Sort* (``method``).
 
-   .. math::
+   * ``"radix"`` (default, :func:`radix_midranks`): each source shares the
+     one-hot form of each 2-bit digit of its keys (:func:`key_digits`,
+     :class:`.inputs.SourceSharing`), and :class:`.sort.RadixSort` composes
+     the digits' stable-sort permutations through secret shuffles; the keys
+     are carried to sorted order by the last shuffle.  No padding.
+   * ``"network"`` (:func:`secure_midranks`): the keys are shared with integer
+     encoding (precision 0), concatenated in party order and padded to
+     :math:`n = 2^p` rows with public keys larger than any real one; the
+     bitonic network (:mod:`.sort.bitonic`) sorts them and keeps its secret
+     swap bits.  Padding rows tie only with each other, so they do not move
+     any real rank.
 
-       (f_1, v_1) \circ (f_2, v_2) = (f_1 + f_2 - f_1 f_2,\; v_1 + f_2 (v_2 - v_1))
+3. *Mid-ranks in sorted order* (:func:`twice_midranks_sorted`, both methods).
+   With :math:`e_j = [s_j = s_{j+1}]` (one batched equality test of
+   neighbours on 33-bit differences), position :math:`j` starts a tie group
+   if :math:`j = 0` or :math:`e_{j-1} = 0`, and ends one if :math:`j = n - 1`
+   or :math:`e_j = 0`.  The group's first position is the last start at or
+   before :math:`j`; its last position is the first end at or after :math:`j`
+   (the last start at or before :math:`n-1-j` in the reversed sequence).  Both
+   are segmented copy-forward scans (:mod:`.scan`, Blelloch, :math:`2 \lceil
+   \log_2 n \rceil` product rounds) with flags :math:`f` and values
+   :math:`v = j f`.  Then :math:`2 r_j = \mathrm{first}_j + \mathrm{last}_j`,
+   an integer.
+4. *Unsort.*  The network's swap bits replayed in reverse, or the radix sort's
+   last shuffle inverted, put :math:`2r` back in input order.  Source k's
+   slice is opened to source k only.
 
-   (two products per element and round, all in one batched multiplication).
-   Then :math:`2 r_j = \mathrm{first}_j + \mathrm{last}_j`, an integer.  Padding
-   rows tie only with each other, so they do not move any real rank.
-4. *Unsort.*  The swap bits, replayed in reverse, put :math:`2r` back in input
-   order (multiplications only).  Source k's slice is opened to source k only.
-
-Nothing is opened before step 4: the network, the equality test and the scans
-open only Beaver-masked values.
+Nothing is opened before step 4 but values that are uniformly random
+whatever the scores: Beaver-masked differences, one-time-padded rows, and the
+radix sort's permutations composed with fresh secret shuffles.
 """
 
 from __future__ import annotations
