@@ -8,7 +8,7 @@ import sys
 
 from .data.partition import SCHEMES
 from .dp.mechanisms import ALLOCATIONS, SENSITIVITIES, make_mechanism
-from .mpc import RANK_METHODS, rank_method_help
+from .mpc import RANK_METHODS, MPCError, rank_method_help
 from .validation import InputError
 
 __all__ = ["main", "build_parser"]
@@ -279,6 +279,9 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as exc:
         print(f"secure-auc: error: {exc}", file=sys.stderr)
         return 2
+    except MPCError as exc:
+        print(f"secure-auc: error: MPC run failed: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("secure-auc: interrupted", file=sys.stderr)
         return 130

@@ -17,6 +17,10 @@
 What each party learns and the trust model: docs/mpc.md.
 """
 
+class MPCError(RuntimeError):
+    """The MPC run failed; the message names the party and the cause."""
+
+
 RANK_METHODS = ("radix", "network")  # the first is the default
 RANK_METHOD_HELP = {
     "radix": "oblivious radix sort composing secret permutations digit by digit; opens only freshly "

@@ -17,16 +17,14 @@ sends only corrections, each to one party:
   (:math:`a = \sum_p a_p`, :math:`b = \sum_p b_p`): one word per product to
   rank 0, the same as CrypTen's TTP, with a generator about four times faster.
 
-Transport: at the start of a sort rank 0 asks CrypTen's ``TTPServer`` (taught
-one more request name by :func:`install_dealer`) to start a thread that sends
-the seeds, then takes rank 0's requests (sizes and counters only, sent
-point-to-point without waiting for an answer) and sends each correction
-point-to-point (:mod:`.p2p`) to the one party it is for, in request order.
+Transport: at the start of a sort rank 0 asks the dealer, through CrypTen's
+TTP channel, to start (:func:`serve`); the dealer sends the seeds, then takes
+rank 0's requests (sizes and counters only, sent point-to-point without
+waiting for an answer) and sends each correction point-to-point (:mod:`.p2p`)
+to the one party it is for, in request order, until rank 0's stop.
 """
 
 from __future__ import annotations
-
-import threading
 
 import numpy as np
 import torch
@@ -35,20 +33,40 @@ from . import p2p
 from .prg import new_seed, ring, seed_to_tensor, tensor_to_seed
 from .shuffle import deltas, permutation
 
-__all__ = ["DealerChannel", "install_dealer", "triple_shares", "triple_correction"]
+__all__ = ["DealerChannel", "serve", "triple_shares", "triple_correction"]
 
 
-def triple_shares(seed: bytes, batch: int, n: int) -> np.ndarray:
-    """A party's (a_p, b_p, c_p) for triple batch ``batch`` of ``n`` products: (3, n) int64."""
-    return ring(seed, ("mul", batch), (3, n))
+def triple_shares(seed: bytes, batch: int, n: int, kind: str = "mul") -> np.ndarray:
+    """A party's shares of batch ``batch`` of ``n`` items of correlated randomness, int64:
+    ``"mul"`` and ``"binary"`` (a_p, b_p, c_p), shape (3, n); ``"b2a"`` (y_p, x_p),
+    shape (2, n), the bit's XOR share being bit 0 of x_p."""
+    return ring(seed, (kind, batch), (2 if kind == "b2a" else 3, n))
 
 
-def triple_correction(seeds: list[bytes], batch: int, n: int) -> np.ndarray:
-    """Rank 0's c_0 = (sum a_p)(sum b_p) - sum_{p != 0} c_p (mod 2^64)."""
-    shares = [triple_shares(s, batch, n) for s in seeds]
-    a = sum(s[0] for s in shares)
-    b = sum(s[1] for s in shares)
-    return a * b - sum(s[2] for s in shares[1:])
+def triple_correction(seeds: list[bytes], batch: int, n: int, kind: str = "mul") -> np.ndarray:
+    """Rank 0's corrected share, replacing its own stream's (index :data:`CORRECTED`):
+
+    * ``"mul"``: c_0 = (sum a_p)(sum b_p) - sum_{p != 0} c_p (mod 2^64);
+    * ``"binary"``: c_0 = (xor a_p) AND (xor b_p) XOR (xor_{p != 0} c_p), bitwise;
+    * ``"b2a"``: for the random bit r = xor_p (x_p AND 1), y_0 = r - sum_{p != 0} y_p,
+      so the y_p are additive shares of the same bit the x_p share by XOR.
+    """
+    shares = [triple_shares(s, batch, n, kind) for s in seeds]
+    if kind == "mul":
+        a = sum(s[0] for s in shares)
+        b = sum(s[1] for s in shares)
+        return a * b - sum(s[2] for s in shares[1:])
+    if kind == "binary":
+        a = np.bitwise_xor.reduce([s[0] for s in shares])
+        b = np.bitwise_xor.reduce([s[1] for s in shares])
+        return (a & b) ^ np.bitwise_xor.reduce([s[2] for s in shares[1:]] + [np.zeros(n, dtype=np.int64)])
+    if kind == "b2a":
+        r = np.bitwise_xor.reduce([s[1] & 1 for s in shares])
+        return r - sum((s[0] for s in shares[1:]), np.zeros(n, dtype=np.int64))
+    raise ValueError(f"unknown kind of randomness {kind!r}")
+
+
+CORRECTED = {"mul": 2, "binary": 2, "b2a": 0}  # which of rank 0's shares the dealer corrects
 
 
 class _DealerState:
@@ -75,14 +93,14 @@ class _DealerState:
             instance, rows, cols, inverse = args
             for i, d in deltas(self.seeds, instance, rows, cols, inverse, self._perm(instance, rows)):
                 yield i, p2p.TAG_DELTA, d
-        elif kind == "mul":
+        elif kind in CORRECTED:
             batch, n = args
-            yield 0, p2p.TAG_TRIPLE, triple_correction(self.seeds, batch, n)
+            yield 0, p2p.TAG_TRIPLE, triple_correction(self.seeds, batch, n, kind)
         else:
             raise ValueError(f"unknown dealer request {kind!r}")
 
 
-_KINDS = ("stop", "shuffle", "mul")
+_KINDS = ("stop", "shuffle", "mul", "binary", "b2a")
 
 
 def _encode(kind: str, args) -> torch.Tensor:
@@ -98,46 +116,69 @@ def _decode(t: torch.Tensor):
     vals = [int(x) for x in t[1:]]
     if kind == "shuffle":
         return kind, (vals[0], vals[1], vals[2], bool(vals[3]))
-    if kind == "mul":
+    if kind in CORRECTED:
         return kind, (vals[0], vals[1])
     return kind, ()
 
 
 def _worker(state: _DealerState) -> None:
-    """The dealer's side of one sort (a thread of the dealer process): send every party
-    its seed, then answer rank 0's requests in order, each correction to its party."""
+    """The dealer's side of one sort: send every party its seed, then answer rank 0's
+    requests in order, each correction to its party, until rank 0's stop.  Waits for a
+    request at most the process group's timeout, like any party waiting for another."""
     pending: list = []
-    try:
-        for p, seed in enumerate(state.seeds):
-            t = seed_to_tensor(seed)
-            pending.append((t, p2p.isend(t, p, p2p.TAG_SEED)))
-        while True:
-            kind, args = _decode(p2p.recv((6,), 0, p2p.TAG_REQUEST))
-            if kind == "stop":
-                p2p.wait_all(w for _, w in pending)
-                return
-            for party, tag, d in state.messages(kind, args):
-                t = torch.from_numpy(d)
-                pending.append((t, p2p.isend(t, party, tag)))
-                while len(pending) > 2 * state.world:  # bounded memory: a few corrections in flight
-                    pending.pop(0)[1].wait()
-    except Exception:  # a party went away; the server's terminate message ends the dealer
-        return
+    for p, seed in enumerate(state.seeds):
+        t = seed_to_tensor(seed)
+        pending.append((t, p2p.isend(t, p, p2p.TAG_SEED)))
+    while True:
+        kind, args = _decode(p2p.recv((6,), 0, p2p.TAG_REQUEST))
+        if kind == "stop":
+            p2p.wait_all(w for _, w in pending)
+            return
+        for party, tag, d in state.messages(kind, args):
+            t = torch.from_numpy(d)
+            pending.append((t, p2p.isend(t, party, tag)))
+            while len(pending) > 2 * state.world:  # bounded memory: a few corrections in flight
+                pending.pop(0)[1].wait()
 
 
-def install_dealer(server_cls) -> None:
-    """Teach CrypTen's ``TTPServer`` (the dealer process) to start the dealer's side of
-    a sort: ``sa_setup`` (asked by rank 0 through CrypTen's TTP channel) starts
-    :func:`_worker`, which then takes rank 0's requests point-to-point."""
+SETUP = "sa_setup"  # the request name rank 0 sends through CrypTen's TTP channel to start a sort
 
-    def sa_setup(self):
-        from ._crypten import crypten
 
-        state = _DealerState(crypten.comm.get().get_world_size())
-        threading.Thread(target=_worker, args=(state,), daemon=True).start()
-        return torch.zeros(1, dtype=torch.long)
+def serve() -> None:
+    """The dealer process: CrypTen's ``TTPServer`` loop (triples for CrypTen's own
+    protocols, asked by rank 0 through its TTP channel), plus the sorts: on the
+    request :data:`SETUP` the dealer answers at once and then runs :func:`_worker`
+    in the same thread until the sort's stop, so it is never idle on the TTP
+    channel (whose wait would time out) while a long sort runs.  Returns on rank
+    0's ``terminate``; raises if a party goes away (CrypTen's loop would swallow
+    that and exit as if all were well)."""
+    from ._crypten import crypten
 
-    server_cls.sa_setup = sa_setup
+    base = crypten.mpc.provider.TTPServer
+
+    class DealerServer(base):
+        def __init__(self):  # CrypTen's TTPServer.__init__, with the sort's hook and errors raised
+            comm = crypten.comm.get()
+            self.ttp_group = comm.ttp_group
+            self.comm_group = comm.ttp_comm_group
+            self.device = "cpu"
+            self._setup_generators()
+            ttp_rank = comm.get_ttp_rank()
+            while True:
+                message = comm.recv_obj(0, self.ttp_group)
+                if message == "terminate":
+                    return
+                if message["function"] == SETUP:
+                    result, state = torch.zeros(1, dtype=torch.long), _DealerState(comm.get_world_size())
+                else:
+                    self.device = message["device"]
+                    result, state = getattr(self, message["function"])(*message["args"], **message["kwargs"]), None
+                comm.send_obj(result.size(), 0, self.ttp_group)
+                comm.broadcast(result, ttp_rank, self.comm_group)
+                if state is not None:
+                    _worker(state)
+
+    DealerServer()
 
 
 class DealerChannel:
@@ -154,11 +195,12 @@ class DealerChannel:
         self._own: dict[int, list[torch.Tensor]] = {p2p.TAG_DELTA: [], p2p.TAG_TRIPLE: []}
         self._sending: list = []
         self._batches = 0
+        self._kind_batches: dict[str, int] = {}
         self._plan: list[int] = []  # sizes of the next triple batches (rank 0 prefetches them)
         self._prefetched = None  # (batch, n, tensor, work)
         if self.ttp:
             if self.rank == 0:
-                self._ttp("sa_setup")
+                self._ttp(SETUP)
             self.seed = tensor_to_seed(p2p.recv((2,), self.dealer, p2p.TAG_SEED))
         elif self.rank == 0:
             self._state = _DealerState(self.world)
@@ -237,6 +279,17 @@ class DealerChannel:
                 t, work = p2p.irecv((nxt,), self.dealer, p2p.TAG_TRIPLE)
                 self._prefetched = (batch + 1, nxt, t, work)
         return [a, b, c]
+
+    def correlated(self, kind: str, n: int) -> list[torch.Tensor]:
+        """This party's shares of ``n`` fresh items of ``"binary"`` triples (a, b, c) or
+        ``"b2a"`` pairs (y, x) (:func:`triple_correction`)."""
+        batch = self._kind_batches.get(kind, 0)
+        self._kind_batches[kind] = batch + 1
+        shares = list(torch.from_numpy(triple_shares(self.seed, batch, n, kind)))
+        if self.rank == 0:
+            self.request(kind, batch, n)
+            shares[CORRECTED[kind]] = self.receive((n,), p2p.TAG_TRIPLE)
+        return shares
 
     def close(self) -> None:
         """Wait for everything in flight (a prefetched batch nobody used, sends)."""

@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import contextlib
-import io
 import os
 import warnings
 from datetime import timedelta
@@ -67,6 +66,9 @@ def init_party(*, rank: int, parties: int, master_addr: str, master_port: int,
     if provider not in ("ttp", "tfp"):
         raise InputError(f"provider must be 'tfp' or 'ttp', got {provider!r}")
     torch.set_num_threads(threads)
+    import faulthandler
+
+    faulthandler.enable()  # a crash in native code (gloo, torch) still shows where each thread was
     os.environ.update({
         "RANK": str(rank),
         "WORLD_SIZE": str(parties),
@@ -118,13 +120,11 @@ def shutdown_party() -> None:
 
 def run_dealer() -> None:
     """Serve multiplication triples (TTP) and the shuffles' corrections until the server's shutdown message."""
-    from ._crypten import crypten
-    from .dealer import install_dealer
+    from .dealer import serve
 
-    install_dealer(crypten.mpc.provider.TTPServer)
-    with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        crypten.mpc.provider.TTPServer()
+        serve()
 
 
 def communication_stats() -> dict:

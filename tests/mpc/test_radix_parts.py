@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from secure_auc.mpc.dealer import triple_correction, triple_shares
+from secure_auc.mpc.dealer import CORRECTED, triple_correction, triple_shares
 from secure_auc.mpc.encoding import encode_keys
 from secure_auc.mpc.prg import new_seed, ring, seed_to_tensor, stream, tensor_to_seed
 from secure_auc.mpc.ranks import key_digits
@@ -82,13 +82,25 @@ def test_streams_are_keyed_by_seed_and_tags():
 
 
 @pytest.mark.parametrize("world", [2, 3])
-def test_triple_correction_makes_c_equal_a_times_b(world):
+def test_dealer_corrections_make_every_kind_of_randomness_consistent(world):
     seeds = [new_seed() for _ in range(world)]
-    shares = [triple_shares(s, 5, 1000) for s in seeds]
-    shares[0] = shares[0].copy()
-    shares[0][2] = triple_correction(seeds, 5, 1000)
-    a, b, c = (sum(s[k] for s in shares) for k in range(3))
+    n = 1000
+
+    def shares(kind):
+        out = [triple_shares(s, 5, n, kind).copy() for s in seeds]
+        out[0][CORRECTED[kind]] = triple_correction(seeds, 5, n, kind)
+        return out
+
+    a, b, c = (sum(s[k] for s in shares("mul")) for k in range(3))
     np.testing.assert_array_equal(c, a * b)  # int64 arithmetic wraps mod 2^64
+    xa, xb, xc = (np.bitwise_xor.reduce([s[k] for s in shares("binary")]) for k in range(3))
+    np.testing.assert_array_equal(xc, xa & xb)  # bitwise AND triples, XOR-shared
+    b2a = shares("b2a")
+    bit = np.bitwise_xor.reduce([s[1] & 1 for s in b2a])
+    np.testing.assert_array_equal(sum(s[0] for s in b2a), bit)  # the same bit, additively shared
+    assert 0.4 < bit.mean() < 0.6
+    # a party's own stream is uniform: its share of c is not the product
+    assert not np.array_equal(shares("mul")[1][2], a * b)
 
 
 @pytest.mark.parametrize("bits", [1, 2])

@@ -141,7 +141,7 @@ class Randomness:
     """
 
     def __init__(self, channel=None):
-        self.channel = channel  # a DealerChannel: "mul" triples from its faster streams
+        self.channel = channel  # a DealerChannel: all kinds from its faster streams
         self.stock: dict[str, list[torch.Tensor]] = {}
         self.used: dict[str, int] = {}
         self.fetches = 0
@@ -164,20 +164,19 @@ class Randomness:
     def _fetch(self, kind: str, numel: int) -> None:
         from .._crypten import crypten
 
-        provider = crypten.mpc.get_default_provider()
-        size = torch.Size([numel])
-        if kind == "binary":
-            got = provider.generate_binary_triple(size, size, device=_CPU)
-        elif kind == "b2a":
-            got = provider.B2A_rng(size, device=_CPU)
-        elif kind == "mul" and self.channel is not None:
-            got = None
-            new = self.channel.triples(numel)
-        elif kind == "mul":
-            got = provider.generate_additive_triple(size, size, "mul", device=_CPU)
-        else:
+        if kind not in ("binary", "b2a", "mul"):
             raise ValueError(f"unknown kind of randomness {kind!r}")
-        if got is not None:
+        if self.channel is not None:
+            new = self.channel.triples(numel) if kind == "mul" else self.channel.correlated(kind, numel)
+        else:
+            provider = crypten.mpc.get_default_provider()
+            size = torch.Size([numel])
+            if kind == "binary":
+                got = provider.generate_binary_triple(size, size, device=_CPU)
+            elif kind == "b2a":
+                got = provider.B2A_rng(size, device=_CPU)
+            else:
+                got = provider.generate_additive_triple(size, size, "mul", device=_CPU)
             new = [t.share.reshape(-1) for t in got]
         if kind == "b2a":
             new[1] = new[1] & 1  # the bit is bit 0 of the XOR sharing (TFP shares are full words)
