@@ -13,7 +13,7 @@ with ties (``--dtype float64`` for two key limbs), and every run is checked
 against ``scipy.stats.rankdata``.
 
 Peak GiB: the largest peak resident memory among the parties (and the dealer).
-The full default run takes about 15 minutes, most of it the sorting network
+The full default run takes about 13 minutes, most of it the sorting network
 at 2^19 and 2^20 (``--max-network 65536`` skips those).
 
 Seconds: the rank step in each party, from its start to its ranks (process

@@ -110,6 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "and the DP estimates are compared")
     add_mechanism_options(cmp)
     cmp.add_argument("--provider", choices=("ttp", "tfp"), default="ttp", help="MPC triple provider (default ttp)")
+    cmp.add_argument("--sort", choices=RANK_METHODS, default=RANK_METHODS[0], help=rank_method_help())
     cmp.add_argument("--seed", type=int, default=0, help="seed of the DP noise, the same for both protocols (default 0)")
     cmp.add_argument("--out", default="results/compare", help="folder for compare.csv/.json/.png (default results/compare)")
     cmp.add_argument("--json", action="store_true", help="print the rows as JSON instead of a table")
@@ -247,7 +248,7 @@ def cmd_compare(args) -> int:
              "--sensitivity", args.sensitivity, "--alpha", str(args.alpha), "--beta", str(args.beta)]
     if args.delta is not None:
         margs += ["--delta", str(args.delta)]
-    rows = compare(sizes, parties, mechanism, margs, seed=args.seed, provider=args.provider,
+    rows = compare(sizes, parties, mechanism, margs, seed=args.seed, provider=args.provider, sort=args.sort,
                    launcher=args.launcher, progress=lambda msg: print(msg, file=sys.stderr, flush=True))
     paths = write_outputs(rows, Path(args.out))
     if args.json:

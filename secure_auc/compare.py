@@ -50,6 +50,7 @@ class ComparisonRow:
     samples: int
     parties: int
     launcher: str
+    sort: str
     sklearn_auc: float
     plain_auc: float
     mpc_auc: float
@@ -117,7 +118,7 @@ def _attack_mpc(server_openings, truth, ks, rng):
     return {k: precision_at_k(top_k_guess_from_scores(None, k, len(truth), rng), truth) for k in ks if k <= len(truth)}
 
 
-def _torchrun(clients, mechanism_args, seed, provider, timeout):
+def _torchrun(clients, mechanism_args, seed, provider, sort, timeout):
     """Run the same evaluation with torchrun-launched parties; return its JSON report."""
     with tempfile.TemporaryDirectory() as tmp:
         paths = []
@@ -130,7 +131,8 @@ def _torchrun(clients, mechanism_args, seed, provider, timeout):
         nproc = len(clients) + 1 + (provider == "ttp")
         cmd = [str(Path(sys.executable).parent / "torchrun"), "--nproc-per-node", str(nproc),
                "--master-port", str(free_port()), str(ROOT / "parties" / "mpc_party.py"), *paths,
-               *mechanism_args, "--seed", str(seed), "--provider", provider, "--json", "--timeout", str(timeout)]
+               *mechanism_args, "--seed", str(seed), "--provider", provider, "--sort", sort, "--json",
+               "--timeout", str(timeout)]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
         try:
             out, err = proc.communicate()
@@ -143,12 +145,15 @@ def _torchrun(clients, mechanism_args, seed, provider, timeout):
         return json.loads(out.strip().splitlines()[-1])
 
 
-def compare(sizes, parties_list, mechanism, mechanism_args, *, seed=0, provider="ttp", launcher="local",
-            timeout=600.0, ks=ATTACK_K, progress=print) -> list[ComparisonRow]:
+def compare(sizes, parties_list, mechanism, mechanism_args, *, seed=0, provider="ttp", sort=None,
+            launcher="local", timeout=600.0, ks=ATTACK_K, progress=print) -> list[ComparisonRow]:
     from sklearn.metrics import roc_auc_score
 
+    from .mpc import RANK_METHODS
     from .mpc.launch import launch_local
     from .mpc.party import PartyConfig
+
+    sort = sort or RANK_METHODS[0]
 
     rows = []
     total = len(sizes) * len(parties_list)
@@ -165,7 +170,7 @@ def compare(sizes, parties_list, mechanism, mechanism_args, *, seed=0, provider=
             plain_dp, plain_seconds, inbox, roles = _plain(clients, mechanism, seed)
             progress(f"[{i}/{total}] M={m} parties={parties}: MPC protocol ({launcher})")
             config = PartyConfig(mechanisms=(NoNoise(), mechanism), clients=len(clients), seed=seed,
-                                 provider=provider, progress=False, audit=True)
+                                 provider=provider, sort=sort, progress=False, audit=True)
             start = time.perf_counter()
             res = launch_local(clients, config, timeout=timeout)
             mpc_seconds = time.perf_counter() - start
@@ -174,7 +179,7 @@ def compare(sizes, parties_list, mechanism, mechanism_args, *, seed=0, provider=
             rng = np.random.default_rng(seed)
             truth = np.concatenate([c.labels for c in clients])
             row = ComparisonRow(
-                samples=m, parties=parties, launcher=launcher, sklearn_auc=sk,
+                samples=m, parties=parties, launcher=launcher, sort=sort, sklearn_auc=sk,
                 plain_auc=plain_auc, mpc_auc=float(server.estimates[0].auc),
                 plain_dp_auc=plain_dp, mpc_dp_auc=float(server.estimates[1].auc),
                 plain_seconds=plain_seconds, mpc_seconds=mpc_seconds, mpc_rank_step_seconds=server.rank_seconds,
@@ -187,7 +192,7 @@ def compare(sizes, parties_list, mechanism, mechanism_args, *, seed=0, provider=
             )
             if launcher in ("torchrun", "both"):
                 progress(f"[{i}/{total}] M={m} parties={parties}: MPC protocol (torchrun)")
-                report = _torchrun(clients, mechanism_args, seed, provider, timeout)
+                report = _torchrun(clients, mechanism_args, seed, provider, sort, timeout)
                 row.torchrun_dp_auc = report["auc"]
             rows.append(row)
     return rows
@@ -259,7 +264,8 @@ def _plot(rows, path):
         ax.set_title(title)
         ax.grid(True, which="both", alpha=0.3)
     ax1.legend(fontsize=7)
-    fig.suptitle("secure-auc: MPC (CrypTen bitonic network) vs plain-sort protocol")
+    sorts = ", ".join(sorted({r.sort for r in rows}))
+    fig.suptitle(f"secure-auc: MPC (CrypTen, --sort {sorts}) vs plain-sort protocol")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

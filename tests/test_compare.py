@@ -15,6 +15,7 @@ def test_compare_quick(tmp_path, capsys):
     assert code == 0, captured.err
     rows = json.loads(captured.out)
     assert {(r["samples"], r["parties"]) for r in rows} == {(300, 2), (1000, 2), (300, 3), (1000, 3)}
+    assert {r["sort"] for r in rows} == {"radix"}  # the default rank method
     for r in rows:
         assert r["exact_equal"] and r["dp_equal"]
         assert r["plain_auc"] == pytest.approx(r["sklearn_auc"], abs=1e-12)
@@ -46,7 +47,7 @@ def test_ctrl_c_leaves_no_process_behind(tmp_path):
     import sys
     import time
 
-    cmd = [sys.executable, "-m", "secure_auc", "compare", "--sizes", "8192", "--parties", "3", "--out", str(tmp_path)]
+    cmd = [sys.executable, "-m", "secure_auc", "compare", "--sizes", "262144", "--parties", "3", "--out", str(tmp_path)]
     # a shell running this suite in the background ignores SIGINT, and children inherit that:
     # restore the default so that the process sees Ctrl-C as a user's terminal would deliver it
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,

@@ -137,9 +137,9 @@ def rank_step_estimate(m: int, parties: int, method: str) -> float:
     """Rough seconds of the rank step on the 2-core reference machine (docs/benchmarks.md)."""
     if method == "radix":
         # 16 digit rounds for float32 keys (32 for float64), each linear in M, and every
-        # shuffle has one pass per party: 2^20 scores: 21 s (2 parties), 35 s (3 parties);
-        # 458,407 scores among 11 parties: 100 s
-        return 0.5 + 1.6e-5 * m * (parties - 1) ** 1.15
+        # shuffle has one pass per party: 2^20 scores: 14 s (2 parties), 27 s (3 parties);
+        # 458,407 scores among 11 parties: about 90 s
+        return 0.5 + 1.3e-5 * m * (parties - 1) ** 1.2
     n = 1 << max(0, (m - 1).bit_length())
     p = max(1, n.bit_length() - 1)
     stages = p * (p + 1) // 2
