@@ -6,8 +6,9 @@ adds a dealer at rank K + 1 that only produces correlated randomness.
 
 Steps, each party running the same code:
 
-1. Agree on the public parameters: every party's configuration digest and the
-   clients' sample counts n_k are exchanged (sizes are public by design).
+1. Agree on the public parameters: every party's configuration
+   (:meth:`PartyConfig.public`) and the clients' sample counts n_k are
+   exchanged (sizes are public by design); a difference is named.
 2. Rank step (:mod:`secure_auc.mpc.ranks`): each client secret-shares its
    encoded scores; an oblivious sort (``--sort``: the radix sort by default,
    or the bitonic network) and a segmented scan compute 2 x mid-rank of every
@@ -25,8 +26,6 @@ What is opened, to whom, is listed in ``docs/mpc.md`` and checked by
 
 from __future__ import annotations
 
-import hashlib
-import json
 import sys
 import time
 from dataclasses import dataclass, field
@@ -79,9 +78,6 @@ class PartyConfig:
             "numpy": ".".join(np.__version__.split(".")[:2]),
             "torch": ".".join(torch.__version__.split(".")[:2]),
         }
-
-    def digest(self) -> str:
-        return hashlib.sha256(json.dumps(self.public(), sort_keys=True).encode()).hexdigest()[:16]
 
 
 @dataclass
@@ -174,7 +170,7 @@ def _run_party(rank: int, config: PartyConfig, data: ClientData | None) -> Party
     reset_communication_stats()
     start = time.perf_counter()
 
-    # 1. public parameters: configuration digests and sizes
+    # 1. public parameters: configurations and sizes
     publics = [comm.broadcast_obj(config.public() if r == rank else None, r) for r in range(world)]
     bad = {r: sorted(k for k in p if p[k] != publics[0].get(k)) for r, p in enumerate(publics) if p != publics[0]}
     if bad:

@@ -49,7 +49,7 @@ import torch
 
 from . import RANK_METHODS, RANK_METHOD_HELP
 from .encoding import COMPARE_BITS, encode_keys, is_float32_exact, limbs_for, share_keys
-from .sort import BitonicSort, n_stages, secure_eq
+from .sort import BitonicSort, n_stages
 
 __all__ = ["secure_midranks", "radix_midranks", "key_digits", "twice_midranks_sorted", "reveal_to_owners", "agree_limbs", "rank_step",
            "next_pow2", "RANK_METHODS", "RANK_METHOD_HELP"]
