@@ -27,44 +27,30 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing as mp
-import os
-import queue as queue_mod
 import sys
 import time
-import traceback
 
 import numpy as np
 
 
-def _party(rank, world, port, provider, parts, results, method):
-    try:
-        from secure_auc.mpc.runtime import init_party, run_dealer, shutdown_party
+def _job(rank, part, sizes, method):
+    """One computing party: the rank step alone, with its seconds, bytes, rounds and peak memory."""
+    from secure_auc.mpc._crypten import crypten
+    from secure_auc.mpc.ranks import rank_step
 
-        init_party(rank=rank, parties=world, master_addr="127.0.0.1", master_port=port,
-                   provider=provider, timeout=120)
-        if rank == world:
-            run_dealer()
-            results.put((rank, "ok", {"peak_rss": _peak_rss()}))
-            return
-        from secure_auc.mpc._crypten import crypten
-        from secure_auc.mpc.ranks import rank_step
+    comm = crypten.comm.get()
+    comm.barrier()
+    comm.reset_communication_stats()
+    start = time.perf_counter()
+    twice = rank_step(part, sizes, rank, method=method)
+    seconds = time.perf_counter() - start
+    stats = comm.get_communication_stats()
+    return {"seconds": seconds, "bytes": int(stats["bytes"]), "rounds": int(stats["rounds"]), "twice": twice,
+            "peak_rss": _peak_rss()}
 
-        comm = crypten.comm.get()
-        comm.barrier()
-        comm.reset_communication_stats()
-        start = time.perf_counter()
-        twice = rank_step(parts[rank - 1] if rank >= 1 else None, [len(p) for p in parts], rank, method=method)
-        seconds = time.perf_counter() - start
-        stats = comm.get_communication_stats()
-        shutdown_party()
-        results.put((rank, "ok", {"seconds": seconds, "bytes": int(stats["bytes"]),
-                                  "rounds": int(stats["rounds"]), "twice": twice, "peak_rss": _peak_rss()}))
-    except BaseException:
-        results.put((rank, "error", traceback.format_exc()))
-        results.close()
-        results.join_thread()
-        os._exit(1)
+
+def _dealer_peak() -> dict:
+    return {"peak_rss": _peak_rss()}
 
 
 def _peak_rss() -> int:
@@ -77,7 +63,7 @@ def run(m: int, parties: int, provider: str, dtype: str, method: str = "radix", 
         timeout: float = 1800) -> dict:
     from scipy.stats import rankdata
 
-    from secure_auc.mpc.launch import free_port
+    from secure_auc.mpc.launch import spawn_parties
 
     if parties < 2:
         raise SystemExit("--parties: at least 2 (the server and one client)")
@@ -86,33 +72,11 @@ def run(m: int, parties: int, provider: str, dtype: str, method: str = "radix", 
     scores = np.round(scores, 4) if dtype == "float32" else scores  # float32: ties; float64: distinct
     scores = scores.astype(np.float32).astype(np.float64) if dtype == "float32" else scores
     parts = np.array_split(scores, parties - 1)
-    ctx = mp.get_context("spawn")
-    results = ctx.Queue()
-    port = free_port()
-    ranks = list(range(parties)) + ([parties] if provider == "ttp" else [])
-    procs = [ctx.Process(target=_party, args=(r, parties, port, provider, parts, results, method), daemon=True)
-             for r in ranks]
+    sizes = [len(p) for p in parts]
+    per_rank = {r: (parts[r - 1] if r >= 1 else None, sizes, method) for r in range(parties)}
     wall = time.perf_counter()
-    for p in procs:
-        p.start()
-    done = {}
-    deadline = time.monotonic() + timeout
-    try:
-        while len(done) < len(ranks):
-            try:
-                rank, status, out = results.get(timeout=0.5)
-            except queue_mod.Empty:
-                if any(p.exitcode not in (None, 0) for p in procs) or time.monotonic() > deadline:
-                    raise RuntimeError("a party died or the run timed out") from None
-                continue
-            if status == "error":
-                raise RuntimeError(f"party {rank} failed:\n{out}")
-            done[rank] = out
-    finally:
-        for p in procs:
-            if p.is_alive():
-                p.terminate()
-            p.join(timeout=5)
+    done = spawn_parties(_job, per_rank, parties, provider=provider, timeout=120, deadline=timeout,
+                         after_dealer=_dealer_peak)
     wall = time.perf_counter() - wall
     got = np.concatenate([done[r]["twice"] for r in range(1, parties)])
     exact = bool(np.array_equal(got, 2 * (rankdata(scores) - 1)))

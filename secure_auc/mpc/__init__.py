@@ -18,7 +18,10 @@ What each party learns and the trust model: docs/mpc.md.
 """
 
 class MPCError(RuntimeError):
-    """The MPC run failed; the message names the party and the cause."""
+    """The MPC run failed; the message names the party and the cause (one line);
+    ``details`` holds that party's traceback when it reported one."""
+
+    details: str = ""
 
 
 RANK_METHODS = ("radix", "network")  # the first is the default

@@ -28,7 +28,7 @@ from ..validation import InputError
 from . import RANK_METHODS, MPCError
 from .party import PartyConfig, PartyResult, role_name, run_party
 
-__all__ = ["MPCError", "run_mpc_local", "free_port", "check_port_free"]
+__all__ = ["MPCError", "run_mpc_local", "launch_local", "spawn_parties", "free_port", "check_port_free"]
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -45,20 +45,20 @@ def check_port_free(host: str, port: int) -> None:
             raise InputError(f"port {port} on {host} is busy ({exc.strerror}); choose another with --port") from None
 
 
-def _party_process(rank, clients, addr, port, provider, timeout, config, data, results):
-    """Body of one party's process."""
+def _party_process(rank, parties, addr, port, provider, timeout, job, args, after_dealer, results):
+    """Body of one party's process: ``job(rank, *args)``, or the dealer's service."""
     try:
         from .runtime import init_party, shutdown_party
 
-        init_party(rank=rank, parties=clients + 1, master_addr=addr, master_port=port,
+        init_party(rank=rank, parties=parties, master_addr=addr, master_port=port,
                    provider=provider, timeout=timeout)
-        if rank == clients + 1:  # the dealer serves correlated randomness until told to stop
+        if rank == parties:  # the dealer serves correlated randomness until told to stop
             from .runtime import run_dealer
 
             run_dealer()
-            results.put(("done", rank, None))
+            results.put(("done", rank, after_dealer() if after_dealer is not None else None))
             return
-        result = run_party(rank, config, data)
+        result = job(rank, *args)
         shutdown_party()
         results.put(("done", rank, result))
     except KeyboardInterrupt:
@@ -101,7 +101,9 @@ def _failure(results, errors: dict, dead: list, procs: dict, k: int) -> MPCError
         _, r, text, tb = (causes or list(errors.values()))[0]
         if os.environ.get("SECURE_AUC_DEBUG"):
             print(tb)
-        return MPCError(f"{role_name(r, k)} failed: {text}")
+        err = MPCError(f"{role_name(r, k)} failed: {text}")
+        err.details = tb
+        return err
     r = (silent or dead)[0]
     code = procs[r].exitcode
     how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"died with exit code {code}"
@@ -173,12 +175,29 @@ def cost_summary(done: dict, config: PartyConfig, seconds: float) -> dict:
 def launch_local(clients: list[ClientData], config: PartyConfig, *, timeout: float = 60.0,
                  port: int | None = None) -> dict[int, PartyResult]:
     """Start every party as a local process; return each computing party's result by rank."""
-    provider = config.provider
+    k = len(clients)
+    per_rank = {r: (config, clients[r - 1] if 1 <= r <= k else None) for r in range(k + 1)}  # own data only
+    done = spawn_parties(run_party, per_rank, k + 1, provider=config.provider, timeout=timeout, port=port)
+    return {r: res for r, res in done.items() if r <= k}  # the dealer returns nothing
+
+
+def spawn_parties(job, per_rank: dict[int, tuple], parties: int, *, provider: str = "ttp",
+                  timeout: float = 60.0, port: int | None = None, deadline: float | None = None,
+                  after_dealer=None) -> dict:
+    """Run ``job(rank, *per_rank[rank])`` in one spawned process per computing party (ranks
+    0..parties-1, each receiving only its own arguments), plus CrypTen's dealer (rank
+    ``parties``) with ``provider="ttp"``; return the results by rank (the dealer's:
+    ``after_dealer()``, or None).
+
+    ``timeout`` bounds each wait of a party for another; ``deadline`` (seconds, optional)
+    the whole run.  Raises :class:`MPCError` naming the party at the root of a failure
+    (an exception, a crash, a signal); every process is stopped in any case.
+    """
     if provider not in ("tfp", "ttp"):
         raise InputError(f"provider must be 'tfp' or 'ttp', got {provider!r}")
     if not timeout > 0:
         raise InputError(f"timeout must be > 0 seconds, got {timeout}")
-    k = len(clients)
+    k = parties - 1
     addr = "127.0.0.1"
     if port is None:
         port = free_port(addr)
@@ -186,15 +205,16 @@ def launch_local(clients: list[ClientData], config: PartyConfig, *, timeout: flo
         check_port_free(addr, port)
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
-    ranks = list(range(k + 1)) + ([k + 1] if provider == "ttp" else [])
+    ranks = list(range(parties)) + ([parties] if provider == "ttp" else [])
     procs = {}
     for r in ranks:
-        data = clients[r - 1] if 1 <= r <= k else None  # each client gets only its own data
         p = ctx.Process(target=_party_process, name=f"secure-auc-party-{r}",
-                        args=(r, k, addr, port, provider, timeout, config, data, results), daemon=True)
+                        args=(r, parties, addr, port, provider, timeout, job, per_rank.get(r, ()),
+                              after_dealer, results), daemon=True)
         p.start()
         procs[r] = p
-    done: dict[int, PartyResult | None] = {}
+    done: dict = {}
+    end = None if deadline is None else time.monotonic() + deadline
     try:
         while len(done) < len(ranks):
             try:
@@ -203,6 +223,9 @@ def launch_local(clients: list[ClientData], config: PartyConfig, *, timeout: flo
                 dead = [r for r, p in procs.items() if r not in done and p.exitcode not in (None, 0)]
                 if dead:
                     raise _failure(results, {}, dead, procs, k) from None
+                if end is not None and time.monotonic() > end:
+                    late = ", ".join(role_name(r, k) for r in ranks if r not in done)
+                    raise MPCError(f"{late} did not finish within {deadline:g} s") from None
                 continue
             if msg[0] == "error":
                 raise _failure(results, {msg[1]: msg}, [], procs, k) from None
@@ -215,4 +238,4 @@ def launch_local(clients: list[ClientData], config: PartyConfig, *, timeout: flo
             p.join(timeout=5)
             if p.is_alive():
                 p.kill()
-    return {r: res for r, res in done.items() if r <= k}  # the dealer returns nothing
+    return done

@@ -1,9 +1,10 @@
 """The secure rank step against scipy's rankdata, with real CrypTen parties.
 
-Each launch starts one spawned process per party (plus the TTP dealer) through
-the project's runtime (``init_party``: bounded waits), runs several cases in
-the same processes (start-up costs seconds, the cases milliseconds), and fails
-the test with the party's traceback if any party raises, dies or hangs.
+Each launch starts one spawned process per party (plus the TTP dealer) with
+the project's launcher (:func:`secure_auc.mpc.launch.spawn_parties`: bounded
+waits), runs several cases in the same processes (start-up costs seconds, the
+cases milliseconds), and fails the test naming the party, with its
+traceback, if any party raises, dies or hangs.
 (``crypten.mpc.run_multiprocess`` is not used: when a party raises it logs
 an error and returns None, and the other parties block until torch's
 30-minute timeout.)
@@ -11,11 +12,7 @@ an error and returns None, and the other parties block until torch's
 
 from __future__ import annotations
 
-import multiprocessing as mp
-import os
-import queue as queue_mod
 import time
-import traceback
 
 import numpy as np
 import pytest
@@ -23,7 +20,7 @@ from scipy.stats import rankdata
 
 from secure_auc.mpc import RANK_METHODS
 from secure_auc.mpc.encoding import is_float32_exact
-from secure_auc.mpc.launch import free_port
+from secure_auc.mpc.launch import MPCError, spawn_parties
 
 TIMEOUT = 60.0
 
@@ -31,65 +28,18 @@ TIMEOUT = 60.0
 # ----------------------------------------------------------------- launching parties
 
 
-def _party(rank, world, port, provider, job, args, results):
-    try:
-        from secure_auc.mpc.runtime import init_party, run_dealer, shutdown_party
-
-        init_party(rank=rank, parties=world, master_addr="127.0.0.1", master_port=port,
-                   provider=provider, timeout=30)
-        if rank == world:  # the TTP dealer
-            run_dealer()
-            out = None
-        else:
-            out = job(rank, *args)
-            shutdown_party()
-        results.put((rank, "ok", out))
-    except BaseException:
-        results.put((rank, "error", traceback.format_exc()))
-        results.close()
-        results.join_thread()
-        os._exit(1)
-
-
 def run_parties(world: int, job, *args, provider: str = "tfp", timeout: float = TIMEOUT):
     """Run ``job(rank, *args)`` in ``world`` computing parties; return their results by rank.
 
-    Raises AssertionError naming the party if one raises, exits abnormally or
-    the run exceeds ``timeout`` seconds; every process is stopped in any case.
+    Raises AssertionError naming the party, with its traceback, if one raises,
+    exits abnormally or the run exceeds ``timeout`` seconds; every process is
+    stopped in any case.
     """
-    ctx = mp.get_context("spawn")
-    results = ctx.Queue()
-    port = free_port()
-    ranks = list(range(world)) + ([world] if provider == "ttp" else [])
-    procs = {r: ctx.Process(target=_party, args=(r, world, port, provider, job, args, results), daemon=True)
-             for r in ranks}
-    for p in procs.values():
-        p.start()
-    done = {}
-    deadline = time.monotonic() + timeout
     try:
-        while len(done) < len(ranks):
-            try:
-                rank, status, out = results.get(timeout=0.2)
-            except queue_mod.Empty:
-                dead = [r for r, p in procs.items() if r not in done and p.exitcode not in (None, 0)]
-                if dead:
-                    raise AssertionError(f"party {dead[0]} died with exit code {procs[dead[0]].exitcode}") from None
-                if time.monotonic() > deadline:
-                    raise AssertionError(f"parties {sorted(set(ranks) - set(done))} did not finish "
-                                         f"within {timeout:g} s") from None
-                continue
-            if status == "error":
-                raise AssertionError(f"party {rank} failed:\n{out}")
-            done[rank] = out
-    finally:
-        for p in procs.values():
-            if p.is_alive():
-                p.terminate()
-        for p in procs.values():
-            p.join(timeout=5)
-            if p.is_alive():
-                p.kill()
+        done = spawn_parties(job, {r: args for r in range(world)}, world, provider=provider, timeout=30,
+                             deadline=timeout)
+    except MPCError as exc:
+        raise AssertionError(f"{exc}\n{exc.details}") from None
     return [done[r] for r in range(world)]
 
 
@@ -279,6 +229,6 @@ def test_comparison_at_the_limb_limits_and_network(world):
 
 def test_a_failing_party_fails_the_test_quickly():
     start = time.monotonic()
-    with pytest.raises(AssertionError, match=r"party 1 failed:(.|\n)*boom in party 1"):
+    with pytest.raises(AssertionError, match=r"\(rank 1\) failed: ValueError: boom in party 1"):
         run_parties(3, _failing)
     assert time.monotonic() - start < 30
