@@ -110,6 +110,22 @@ def rr_table(sim, epsilons, reps, seed, paper, out: Path, name: str, noisy_paper
     return cells
 
 
+def compared_cell(c, pv, reps, flagged, eps, name, k):
+    """One "paper / ours / ratio" cell of a std table; records a flagged cell in ``flagged``."""
+    f = flag(c.std, pv, reps)
+    if f:
+        flagged.append((eps, name, k, pv, c.std))
+    ptxt = "-" if pv is None else f"{pv:.2e}"
+    return f, f"{ptxt:>9}/{c.std:.2e}/{(c.std / pv if pv else float('nan')):4.2f}{f:2}".rjust(22)
+
+
+def print_flagged(rows, flagged):
+    print(f"\nflagged cells (beyond 3 standard errors): {len(flagged)} of {sum(r[3] is not None for r in rows)} "
+          f"with a paper value")
+    for eps, name, k, pv, ours in flagged:
+        print(f"  eps={eps:g} {name} K={k}: paper {pv:.3g}, ours {ours:.3g} (ratio {ours / pv:.2f})")
+
+
 def methods_table(sim, epsilons, clients, reps, seed, out: Path):
     print("\nStandard deviation of AUC estimated by different methods (alpha = 0.5): paper / ours / ratio")
     rows = []
@@ -126,11 +142,8 @@ def methods_table(sim, epsilons, clients, reps, seed, out: Path):
                 c = rr_cell or sim.cell(method, eps, clients=k, partition=part or "iid", reps=reps,
                                         seed=cell_seed(seed, method, part, k, eps))
                 pv = paper_row.get(k)
-                f = flag(c.std, pv, reps)
-                if f:
-                    flagged.append((eps, name, k, pv, c.std))
-                ptxt = "-" if pv is None else f"{pv:.2e}"
-                line += f"{ptxt:>9}/{c.std:.2e}/{(c.std / pv if pv else float('nan')):4.2f}{f:2}".rjust(22)
+                f, cell = compared_cell(c, pv, reps, flagged, eps, name, k)
+                line += cell
                 rows.append([eps, name, k, pv, c.std, c.std / pv if pv else "", f, c.closed_form_std, c.linearised_std, c.mean])
             print(line, flush=True)
             log(f"  {name} eps={eps:g} done ({time.perf_counter() - start:.1f} s)")
@@ -144,10 +157,7 @@ def methods_table(sim, epsilons, clients, reps, seed, out: Path):
         print(line, flush=True)
     write_csv(out / "methods_std.csv", ["eps", "method", "clients", "paper_std", "our_std", "ratio", "flag",
                                         "paper_closed_form_std", "delta_method_std", "our_mean"], rows)
-    print(f"\nflagged cells (beyond 3 standard errors): {len(flagged)} of {sum(r[3] is not None for r in rows)} "
-          f"with a paper value")
-    for eps, name, k, pv, ours in flagged:
-        print(f"  eps={eps:g} {name} K={k}: paper {pv:.3g}, ours {ours:.3g} (ratio {ours / pv:.2f})")
+    print_flagged(rows, flagged)
     return rows
 
 
@@ -167,11 +177,8 @@ def accurate_pn_table(sim, epsilons, clients, reps, seed, out: Path):
                 c = sim.cell(method, eps, clients=k, partition=part or "iid", reps=reps,
                              seed=cell_seed(seed, "exact_p", method, part, k, eps), exact_p=True)
                 pv = paper_row.get(k)
-                f = flag(c.std, pv, reps)
-                if f:
-                    flagged.append((eps, name, k, pv, c.std))
-                ptxt = "-" if pv is None else f"{pv:.2e}"
-                line += f"{ptxt:>9}/{c.std:.2e}/{(c.std / pv if pv else float('nan')):4.2f}{f:2}".rjust(22)
+                f, cell = compared_cell(c, pv, reps, flagged, eps, name, k)
+                line += cell
                 cf = c.closed_form_std
                 cf_line += (f"{cf:.2e} / {c.std / cf:4.2f}" if cf else "-").rjust(22)
                 rows.append([eps, name, k, pv, c.std, c.std / pv if pv else "", f, cf, c.linearised_std, c.mean])
@@ -181,10 +188,7 @@ def accurate_pn_table(sim, epsilons, clients, reps, seed, out: Path):
             log(f"  accurate P,N: {name} eps={eps:g} done ({time.perf_counter() - start:.1f} s)")
     write_csv(out / "accurate_pn_std.csv", ["eps", "method", "clients", "paper_std", "our_std", "ratio", "flag",
                                             "paper_closed_form_std", "exact_std", "our_mean"], rows)
-    print(f"\nflagged cells (beyond 3 standard errors): {len(flagged)} of {sum(r[3] is not None for r in rows)} "
-          f"with a paper value")
-    for eps, name, k, pv, ours in flagged:
-        print(f"  eps={eps:g} {name} K={k}: paper {pv:.3g}, ours {ours:.3g} (ratio {ours / pv:.2f})")
+    print_flagged(rows, flagged)
     return rows
 
 
