@@ -87,7 +87,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_mechanism_options(ev)
     add_data_options(ev)
     ev.add_argument("--seed", type=int, default=None,
-                    help="fix the DP randomness for reproducibility (default: cryptographically seeded)")
+                    help="fix the DP randomness for reproducibility (default: a fresh key from the OS's "
+                         "cryptographic source for every client). Client k's noise key is derived from (seed, k) "
+                         "by a one-way hash; with --protocol mpc each key is handed to its client's process only, "
+                         "but whoever knows the seed can recompute every client's noise")
     ev.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     add_mpc_options(ev)
     add_ledger_options(ev)
@@ -208,16 +211,22 @@ def cmd_evaluate(args) -> int:
             ledger.set_budget(dataset, args.budget, args.budget_delta)
         cost = mechanism.cost
         layout = [len(c) for c in clients]  # RR flips depend on (seed, client, size): same layout, same flips
+        ledger_seed = args.seed if args.protocol == "plain" else None  # an MPC run's ledger keeps no seed
         if args.mechanism != "none":
-            ledger.check(dataset, args.mechanism, cost.epsilon, cost.delta, seed=args.seed, layout=layout)
+            ledger.check(dataset, args.mechanism, cost.epsilon, cost.delta, seed=ledger_seed, layout=layout)
     mpc_options = None
     if args.protocol == "mpc":
         mpc_options = {"provider": args.provider, "sort": args.sort, "timeout": args.timeout,
                        "port": args.port, "progress": True}
+        if args.seed is not None:
+            print(f"[secure-auc] --seed {args.seed} with --protocol mpc: client k's noise key is derived from "
+                  "(seed, k) and handed to client k's process only; the server and the dealer never receive it. "
+                  "Whoever knows the seed can recompute every client's noise: use it for tests and reproductions, "
+                  "never in a deployment", file=sys.stderr)
     result = evaluate(clients, mechanism, protocol=args.protocol, seed=args.seed, mpc_options=mpc_options)
     if ledger is not None and args.mechanism != "none":
         cost = mechanism.cost
-        total = ledger.charge(dataset, args.mechanism, cost.epsilon, cost.delta, seed=args.seed, layout=layout,
+        total = ledger.charge(dataset, args.mechanism, cost.epsilon, cost.delta, seed=ledger_seed, layout=layout,
                               note=f"{args.protocol} protocol, {len(clients)} clients")
         ledger.save()
         result.extra["dataset"] = dataset

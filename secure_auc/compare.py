@@ -32,10 +32,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .attack import precision_at_k, top_k_guess_from_scores
+from .attack import precision_at_k, rank_values_from_received, top_k_guess_from_scores
 from .data import make_ctr_dataset, partition_indices, write_client_csv
 from .data.io import ClientData
 from .dp import NoNoise, client_rngs
+from .dp.rng import client_key
 from .protocol import Client, ScoresMessage, Server
 from .transport.local import run_plain
 
@@ -104,18 +105,13 @@ def _attack_plain(inbox, roles, labels_by_client, ks, rng):
     return {k: precision_at_k(top_k_guess_from_scores(values, k, len(values), rng), truth) for k in ks if k <= len(values)}
 
 
-def _attack_mpc(server_openings, truth, ks, rng):
-    """Top-k on the per-sample values the MPC opened to the server.
-
-    The audit lists every plaintext opening the server received; a per-sample
-    opening would have M values.  There is none (the protocol tests assert
-    it), so the attacker has no per-sample information and guesses at random.
-    """
-    per_sample = [o for o in server_openings
-                  if o.kind == "plaintext" and o.learned_by(0) and o.values == len(truth)]
-    if per_sample:
-        raise AssertionError(f"the MPC opened per-sample values to the server: {per_sample}")
-    return {k: precision_at_k(top_k_guess_from_scores(None, k, len(truth), rng), truth) for k in ks if k <= len(truth)}
+def _attack_mpc(server_received, sizes, truth, ks, rng):
+    """Top-k on whatever per-sample values the server's process actually received
+    (:func:`secure_auc.attack.rank_values_from_received`); evaluated against the
+    true labels by the harness."""
+    values = rank_values_from_received(server_received, sizes)
+    return {k: precision_at_k(top_k_guess_from_scores(values, k, len(truth), rng), truth)
+            for k in ks if k <= len(truth)}
 
 
 def _torchrun(clients, mechanism_args, seed, provider, sort, timeout):
@@ -126,12 +122,14 @@ def _torchrun(clients, mechanism_args, seed, provider, sort, timeout):
             p = Path(tmp) / f"client{k}.csv"
             write_client_csv(p, c.scores, c.labels)
             paths.append(str(p))
+            (Path(tmp) / f"client{k}.key").write_text(f"{client_key(seed, k):032x}\n")
         from .mpc.launch import free_port
 
         nproc = len(clients) + 1 + (provider == "ttp")
         cmd = [str(Path(sys.executable).parent / "torchrun"), "--nproc-per-node", str(nproc),
                "--master-port", str(free_port()), str(ROOT / "parties" / "mpc_party.py"), *paths,
-               *mechanism_args, "--seed", str(seed), "--provider", provider, "--sort", sort, "--json",
+               *mechanism_args, "--noise-key-file", str(Path(tmp) / "client{client}.key"),
+               "--provider", provider, "--sort", sort, "--json",
                "--timeout", str(timeout)]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
         try:
@@ -169,10 +167,13 @@ def compare(sizes, parties_list, mechanism, mechanism_args, *, seed=0, provider=
             plain_auc, _, _, _ = _plain(clients, NoNoise(), seed)
             plain_dp, plain_seconds, inbox, roles = _plain(clients, mechanism, seed)
             progress(f"[{i}/{total}] M={m} parties={parties}: MPC protocol ({launcher})")
-            config = PartyConfig(mechanisms=(NoNoise(), mechanism), clients=len(clients), seed=seed,
-                                 provider=provider, sort=sort, progress=False, audit=True)
+            config = PartyConfig(mechanisms=(NoNoise(), mechanism), clients=len(clients),
+                                 provider=provider, sort=sort, progress=False)
+            keys = [client_key(seed, k) for k in range(len(clients))]
+            received: dict = {}
             start = time.perf_counter()
-            res = launch_local(clients, config, timeout=timeout)
+            res = launch_local(clients, config, timeout=timeout, noise_keys=keys, received=received,
+                               record_ranks={0})
             mpc_seconds = time.perf_counter() - start
             server = res[0]
             pb, pr = _plain_costs(clients)
@@ -188,7 +189,7 @@ def compare(sizes, parties_list, mechanism, mechanism_args, *, seed=0, provider=
                 plain_rounds_per_party=pr, mpc_rounds_per_party=[res[r].rounds for r in sorted(res)],
                 base_rate=float(truth.mean()),
                 attack_precision_plain=_attack_plain(inbox, roles, [c.labels for c in clients], ks, rng),
-                attack_precision_mpc=_attack_mpc(server.openings, truth, ks, rng),
+                attack_precision_mpc=_attack_mpc(received[0], [len(c) for c in clients], truth, ks, rng),
             )
             if launcher in ("torchrun", "both"):
                 progress(f"[{i}/{total}] M={m} parties={parties}: MPC protocol (torchrun)")

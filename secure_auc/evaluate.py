@@ -18,7 +18,7 @@ from .data.io import ClientData, read_client_csv
 from .data.partition import partition_indices
 from .data.synthetic import make_ctr_dataset
 from .dp.mechanisms import NoNoise, RandomizedResponse, StatisticsMechanism
-from .dp.rng import client_rngs
+from .dp.rng import client_key, client_rngs
 from .metrics import rank_auc
 from .protocol.client import Client
 from .protocol.server import Server
@@ -123,7 +123,11 @@ def evaluate(
     reference: bool = True,
     mpc_options: dict | None = None,
 ) -> EvaluationResult:
-    """Run one evaluation; ``reference`` adds the non-private AUC (local runs only)."""
+    """Run one evaluation; ``reference`` adds the non-private AUC (local runs only).
+
+    ``seed`` fixes every client's noise key (:func:`secure_auc.dp.rng.client_key`)
+    for reproducibility.  With ``protocol="mpc"`` client k's key reaches only
+    client k's process, and the result does not repeat the seed."""
     mechanism = mechanism if mechanism is not None else NoNoise()
     check_clients(clients)
     start = time.perf_counter()
@@ -139,7 +143,10 @@ def evaluate(
     elif protocol == "mpc":
         from .mpc.launch import run_mpc_local  # imports CrypTen only when needed
 
-        estimate, aggregate, extra = run_mpc_local(clients, mechanism, seed=seed, **(mpc_options or {}))
+        keys = None if seed is None else [client_key(seed, k) for k in range(len(clients))]
+        estimate, aggregate, extra = run_mpc_local(clients, mechanism, noise_keys=keys, **(mpc_options or {}))
+        if seed is not None:
+            extra["noise_keys"] = "per client from --seed, each given to its client's process only"
     else:
         raise InputError(f"protocol must be 'plain' or 'mpc', got {protocol!r}")
     seconds = time.perf_counter() - start
@@ -156,7 +163,7 @@ def evaluate(
         clients=len(clients),
         samples=aggregate.total,
         seconds=seconds,
-        seed=seed,
+        seed=seed if protocol == "plain" else None,  # an MPC report keeps nothing to recompute noise from
         extra=extra,
         **desc,
     )

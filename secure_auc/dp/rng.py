@@ -1,42 +1,105 @@
 """Randomness for DP noise.
 
-Real runs draw noise from generators seeded with 128 bits from the operating
-system's cryptographic source (``secrets``); a fixed seed is used only when the
-user asks for reproducibility (``--seed``, simulations, tests).
+Every client's noise, label flips and score shuffle come from AES-128 in
+counter mode (``randomgen.AESCounter``, a cryptographic PRG) under the
+client's own 128-bit *noise key*.  Real runs draw that key from the operating
+system's cryptographic source (:mod:`secrets`); a fixed key is used only when
+the user asks for reproducibility.
 
-Each client has three independent streams derived from ``(seed, client)``: one
-for flipping its labels (randomized response), one for shuffling the scores it
+Each client has three independent streams derived from its key: one for
+flipping its labels (randomized response), one for shuffling the scores it
 sends, one for the noise on its statistics.  Keeping them apart is what makes
 the plain and the MPC protocol, which shuffle differently, add exactly the
-same noise for the same seed.
+same noise for the same key.
+
+``--seed S`` (plain protocol, simulator) gives client ``k`` the key
+:func:`client_key` ``(S, k)``, a one-way function (BLAKE2b): client ``k``'s key
+reveals neither ``S`` nor any other client's key.  In the MPC protocol a key
+only ever reaches its own client's process.
+
+Analysis code that needs no secret (:func:`make_rng`: the simulator, data
+generation) uses numpy's PCG64.
 """
 
 from __future__ import annotations
 
+import hashlib
 import secrets
-from dataclasses import dataclass
-
 import numpy as np
+from randomgen import AESCounter
 
-__all__ = ["make_rng", "ClientRngs", "client_rngs"]
+__all__ = ["make_rng", "ClientRngs", "client_rngs", "client_key", "new_noise_key", "parse_noise_key"]
 
 
 def make_rng(seed: int | None = None) -> np.random.Generator:
-    """A PCG64 generator: cryptographically seeded when ``seed`` is None."""
+    """A PCG64 generator (analysis and simulation, not secrets): seeded from
+    :mod:`secrets` when ``seed`` is None."""
     if seed is None:
         seed = secrets.randbits(128)
     return np.random.Generator(np.random.PCG64(seed))
 
 
-@dataclass(frozen=True)
+def new_noise_key() -> int:
+    """A fresh 128-bit noise key from :mod:`secrets`."""
+    return secrets.randbits(128)
+
+
+def client_key(seed: int, client: int) -> int:
+    """Client ``client``'s 128-bit noise key derived from a user's ``seed``
+    (BLAKE2b, one-way: the key reveals neither the seed nor other clients' keys).
+
+    Examples
+    --------
+    >>> client_key(7, 0) != client_key(7, 1)
+    True
+    """
+    if int(seed) < 0 or int(client) < 0:
+        raise ValueError(f"seed and client index must be >= 0, got {seed}, {client}")
+    msg = f"secure-auc noise key|{int(seed)}|{int(client)}".encode()
+    return int.from_bytes(hashlib.blake2b(msg, digest_size=16).digest(), "little")
+
+
+def parse_noise_key(text: str, where: str = "noise key") -> int:
+    """A noise key written as 32 hexadecimal digits (what ``--noise-key-file`` holds)."""
+    t = text.strip().lower().removeprefix("0x")
+    if len(t) != 32 or any(c not in "0123456789abcdef" for c in t):
+        raise ValueError(f"{where}: expected 32 hexadecimal digits (128 bits), got {len(t)} characters")
+    return int(t, 16)
+
+
+def _subkey(key: int, name: str) -> int:
+    msg = f"secure-auc stream|{name}".encode()
+    return int.from_bytes(hashlib.blake2b(msg, key=int(key).to_bytes(16, "little"), digest_size=16).digest(), "little")
+
+
 class ClientRngs:
-    labels: np.random.Generator
-    shuffle: np.random.Generator
-    noise: np.random.Generator
+    """A client's three independent AES-CTR streams (``labels``, ``shuffle``,
+    ``noise``), each made on first use."""
+
+    __slots__ = ("_key", "_gens")
+
+    def __init__(self, key: int):
+        self._key, self._gens = int(key), {}
+
+    @classmethod
+    def from_key(cls, key: int | None) -> "ClientRngs":
+        """The streams of a client with noise key ``key`` (None: a fresh key)."""
+        key = new_noise_key() if key is None else int(key)
+        if not 0 <= key < 1 << 128:
+            raise ValueError("a noise key has 128 bits")
+        return cls(key)
+
+    def _get(self, name: str) -> np.random.Generator:
+        if name not in self._gens:
+            self._gens[name] = np.random.Generator(AESCounter(key=_subkey(self._key, name)))
+        return self._gens[name]
+
+    labels = property(lambda self: self._get("labels"))
+    shuffle = property(lambda self: self._get("shuffle"))
+    noise = property(lambda self: self._get("noise"))
 
 
 def client_rngs(seed: int | None, client: int) -> ClientRngs:
-    """Client ``client``'s own streams (independent of every other client's)."""
-    root = np.random.SeedSequence(secrets.randbits(128) if seed is None else [int(seed), int(client)])
-    a, b, c = (np.random.Generator(np.random.PCG64(s)) for s in root.spawn(3))
-    return ClientRngs(labels=a, shuffle=b, noise=c)
+    """Client ``client``'s own streams: from :func:`client_key` ``(seed, client)``, or a
+    fresh key when ``seed`` is None (independent of every other client's)."""
+    return ClientRngs.from_key(None if seed is None else client_key(seed, client))

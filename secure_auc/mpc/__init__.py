@@ -4,15 +4,16 @@
 * ``encoding``  — exact, order-preserving integer keys for float scores.
 * ``sort/``     — oblivious sorts of secret shares: radix (secret permutations
   composed digit by digit) and the bitonic network (the reference).
-* ``shuffle``, ``dealer``, ``prg``, ``p2p``, ``inputs``, ``scan`` — the radix
-  sort's pieces: secret shuffles, the dealer's correlated randomness, seeded
-  streams, point-to-point messages, sharing from the sources, segmented scans.
+* ``shuffle``, ``dealer``, ``prg``, ``p2p``, ``inputs``, ``scan``, ``opening`` —
+  the pieces: secret shuffles, the dealer's correlated randomness (every triple,
+  pad and permutation), AES-CTR streams, point-to-point messages, sharing from
+  the sources, segmented scans, opening to one party / owners / everyone.
 * ``ranks``     — the rank step: shared keys -> sorted -> mid-ranks -> unsorted -> owners.
 * ``party``     — the protocol as one party runs it (server, client), reusing the
   plain protocol's roles and mechanisms.
 * ``runtime``   — bringing a party's communicator up and down with bounded waits.
 * ``launch``    — local multi-process launcher; ``entry`` — torchrun entry point.
-* ``audit``     — records every value opened, to check what each party learns.
+* ``audit``     — records every buffer a process receives; refuses CrypTen's randomness.
 
 What each party learns and the trust model: docs/mpc.md.
 """

@@ -1,123 +1,213 @@
-"""Record every value a party opens, to check what each party learns.
+"""What each party process actually receives, and a guard on CrypTen's randomness.
 
-Every opening in CrypTen goes through ``reveal``/``reveal_batch`` of
-``ArithmeticSharedTensor`` or ``BinarySharedTensor``.  :func:`record_openings`
-wraps those four methods for the duration of a run and logs, for each call,
-who receives the result (``dst``; None = every party), how many values, and
-whether it is
+:func:`record_received` wraps every receiving function of ``torch.distributed``
+(the lowest layer this project controls: CrypTen's communicator and the
+project's own point-to-point messages both go through it) for the duration
+of a block, and logs a copy of every buffer this process ends up holding
+from another party, with the sender:
 
-* ``masked``: opened inside CrypTen's Beaver protocol (``x - a`` with a
-  uniformly random one-time mask ``a`` from the triple provider): the result is
-  uniformly distributed and independent of the data; or
-* ``plaintext``: a real value, with the label the project's code gave it
-  (:func:`label`).
+* ``recv`` / ``irecv``: the buffer, after the transfer completes;
+* ``broadcast``: the buffer at every party but the source;
+* ``all_gather``: every other party's contribution;
+* ``gather`` / ``scatter``: what the root (resp. a non-root) receives;
+* ``reduce`` and ``all_reduce``: the buffer *after* the collective at every
+  party, root or not: gloo's ring reduce leaves a fully summed chunk of the
+  vector at every party, which is what such a party really holds (the sender
+  is then ``None``, "several parties").
 
-``tests/mpc/test_protocol.py`` asserts on these logs that the server receives
-exactly the aggregated noisy statistics and nothing else, and that each client
-receives only the ranks of its own samples.
+``tests/mpc/test_leakage.py`` runs the protocol with this recorder in every
+process (the dealer included) and searches each process's received bytes
+for any fragment of another party's scores, ranks, statistics or noise, in
+several encodings.
+
+:func:`forbid_crypten_randomness` makes any draw from CrypTen's random
+generators (its triple providers, its pseudo-random zero shares; all torch
+Mersenne Twisters) raise, so a test proves that no secret rests on them.
 """
 
 from __future__ import annotations
 
 import contextlib
-import sys
 from dataclasses import dataclass
 
-__all__ = ["Opening", "record_openings", "label", "open_to", "observe"]
-
-_current_label: list[str] = ["unlabelled"]
-_active_logs: list[list] = []  # the logs of the record_openings blocks now running
+__all__ = ["Received", "record_received", "forbid_crypten_randomness", "CryptenRandomnessUsed"]
 
 
 @dataclass(frozen=True)
-class Opening:
-    dst: int | None
-    values: int
-    kind: str  # "masked" or "plaintext"
-    label: str
+class Received:
+    """One buffer a process received: the operation, the sender's rank (None when
+    several parties contributed to it, as in a reduce), the tag and the raw bytes."""
 
-    def learned_by(self, rank: int) -> bool:
-        return self.dst is None or self.dst == rank
-
-
-@contextlib.contextmanager
-def label(name: str):
-    """Name the plaintext openings made inside this block."""
-    _current_label.append(name)
-    try:
-        yield
-    finally:
-        _current_label.pop()
+    op: str
+    src: int | None
+    tag: int
+    dtype: str
+    data: bytes
 
 
-def open_to(tensor, dst: int, name: str):
-    """Open a secret-shared tensor to party ``dst`` only; everyone else gets None."""
-    from ._crypten import crypten
+class _RecordingWork:
+    """A torch.distributed work handle that records its buffer once it completes."""
 
-    with label(name):
-        value = tensor.get_plain_text(dst=dst)
-    return value if crypten.comm.get().get_rank() == dst else None
+    def __init__(self, work, done):
+        self._work, self._done = work, done
 
+    def wait(self, *args, **kwargs):
+        out = self._work.wait(*args, **kwargs)
+        if self._done is not None:
+            done, self._done = self._done, None
+            done()
+        return out
 
-def observe(dst: int | None, values: int, kind: str, name: str) -> None:
-    """Log an opening made outside CrypTen's ``reveal`` (the project's own gates,
-    :func:`.sort.bitonic.open_masked`, and the shuffle's openings in
-    :mod:`.shuffle`): ``kind`` is ``"masked"`` (one-time mask or secret shuffle,
-    independent of the data) or ``"plaintext"``.  No-op unless a
-    :func:`record_openings` block is running."""
-    for log in _active_logs:
-        log.append(Opening(dst, int(values), kind, name))
-
-
-def _caller_is_beaver() -> bool:
-    frame = sys._getframe(2)
-    while frame is not None:
-        mod = frame.f_globals.get("__name__", "")
-        if mod == "crypten.mpc.primitives.beaver":
-            return True
-        if not mod.startswith("crypten.mpc.primitives") and not mod.startswith(__name__):
-            return False
-        frame = frame.f_back
-    return False
+    def __getattr__(self, name):
+        return getattr(self._work, name)
 
 
 @contextlib.contextmanager
-def record_openings(log: list):
-    from ._crypten import crypten
+def record_received(log: list):
+    """Append a :class:`Received` to ``log`` for every buffer this process receives
+    inside the block (see the module docstring for what counts)."""
+    import torch.distributed as dist
 
-    prims = crypten.mpc.primitives
-    classes = (prims.arithmetic.ArithmeticSharedTensor, prims.binary.BinarySharedTensor)
-    saved = []
+    me = dist.get_rank() if dist.is_initialized() else None
+    pending: dict = {}  # id -> (op, src, tensor, tag) of receives not yet waited for
 
-    def note(dst, values):
-        kind = "masked" if _caller_is_beaver() else "plaintext"
-        log.append(Opening(dst, int(values), kind, "beaver" if kind == "masked" else _current_label[-1]))
+    def keep(op, src, tensor, tag=0):
+        t = tensor.detach().contiguous()
+        log.append(Received(op, src, int(tag), str(t.dtype).replace("torch.", ""), t.numpy().tobytes()))
 
-    for cls in classes:
-        reveal, batch = cls.reveal, cls.__dict__["reveal_batch"]
-        saved.append((cls, reveal, batch))
+    def later(op, src, tensor, tag, work):
+        token = object()
+        pending[id(token)] = (op, src, tensor, tag)
 
-        def make_reveal(original):
-            def reveal_wrapper(self, dst=None):
-                note(dst, self.share.numel())
-                return original(self, dst=dst)
-            return reveal_wrapper
+        def done():
+            if pending.pop(id(token), None) is not None:
+                keep(op, src, tensor, tag)
 
-        def make_batch(original, cls=cls):
-            def batch_wrapper(tensor_or_list, dst=None):
-                if isinstance(tensor_or_list, cls):
-                    return tensor_or_list.reveal(dst=dst)  # logged by reveal
-                note(dst, sum(t.share.numel() for t in tensor_or_list))
-                return original.__func__(tensor_or_list, dst=dst)
-            return staticmethod(batch_wrapper)
+        done.token = token  # keeps the id unique while the work is alive
+        return _RecordingWork(work, done)
 
-        cls.reveal = make_reveal(reveal)
-        cls.reveal_batch = make_batch(batch)
-    _active_logs.append(log)
+    saved = {}
+
+    def patch(name, make):
+        saved[name] = getattr(dist, name)
+        setattr(dist, name, make(saved[name]))
+
+    def rank():
+        return me if me is not None else dist.get_rank()
+
+    def recv_(orig):
+        def recv(tensor, src=None, group=None, tag=0, **kw):
+            sender = orig(tensor, src=src, group=group, tag=tag, **kw)
+            keep("recv", src if src is not None else sender, tensor, tag)
+            return sender
+        return recv
+
+    def irecv_(orig):
+        def irecv(tensor, src=None, group=None, tag=0, **kw):
+            return later("irecv", src, tensor, tag, orig(tensor, src=src, group=group, tag=tag, **kw))
+        return irecv
+
+    def broadcast_(orig):
+        def broadcast(tensor, src=None, group=None, async_op=False, **kw):
+            work = orig(tensor, src, group=group, async_op=async_op, **kw)
+            if src == rank():
+                return work
+            if async_op:
+                return later("broadcast", src, tensor, 0, work)
+            keep("broadcast", src, tensor)
+            return work
+        return broadcast
+
+    def reduce_(name):
+        def make(orig):
+            def reduce(tensor, *args, async_op=False, **kw):
+                work = orig(tensor, *args, async_op=async_op, **kw)
+                if async_op:
+                    return later(name, None, tensor, 0, work)
+                keep(name, None, tensor)
+                return work
+            return reduce
+        return make
+
+    def all_gather_(orig):
+        def all_gather(tensor_list, tensor, group=None, async_op=False, **kw):
+            work = orig(tensor_list, tensor, group=group, async_op=async_op, **kw)
+            ranks = dist.get_process_group_ranks(group) if group is not None else list(range(len(tensor_list)))
+            if async_op:
+                raise NotImplementedError("asynchronous all_gather is not recorded")
+            for r, t in zip(ranks, tensor_list):
+                if r != rank():
+                    keep("all_gather", r, t)
+            return work
+        return all_gather
+
+    def gather_(orig):
+        def gather(tensor, gather_list=None, dst=0, group=None, async_op=False, **kw):
+            work = orig(tensor, gather_list, dst, group=group, async_op=async_op, **kw)
+            if dst == rank() and gather_list:
+                ranks = dist.get_process_group_ranks(group) if group is not None else list(range(len(gather_list)))
+                for r, t in zip(ranks, gather_list):
+                    if r != rank():
+                        keep("gather", r, t)
+            return work
+        return gather
+
+    def scatter_(orig):
+        def scatter(tensor, scatter_list=None, src=0, group=None, async_op=False, **kw):
+            work = orig(tensor, scatter_list, src, group=group, async_op=async_op, **kw)
+            if src != rank():
+                keep("scatter", src, tensor)
+            return work
+        return scatter
+
+    patch("recv", recv_)
+    patch("irecv", irecv_)
+    patch("broadcast", broadcast_)
+    patch("reduce", reduce_("reduce"))
+    patch("all_reduce", reduce_("all_reduce"))
+    patch("all_gather", all_gather_)
+    patch("gather", gather_)
+    patch("scatter", scatter_)
     try:
         yield log
     finally:
-        _active_logs.remove(log)
-        for cls, reveal, batch in saved:
-            cls.reveal = reveal
-            cls.reveal_batch = batch
+        for name, fn in saved.items():
+            setattr(dist, name, fn)
+        for op, src, tensor, tag in list(pending.values()):  # never waited for: what the buffer holds now
+            keep(op, src, tensor, tag)
+        pending.clear()
+
+
+class CryptenRandomnessUsed(RuntimeError):
+    """Something drew from CrypTen's (torch's Mersenne Twister) random generators."""
+
+
+@contextlib.contextmanager
+def forbid_crypten_randomness():
+    """Inside the block, any call of CrypTen's random ring or bit generators (its
+    TFP/TTP providers, the pseudo-random zero shares of ``cryptensor(src=...)``)
+    raises :class:`CryptenRandomnessUsed`."""
+    import sys
+
+    from ._crypten import crypten  # noqa: F401  (loads the modules patched below)
+
+    names = ("generate_random_ring_element", "generate_kbit_random_tensor")
+    saved = []
+
+    def refuse(name):
+        def refused(*args, **kwargs):
+            raise CryptenRandomnessUsed(f"crypten's {name} was called: a secret would rest on torch's Mersenne Twister")
+        return refused
+
+    for mod_name, mod in list(sys.modules.items()):
+        if mod is None or not mod_name.startswith("crypten"):
+            continue
+        for name in names:
+            if hasattr(mod, name):
+                saved.append((mod, name, getattr(mod, name)))
+                setattr(mod, name, refuse(name))
+    try:
+        yield
+    finally:
+        for mod, name, fn in saved:
+            setattr(mod, name, fn)

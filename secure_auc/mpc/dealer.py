@@ -237,13 +237,9 @@ class DealerChannel:
 
     def receive(self, shape, tag: int = p2p.TAG_DELTA) -> torch.Tensor:
         """The next correction of this kind for this party (in request order)."""
-        from .audit import observe
-
         if not self.ttp and self.rank == 0:
             return self._own[tag].pop(0)
-        d = p2p.recv(shape, self.dealer, tag)
-        observe(self.rank, d.numel(), "masked", "dealer correction")
-        return d
+        return p2p.recv(shape, self.dealer, tag)
 
     def plan_triples(self, sizes: list[int]) -> None:
         """Announce the sizes of the next triple batches, so rank 0 can ask for each one
@@ -252,8 +248,6 @@ class DealerChannel:
 
     def triples(self, n: int) -> list[torch.Tensor]:
         """This party's shares [a, b, c] of ``n`` fresh multiplication triples."""
-        from .audit import observe
-
         batch = self._batches
         self._batches += 1
         if self._plan and self._plan[0] == n:
@@ -267,7 +261,6 @@ class DealerChannel:
             if pre is not None and pre[:2] == (batch, n):
                 pre[3].wait()
                 c = pre[2]
-                observe(0, n, "masked", "dealer correction")
             else:
                 if pre is not None:
                     pre[3].wait()  # asked for a batch of another size: drop it

@@ -10,8 +10,9 @@ NaN (which is rejected) and once -0.0 is normalised to +0.0 (x + 0.0),
     x < y  <=>  key(x) < key(y)        x == y  <=>  key(x) == key(y)
 
 (+-inf included).  Keys are shared with CrypTen's integer encoding
-(``precision=0``: no scaling, exact in Z_2^64; with any other precision CrypTen
-converts integer tensors to float32 first and loses bits).
+(``precision=0``: no scaling, exact in Z_2^64), by the project's own sharing
+(:class:`.inputs.SourceSharing`, AES-CTR pads from seeds drawn with
+:mod:`secrets`).
 
 Limbs.  The secure comparison (:mod:`.sort.bitonic`) decides [x < y] from the
 low ``COMPARE_BITS`` = 33 bits of the shared difference y - x, which is exact
@@ -24,11 +25,13 @@ when |y - x| < 2^32, i.e. when every key limb lies in a 32-bit range.  Hence
   lexicographically (lt = lt_hi + eq_hi lt_lo).
 
 All parties must use the same number of limbs.  Decision: each client
-publishes one bit, "my scores are float32-exact" (:func:`is_float32_exact`),
-and the parties use one limb iff every client's bit is set
-(:func:`limbs_for`).  That bit is all that is revealed about the scores'
-precision; a client whose scores are float64 pays for two limbs (about 3x the
-comparison work) instead of having them rounded.
+secret-shares one bit, "my scores are not float32-exact"
+(:func:`is_float32_exact`), and the parties open only whether any of these
+bits is set (:func:`secure_auc.mpc.ranks.agree_limbs`, one secure equality
+test); one limb iff none is (:func:`limbs_for`).  That one bit about all
+clients together is all that is revealed about the scores' precision; if
+any client's scores are float64, every key has two limbs (twice the radix
+rounds) instead of being rounded.
 
 Padding rows (to a power of two) get :func:`pad_keys`: hi limb ``PAD_KEY`` =
 2^31 - 1, strictly larger than the key of every float, +inf included (float32
@@ -68,14 +71,15 @@ def _as_scores(scores) -> np.ndarray:
 
 
 def is_float32_exact(scores) -> bool:
-    """True if every score equals its float32 rounding (the public bit each client reveals)."""
+    """True if every score equals its float32 rounding (each client's secret bit;
+    only the AND over all clients is opened)."""
     s = _as_scores(scores)
     with np.errstate(over="ignore"):
         return bool(np.all(s.astype(np.float32).astype(np.float64) == s))
 
 
 def limbs_for(float32_exact_flags) -> int:
-    """Key limbs every party uses, from the clients' public float32-exact bits."""
+    """Key limbs every party uses, from the float32-exact bits (or their AND)."""
     return 1 if all(bool(f) for f in float32_exact_flags) else 2
 
 
@@ -104,32 +108,22 @@ def pad_keys(count: int, limbs: int) -> np.ndarray:
     return pad
 
 
-def share_keys(keys, sizes, sources, limbs: int, *, pad_to: int | None = None):
-    """Secret-share every party's keys and concatenate them in party order.
+def share_keys(keys, sizes, sources, limbs: int):
+    """Secret-share every source's keys and concatenate them in source order.
 
     ``keys``: this party's (n, limbs) int64 keys (:func:`encode_keys`), or None
     if it is not a source; ``sizes[k]`` rows come from party ``sources[k]``
-    (both public).  Integer encoding (``precision=0``).  With ``pad_to``, public
-    padding rows (:func:`pad_keys`) are appended up to that many rows.  Returns
-    an MPCTensor of shape (rows, limbs).  No communication: each source masks
-    its input with CrypTen's pseudo-random sharing of zero.
+    (both public).  Integer encoding.  Returns this party's (rows, limbs) int64
+    shares.  The shares are AES-CTR pads from seeds each source draws from
+    :mod:`secrets` (:class:`.inputs.SourceSharing`).
     """
-    import torch
-
     from ._crypten import crypten
+    from .inputs import SourceSharing
 
     rank = crypten.comm.get().get_rank()
-    shared = []
-    for n_k, src in zip(sizes, sources):
-        if rank == src:
-            local = torch.as_tensor(np.ascontiguousarray(keys, dtype=np.int64))
-            if tuple(local.shape) != (n_k, limbs):
-                raise InputError(f"party {src} has keys of shape {tuple(local.shape)}, expected {(n_k, limbs)}")
-        else:
-            local = torch.zeros((n_k, limbs), dtype=torch.long)  # only the shape is used
-        shared.append(crypten.cryptensor(local, src=src, precision=0))
-    total = int(sum(sizes))
-    if pad_to is not None and pad_to > total:
-        pad = torch.from_numpy(pad_keys(pad_to - total, limbs))
-        shared.append(crypten.cryptensor(pad, src=0, precision=0))  # public constant
-    return crypten.cat(shared, dim=0)
+    if rank in sources:
+        n_k = sizes[sources.index(rank)]
+        shape = tuple(np.shape(keys))
+        if shape != (n_k, limbs):
+            raise InputError(f"party {rank} has keys of shape {shape}, expected {(n_k, limbs)}")
+    return SourceSharing(sizes, sources).share(keys, limbs, "keys")

@@ -37,7 +37,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="ttp: separate dealer process (the last rank); tfp: the server makes the triples and must be trusted")
     p.add_argument("--sort", choices=RANK_METHODS, default=RANK_METHODS[0], help=rank_method_help())
     p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for other parties (default 60)")
-    p.add_argument("--seed", type=int, default=None, help="fix the DP randomness (reproducibility only)")
+    p.add_argument("--noise-key-file", metavar="PATH", default=None,
+                   help="reproducible runs: a client reads its 128-bit noise key (32 hex digits) from PATH; "
+                        "'{client}' in PATH is replaced by the client's index (keys/client{client}.key). "
+                        "Only client ranks read it. Default: a fresh key from the OS's cryptographic source")
+    p.add_argument("--seed", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--json", action="store_true", help="the server prints one JSON object")
     return p
 
@@ -57,13 +61,35 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
+def _noise_key(template: str | None, client: int) -> int | None:
+    """This client's noise key from its own file (None: a fresh key)."""
+    from ..dp.rng import parse_noise_key
+
+    if template is None:
+        return None
+    path = template.replace("{client}", str(client))
+    try:
+        with open(path, encoding="ascii") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"client {client}: cannot read its noise key file {path}: {getattr(exc, 'strerror', exc)}") from None
+    try:
+        return parse_noise_key(text, f"client {client}: noise key file {path}")
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+
+
 def _run(args) -> int:
     import time
 
     from ..evaluate import EvaluationResult, describe
+    from .audit import forbid_crypten_randomness
     from .party import PartyConfig, run_party
     from .runtime import init_party, run_dealer, shutdown_party
 
+    if args.seed is not None:
+        raise InputError("--seed is refused for MPC parties: every party would hold it and could recompute "
+                         "every client's noise; give each client its own key with --noise-key-file")
     for key in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
         if key not in os.environ:
             raise InputError(f"environment variable {key} is not set: start this script with torchrun")
@@ -77,14 +103,17 @@ def _run(args) -> int:
         )
     mechanism = mechanism_from_args(args, clients=len(args.files))
     data = read_client_csv(args.files[rank - 1]) if 1 <= rank <= k else None
+    noise_key = _noise_key(args.noise_key_file, rank - 1) if 1 <= rank <= k else None
     init_party(rank=rank, parties=k + 1, master_addr=os.environ["MASTER_ADDR"],
                master_port=int(os.environ["MASTER_PORT"]), provider=args.provider, timeout=args.timeout)
     if rank == k + 1:
-        run_dealer()
+        with forbid_crypten_randomness():
+            run_dealer()
         return 0
     start = time.perf_counter()
-    config = PartyConfig(mechanisms=(mechanism,), clients=k, seed=args.seed, provider=args.provider, sort=args.sort)
-    result = run_party(rank, config, data)
+    config = PartyConfig(mechanisms=(mechanism,), clients=k, provider=args.provider, sort=args.sort)
+    with forbid_crypten_randomness():
+        result = run_party(rank, config, data, noise_key)
     shutdown_party()
     if rank != 0:
         return 0
@@ -92,7 +121,7 @@ def _run(args) -> int:
     report = EvaluationResult(
         auc=float(est.auc), reference_auc=None, abs_error=None, raw_auc=float(est.raw_auc),
         estimated_positives=float(result.aggregate.positives), protocol="mpc", clients=k,
-        samples=result.aggregate.total, seconds=time.perf_counter() - start, seed=args.seed,
+        samples=result.aggregate.total, seconds=time.perf_counter() - start, seed=None,
         extra={"provider": args.provider, "sort": args.sort,
                "rank_step_seconds": round(result.rank_seconds, 3),
                "server_bytes_sent": result.bytes_sent, "server_rounds": result.rounds},

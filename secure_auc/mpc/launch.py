@@ -45,22 +45,28 @@ def check_port_free(host: str, port: int) -> None:
             raise InputError(f"port {port} on {host} is busy ({exc.strerror}); choose another with --port") from None
 
 
-def _party_process(rank, parties, addr, port, provider, timeout, job, args, after_dealer, results):
-    """Body of one party's process: ``job(rank, *args)``, or the dealer's service."""
+def _party_process(rank, parties, addr, port, provider, timeout, job, args, after_dealer, record, results):
+    """Body of one party's process: ``job(rank, *args)``, or the dealer's service; with
+    ``record``, also every buffer the process receives (:func:`.audit.record_received`)."""
     try:
+        import contextlib
+
+        from .audit import forbid_crypten_randomness, record_received
         from .runtime import init_party, shutdown_party
 
         init_party(rank=rank, parties=parties, master_addr=addr, master_port=port,
                    provider=provider, timeout=timeout)
-        if rank == parties:  # the dealer serves correlated randomness until told to stop
-            from .runtime import run_dealer
+        received: list = []
+        with forbid_crypten_randomness(), (record_received(received) if record else contextlib.nullcontext()):
+            if rank == parties:  # the dealer serves correlated randomness until told to stop
+                from .runtime import run_dealer
 
-            run_dealer()
-            results.put(("done", rank, after_dealer() if after_dealer is not None else None))
-            return
-        result = job(rank, *args)
-        shutdown_party()
-        results.put(("done", rank, result))
+                run_dealer()
+                result = after_dealer() if after_dealer is not None else None
+            else:
+                result = job(rank, *args)
+                shutdown_party()
+        results.put(("done", rank, result, received if record else None))
     except KeyboardInterrupt:
         os._exit(130)
     except BaseException as exc:  # report, then exit non-zero
@@ -114,7 +120,7 @@ def run_mpc_local(
     clients: list[ClientData],
     mechanism,
     *,
-    seed: int | None = None,
+    noise_keys: list[int] | None = None,
     provider: str = "ttp",
     sort: str = RANK_METHODS[0],
     timeout: float = 60.0,
@@ -123,15 +129,17 @@ def run_mpc_local(
 ):
     """Run the MPC protocol with one local process per party.
 
-    Returns ``(estimate, aggregate, cost)`` where ``cost`` has the wall seconds,
-    and per party the bytes sent and communication rounds.
+    ``noise_keys[k]`` (optional, reproducible runs): client k's noise key, handed
+    to client k's process only (:func:`secure_auc.dp.rng.client_key` derives them
+    from a seed).  Returns ``(estimate, aggregate, cost)`` where ``cost`` has the
+    wall seconds, and per party the bytes sent and communication rounds.
     """
-    config = PartyConfig(mechanisms=(mechanism,), clients=len(clients), seed=seed,
-                         provider=provider, sort=sort, progress=progress)
+    config = PartyConfig(mechanisms=(mechanism,), clients=len(clients), provider=provider, sort=sort,
+                         progress=progress)
     if progress:
         _announce(sum(len(c) for c in clients), len(clients) + 1, sort)
     start = time.perf_counter()
-    done = launch_local(clients, config, timeout=timeout, port=port)
+    done = launch_local(clients, config, timeout=timeout, port=port, noise_keys=noise_keys)
     return done[0].estimate, done[0].aggregate, cost_summary(done, config, time.perf_counter() - start)
 
 
@@ -173,25 +181,41 @@ def cost_summary(done: dict, config: PartyConfig, seconds: float) -> dict:
 
 
 def launch_local(clients: list[ClientData], config: PartyConfig, *, timeout: float = 60.0,
-                 port: int | None = None) -> dict[int, PartyResult]:
-    """Start every party as a local process; return each computing party's result by rank."""
+                 port: int | None = None, noise_keys: list[int] | None = None,
+                 received: dict | None = None, record_ranks=None) -> dict[int, PartyResult]:
+    """Start every party as a local process; return each computing party's result by rank.
+
+    Each process gets only its own arguments: client k its data and
+    ``noise_keys[k]``, the server and the dealer neither.  With a ``received``
+    dict, every process (the dealer included) records each buffer it receives
+    (:func:`.audit.record_received`) into ``received[rank]`` (only the ranks in
+    ``record_ranks``, if given)."""
     k = len(clients)
-    per_rank = {r: (config, clients[r - 1] if 1 <= r <= k else None) for r in range(k + 1)}  # own data only
-    done = spawn_parties(run_party, per_rank, k + 1, provider=config.provider, timeout=timeout, port=port)
+    if noise_keys is not None and len(noise_keys) != k:
+        raise InputError(f"{len(noise_keys)} noise keys for {k} clients")
+    keys = noise_keys if noise_keys is not None else [None] * k
+    per_rank = {0: (config, None)} | {r: (config, clients[r - 1], keys[r - 1]) for r in range(1, k + 1)}
+    done = spawn_parties(run_party, per_rank, k + 1, provider=config.provider, timeout=timeout, port=port,
+                         received=received, record_ranks=record_ranks)
     return {r: res for r, res in done.items() if r <= k}  # the dealer returns nothing
 
 
 def spawn_parties(job, per_rank: dict[int, tuple], parties: int, *, provider: str = "ttp",
                   timeout: float = 60.0, port: int | None = None, deadline: float | None = None,
-                  after_dealer=None) -> dict:
+                  after_dealer=None, received: dict | None = None, record_ranks=None) -> dict:
     """Run ``job(rank, *per_rank[rank])`` in one spawned process per computing party (ranks
     0..parties-1, each receiving only its own arguments), plus CrypTen's dealer (rank
     ``parties``) with ``provider="ttp"``; return the results by rank (the dealer's:
     ``after_dealer()``, or None).
 
     ``timeout`` bounds each wait of a party for another; ``deadline`` (seconds, optional)
-    the whole run.  Raises :class:`MPCError` naming the party at the root of a failure
-    (an exception, a crash, a signal); every process is stopped in any case.
+    the whole run.  With a ``received`` dict, each process records every buffer it
+    receives into ``received[rank]`` (:func:`.audit.record_received`; only the ranks
+    in ``record_ranks``, if given).  In every
+    process CrypTen's own random generators are refused
+    (:func:`.audit.forbid_crypten_randomness`).  Raises :class:`MPCError` naming
+    the party at the root of a failure (an exception, a crash, a signal); every
+    process is stopped in any case.
     """
     if provider not in ("tfp", "ttp"):
         raise InputError(f"provider must be 'tfp' or 'ttp', got {provider!r}")
@@ -210,7 +234,8 @@ def spawn_parties(job, per_rank: dict[int, tuple], parties: int, *, provider: st
     for r in ranks:
         p = ctx.Process(target=_party_process, name=f"secure-auc-party-{r}",
                         args=(r, parties, addr, port, provider, timeout, job, per_rank.get(r, ()),
-                              after_dealer, results), daemon=True)
+                              after_dealer, received is not None and (record_ranks is None or r in record_ranks),
+                              results), daemon=True)
         p.start()
         procs[r] = p
     done: dict = {}
@@ -230,6 +255,8 @@ def spawn_parties(job, per_rank: dict[int, tuple], parties: int, *, provider: st
             if msg[0] == "error":
                 raise _failure(results, {msg[1]: msg}, [], procs, k) from None
             done[msg[1]] = msg[2]
+            if received is not None and msg[3] is not None:
+                received[msg[1]] = msg[3]
     finally:
         for p in procs.values():
             if p.is_alive():

@@ -1,8 +1,8 @@
 """Point-to-point messages between parties, outside CrypTen's own protocols.
 
-The shuffle (:mod:`.shuffle`) and the input sharing of the radix sort send
-tensors from one party to one other party, and the dealer sends each party
-its own correlated randomness.  These go over torch.distributed's default
+The shuffle (:mod:`.shuffle`), the input sharing (:mod:`.inputs`) and the
+openings to one party (:mod:`.opening`) send tensors from one party to one
+other party, and the dealer sends each party its own correlated randomness.  These go over torch.distributed's default
 group (every computing party and, with TTP, the dealer), with one tag per
 purpose so they never match another message.  Every send and receive is
 added to CrypTen's communication counters (bytes and rounds), so benchmark
@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["TAG_SEED", "TAG_DELTA", "TAG_PAD", "TAG_TRIPLE", "TAG_REQUEST", "isend", "recv", "irecv", "wait_all"]
+__all__ = ["TAG_SEED", "TAG_DELTA", "TAG_PAD", "TAG_TRIPLE", "TAG_REQUEST", "TAG_OPEN", "isend", "recv", "irecv", "wait_all"]
 
 TAG_SEED = 0x5A1  # a party's PRG seed (from the dealer, or from a source)
 TAG_DELTA = 0x5A2  # the dealer's correction for a shuffle pass
 TAG_PAD = 0x5A3  # a share masked with a one-time pad, sent to the pass's permuter
 TAG_TRIPLE = 0x5A4  # the dealer's correction for a batch of multiplication triples (to rank 0)
 TAG_REQUEST = 0x5A5  # rank 0's request to the dealer (sizes only)
+TAG_OPEN = 0x5A6  # a share sent to the one party a value is opened to (:mod:`.opening`)
 
 
 def _log(numel: int) -> None:

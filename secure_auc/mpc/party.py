@@ -15,13 +15,16 @@ Steps, each party running the same code:
    score in shares; each client's slice is opened to that client only.
 3. Each client runs the same :class:`secure_auc.protocol.Client` code as in the
    plain protocol: labels flipped once for RR, local statistics, its own noise,
-   fixed-point rounding.
-4. The clients secret-share their noisy (localSum'_k, localP'_k); the shares
-   are summed inside the MPC and only the sum is opened, to the server only.
+   fixed-point rounding.  Its noise comes from its own key (``noise_key``,
+   given to that client's process only, or fresh from :mod:`secrets`): no
+   other process holds anything from which it could recompute the noise.
+4. The clients secret-share their noisy (localSum'_k, localP'_k)
+   (:class:`.inputs.SourceSharing`); the shares are summed and only the sum is
+   opened, to the server only, point-to-point (:func:`.opening.open_to`).
 5. The server runs :meth:`secure_auc.protocol.Server.estimate` on that aggregate.
 
-What is opened, to whom, is listed in ``docs/mpc.md`` and checked by
-``tests/mpc/test_protocol.py`` with :mod:`secure_auc.mpc.audit`.
+What each party receives is listed in ``docs/mpc.md`` and checked by
+``tests/mpc/test_leakage.py`` with :mod:`secure_auc.mpc.audit`.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..data.io import ClientData
-from ..dp.rng import client_rngs
+from ..dp.rng import ClientRngs
 from ..protocol.client import Client
 from ..protocol.messages import Aggregate
 from ..protocol.server import Server
@@ -58,11 +61,9 @@ class PartyConfig:
 
     mechanisms: tuple  # the first is the evaluation's; more are evaluated on the same ranks
     clients: int
-    seed: int | None = None
     provider: str = "ttp"
     sort: str = RANK_METHODS[0]
     progress: bool = True
-    audit: bool = False  # record every opening (tests, comparisons)
 
     def public(self) -> dict:
         """What every party must agree on, including the library versions that
@@ -74,7 +75,6 @@ class PartyConfig:
             "clients": self.clients,
             "provider": self.provider,
             "sort": self.sort,
-            "seeded": self.seed is not None,
             "numpy": ".".join(np.__version__.split(".")[:2]),
             "torch": ".".join(torch.__version__.split(".")[:2]),
         }
@@ -90,7 +90,6 @@ class PartyResult:
     estimates: list = field(default_factory=list)  # server only, one per mechanism
     aggregates: list = field(default_factory=list)  # server only, one per mechanism
     rank_seconds: float = 0.0
-    openings: list = field(default_factory=list)  # with config.audit
 
     @property
     def estimate(self):
@@ -119,40 +118,38 @@ def _progress_printer(enabled: bool):
     return report
 
 
-def sum_and_open(values: np.ndarray, world: int, *, dst: int, name: str) -> np.ndarray | None:
-    """Every client secret-shares ``values`` (int64); open the sum to ``dst`` only.
+def sum_and_open(values, n: int, sources: list[int], *, dst: int) -> np.ndarray | None:
+    """Every party in ``sources`` secret-shares its ``n`` int64 ``values``
+    (:class:`.inputs.SourceSharing`); the shares are added and the sum is opened
+    to ``dst`` only (:func:`.opening.open_to`).
 
-    Integer encoding (precision 0): the sum is exact in Z_2^64.  Parties other
-    than ``dst`` get None.
+    Integer encoding: the sum is exact in Z_2^64.  Parties other than ``dst`` get None.
     """
-    import torch
-
     from ._crypten import crypten
-    from .audit import open_to
+    from .inputs import SourceSharing
+    from .opening import open_to
 
-    local = torch.as_tensor(np.asarray(values, dtype=np.int64))
-    total = None
-    for src in range(1, world):
-        shared = crypten.cryptensor(local, src=src, precision=0)
-        total = shared if total is None else total + shared
-    opened = open_to(total, dst, name)
+    rank = crypten.comm.get().get_rank()
+    local = np.asarray(values, dtype=np.int64).reshape(n, 1) if rank in sources else None
+    shares = SourceSharing([n] * len(sources), sources).share(local, 1, "statistics")
+    total = shares.reshape(len(sources), n).sum(dim=0)
+    opened = open_to(total, dst)
     return None if opened is None else opened.numpy().astype(np.int64)
 
 
-def run_party(rank: int, config: PartyConfig, data: ClientData | None) -> PartyResult:
-    """Run the whole protocol as party ``rank``; CrypTen must be initialised."""
-    if not config.audit:
-        return _run_party(rank, config, data)
-    from .audit import record_openings
+def run_party(rank: int, config: PartyConfig, data: ClientData | None, noise_key: int | None = None) -> PartyResult:
+    """Run the whole protocol as party ``rank``; CrypTen must be initialised.
 
-    log: list = []
-    with record_openings(log):
-        result = _run_party(rank, config, data)
-    result.openings = log
-    return result
+    ``noise_key``: a client's own 128-bit key for its noise and RR streams
+    (:meth:`secure_auc.dp.rng.ClientRngs.from_key`), for reproducible runs; None
+    draws a fresh one from :mod:`secrets`.  Only client processes may get one.
+    """
+    if noise_key is not None and (rank == SERVER_RANK or rank > config.clients):
+        raise ProtocolError(f"{role_name(rank, config.clients)} must not hold a client's noise key")
+    return _run_party(rank, config, data, noise_key)
 
 
-def _run_party(rank: int, config: PartyConfig, data: ClientData | None) -> PartyResult:
+def _run_party(rank: int, config: PartyConfig, data: ClientData | None, noise_key: int | None) -> PartyResult:
     from . import ranks as mpc_ranks
     from ._crypten import crypten
     from .runtime import communication_stats, reset_communication_stats
@@ -202,13 +199,13 @@ def _run_party(rank: int, config: PartyConfig, data: ClientData | None) -> Party
     stats_fixed = np.zeros(2 * len(config.mechanisms), dtype=np.int64)
     if not is_server:
         for i, mechanism in enumerate(config.mechanisms):
-            client = Client(rank - 1, data, mechanism, client_rngs(config.seed, rank - 1))
+            client = Client(rank - 1, data, mechanism, ClientRngs.from_key(noise_key))
             client.set_ranks(np.asarray(twice, dtype=np.float64) / 2.0, total)
             msg = client.statistics_message()
             stats_fixed[2 * i : 2 * i + 2] = (msg.local_sum_fixed, msg.local_p_fixed)
 
     # 4. sum the clients' secret-shared statistics; open the sums to the server only
-    aggregate_fixed = sum_and_open(stats_fixed, world, dst=SERVER_RANK, name="aggregate")
+    aggregate_fixed = sum_and_open(stats_fixed, len(stats_fixed), list(range(1, world)), dst=SERVER_RANK)
 
     result = PartyResult(rank=rank, role=role, seconds=0.0, bytes_sent=0, rounds=0, rank_seconds=rank_seconds)
     if is_server:

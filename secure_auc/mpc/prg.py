@@ -8,16 +8,16 @@ regenerate the same stream and no stream is ever reused.
 * :func:`ring` — uniform elements of Z_2^64 (pads, triples, shares): the
   AES-128-CTR keystream (the ``cryptography`` package, AES-NI), a
   cryptographic PRG, about 2 ms for 2^20 words here.
-* :func:`stream` — a numpy Generator (Philox-4x64-10 keyed the same way) for
-  the shuffles' permutations (``Generator.permutation``, Fisher-Yates), which
-  need a generator object; Philox is a counter-based generator built from a
-  weakened block cipher, statistically strong but not a proven cryptographic
-  PRG.  A permutation is only ever used behind pads and other parties'
-  permutations.
+* :func:`stream` — a numpy Generator over AES-128 in counter mode
+  (``randomgen.AESCounter``, AES-NI, keyed the same way) for the shuffles'
+  permutations (``Generator.permutation``, Fisher-Yates), which need a
+  generator object: about 40 ms for a permutation of 2^20 here.
 
-(CrypTen's own pads and triples use torch's Mersenne Twister.)  Parties on
-different machines should run the same numpy: the radix sort checks that every
-opened permutation is one.
+Nothing secret in this project draws from CrypTen's generators or torch's
+(both Mersenne Twister, whose state is recovered from 624 outputs):
+:func:`secure_auc.mpc.audit.forbid_crypten_randomness` makes a run fail if any
+of them is used.  Parties on different machines should run the same numpy and
+randomgen: the radix sort checks that every opened permutation is one.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import secrets
 
 import numpy as np
 import torch
+from randomgen import AESCounter
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 __all__ = ["new_seed", "stream", "ring", "seed_to_tensor", "tensor_to_seed"]
@@ -40,7 +41,8 @@ def _key(seed: bytes, tags: tuple) -> bytes:
 
 
 def stream(seed: bytes, *tags) -> np.random.Generator:
-    return np.random.Generator(np.random.Philox(key=int.from_bytes(_key(seed, tags), "little")))
+    """A numpy Generator over the AES-128-CTR stream keyed by (``seed``, ``tags``)."""
+    return np.random.Generator(AESCounter(key=int.from_bytes(_key(seed, tags), "little")))
 
 
 _zeros = bytearray()

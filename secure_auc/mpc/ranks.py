@@ -6,8 +6,9 @@ in the protocol); the sizes are public.  Output: each source learns 2 x the
 nobody else learns anything.
 
 1. *Keys.*  Each source encodes its scores exactly (:mod:`.encoding`); the
-   parties agree on one or two key limbs from one public bit per source
-   ("my scores are float32-exact").
+   parties agree on one or two key limbs by opening one bit to everyone:
+   whether any source's scores are not float32-exact (:func:`agree_limbs`,
+   a secure equality test on the shared count of such sources).
 2. *Sort* (``method``).
 
    * ``"radix"`` (default, :func:`radix_midranks`): each source shares the
@@ -35,7 +36,8 @@ nobody else learns anything.
    an integer.
 4. *Unsort.*  The network's swap bits replayed in reverse, or the radix sort's
    last shuffle inverted, put :math:`2r` back in input order.  Source k's
-   slice is opened to source k only.
+   slice is opened to source k only, point-to-point
+   (:func:`.opening.open_to_owners`): no other party receives any share of it.
 
 Nothing is opened before step 4 but values that are uniformly random
 whatever the scores: Beaver-masked differences, one-time-padded rows, and the
@@ -58,16 +60,15 @@ def next_pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
-def twice_midranks_sorted(keys_sorted: torch.Tensor, rnd=None) -> torch.Tensor:
+def twice_midranks_sorted(keys_sorted: torch.Tensor, rnd) -> torch.Tensor:
     """Shares of 2 x mid-rank (0-based) of each row of sorted integer-encoded keys,
-    given as this party's (n,) or (n, limbs) int64 shares; ``rnd`` supplies the
-    products' triples (default: CrypTen's provider)."""
+    given as this party's (n,) or (n, limbs) int64 shares; ``rnd`` (a
+    :class:`.sort.Randomness`) supplies the products' triples."""
     from ._crypten import crypten
     from .scan import copy_forward
-    from .sort.bitonic import Randomness, _bit_to_arithmetic, _eq_packed
+    from .sort.bitonic import _bit_to_arithmetic, _eq_packed
 
     rank = crypten.comm.get().get_rank()
-    rnd = Randomness() if rnd is None else rnd
     keys = keys_sorted.reshape(keys_sorted.shape[0], -1)
     n = keys.shape[0]
     one = 1 if rank == 0 else 0
@@ -87,23 +88,27 @@ def twice_midranks_sorted(keys_sorted: torch.Tensor, rnd=None) -> torch.Tensor:
     return out[0] + out[1].flip(0)
 
 
-def secure_midranks(keys, progress=None):
-    """2 x global mid-rank (0-based) of every row of the shared keys, in input order.
+def secure_midranks(keys: torch.Tensor, progress=None) -> torch.Tensor:
+    """2 x global mid-rank (0-based) of every row of the shared keys, in input order,
+    by the bitonic network.
 
-    ``keys``: integer-encoded (m, limbs) MPCTensor, every limb in a 32-bit range
-    (:func:`.encoding.share_keys`).  Padded internally to a power of two.
+    ``keys``: this party's (m, limbs) int64 shares of integer-encoded keys, every
+    limb in a 32-bit range (:func:`.encoding.share_keys`).  Padded internally to
+    a power of two with public keys (added to rank 0's share).
     ``progress(stage, n_stages)`` is called after each of the sort's stages, the
-    mid-rank step and each unsort stage.  Returns an (m,) MPCTensor; opens nothing.
+    mid-rank step and each unsort stage.  Returns this party's (m,) int64
+    shares; opens nothing.
     """
     from ._crypten import crypten
+    from .encoding import pad_keys
+    from .sort.bitonic import dealer_randomness
 
-    m = keys.size(0)
+    rank = crypten.comm.get().get_rank()
+    m = keys.shape[0]
     n = next_pow2(m)
     if n > m:
-        from .encoding import pad_keys
-
-        pad = torch.from_numpy(pad_keys(n - m, keys.size(1)))
-        keys = crypten.cat([keys, crypten.cryptensor(pad, src=0, precision=0)], dim=0)
+        pad = torch.from_numpy(pad_keys(n - m, keys.shape[1]))
+        keys = torch.cat([keys, pad if rank == 0 else torch.zeros_like(pad)])
     s = n_stages(n)
     total = 2 * s + 1
 
@@ -113,11 +118,12 @@ def secure_midranks(keys, progress=None):
         return lambda stage, _stages: progress(offset + stage, total)
 
     sorter = BitonicSort()
-    keys_sorted = sorter.sort(keys, progress=report(0))
-    twice_sorted = crypten.mpc.MPCTensor.from_shares(twice_midranks_sorted(keys_sorted.share), precision=0)
-    if progress is not None:
-        progress(s + 1, total)
-    twice = sorter.unsort(twice_sorted, progress=report(s + 1))
+    with dealer_randomness() as rnd:
+        keys_sorted = sorter.sort(keys, rnd, progress=report(0))
+        twice_sorted = twice_midranks_sorted(keys_sorted, rnd)
+        if progress is not None:
+            progress(s + 1, total)
+        twice = sorter.unsort(twice_sorted, rnd, progress=report(s + 1))
     return twice[:m]
 
 
@@ -140,7 +146,7 @@ def key_digits(keys: np.ndarray, digit: int, bits: int) -> np.ndarray:
 def radix_midranks(local_keys, sizes, sources, limbs: int, *, digit_bits: int = 2, progress=None):
     """2 x global mid-rank (0-based) of every row, in input order, by the radix sort
     (:mod:`.sort.radix`).  ``local_keys``: this party's (n, limbs) keys if it is a
-    source.  Returns an (M,) MPCTensor; opens only shuffled permutations."""
+    source.  Returns this party's (M,) int64 shares; opens only shuffled permutations."""
     from ._crypten import crypten
     from .inputs import SourceSharing
     from .sort import RadixSort
@@ -166,39 +172,42 @@ def radix_midranks(local_keys, sizes, sources, limbs: int, *, digit_bits: int = 
     twice = sorter.unsort(twice_sorted)
     if progress is not None:
         progress(total, total)
-    return crypten.mpc.MPCTensor.from_shares(twice, precision=0)
+    return twice
 
 
-def reveal_to_owners(values, sizes, owners, *, label: str = "ranks of client {k}"):
-    """Open slice k of ``values`` (``sizes[k]`` rows, in order) to party ``owners[k]`` only.
+def reveal_to_owners(shares: torch.Tensor, sizes, owners):
+    """Open slice k of a shared vector (``sizes[k]`` rows, in order) to party
+    ``owners[k]`` only, point-to-point (:func:`.opening.open_to_owners`).
 
     Returns this party's slice as an int64 array (concatenated if it owns
-    several), or None.  One reduce per slice, each to its owner; the openings
-    are labelled for :mod:`.audit` with ``label.format(k=k)``.
-    """
+    several), or None."""
+    from .opening import open_to_owners
+
+    mine = open_to_owners(shares.reshape(-1), sizes, owners)
+    return None if mine is None else mine.numpy().astype(np.int64)
+
+
+def agree_limbs(scores, sizes, sources) -> int:
+    """Every party learns the number of key limbs (:func:`.encoding.limbs_for`) and
+    nothing else: each source secret-shares the bit "my scores are not
+    float32-exact"; the parties add the bits in shares, test the count for zero
+    with one secure equality test (:func:`.sort.bitonic._eq_packed`, dealer
+    randomness) and open only that result, to everyone."""
     from ._crypten import crypten
-    from .audit import open_to
+    from .inputs import SourceSharing
+    from .opening import open_to_all
+    from .sort.bitonic import _eq_packed, dealer_randomness
 
     rank = crypten.comm.get().get_rank()
-    mine = []
-    offset = 0
-    for k, (n_k, owner) in enumerate(zip(sizes, owners)):
-        opened = open_to(values[offset : offset + n_k], owner, label.format(k=k))
-        if rank == owner:
-            mine.append(opened.numpy().astype(np.int64).reshape(-1))
-        offset += n_k
-    return np.concatenate(mine) if mine else None
-
-
-def agree_limbs(scores, sources) -> int:
-    """Every party learns the number of key limbs: each source broadcasts one bit,
-    "my scores are float32-exact" (:func:`.encoding.limbs_for`)."""
-    from ._crypten import crypten
-
-    comm = crypten.comm.get()
-    rank = comm.get_rank()
-    flags = [comm.broadcast_obj(is_float32_exact(scores) if rank == src else None, src) for src in sources]
-    return limbs_for(flags)
+    mine = None
+    if rank in sources:
+        mine = np.array([[0 if is_float32_exact(scores) else 1]], dtype=np.int64)
+    bits = SourceSharing([1] * len(sources), sources).share(mine, 1, "float32-exact")
+    count = bits.sum(dim=0).reshape(1, 1)  # (limbs = 1, n = 1): number of sources with float64 scores
+    with dealer_randomness() as rnd:
+        none = _eq_packed(count, COMPARE_BITS, rnd) & 1  # XOR shares of [count == 0], bit 0 only
+    all_float32 = int(open_to_all(none)[0]) & 1
+    return limbs_for([all_float32])
 
 
 def rank_step(scores, client_sizes: list[int], rank: int, *, method: str = RANK_METHODS[0], progress=None,
@@ -211,7 +220,7 @@ def rank_step(scores, client_sizes: list[int], rank: int, *, method: str = RANK_
     if method not in RANK_METHODS:
         raise ValueError(f"unknown rank method {method!r}; choose from {RANK_METHODS}")
     sources = [first_client + k for k in range(len(client_sizes))]
-    limbs = agree_limbs(scores, sources)
+    limbs = agree_limbs(scores, client_sizes, sources)
     local = encode_keys(scores, limbs) if rank in sources else None
     if method == "radix":
         twice = radix_midranks(local, client_sizes, sources, limbs, progress=progress)

@@ -130,8 +130,6 @@ class Shuffle:
         return torch.from_numpy(_invert(p) if inverse else p)
 
     def _run(self, x: torch.Tensor, instance: int, inverse: bool) -> torch.Tensor:
-        from .audit import observe
-
         ch = self.ch
         x = x.reshape(x.shape[0], -1)
         rows, cols = x.shape
@@ -150,7 +148,6 @@ class Shuffle:
                 delta = ch.receive((rows, cols))
                 for t, work in incoming:
                     work.wait()
-                    observe(ch.rank, t.numel(), "masked", "shuffle pad")
                     x = x + t
                 x = x.index_select(0, p) + delta
         p2p.wait_all(w for _, w in sending)
@@ -158,18 +155,9 @@ class Shuffle:
 
 
 def open_shuffled(share: torch.Tensor) -> torch.Tensor:
-    """Open a shuffled vector to every party (one all_gather).  Only for values
-    that are uniformly random given everything else a party sees (a secret
+    """Open a shuffled vector to every party (:func:`.opening.open_to_all`).  Only for
+    values that are uniformly random given everything else a party sees (a secret
     permutation composed with a fresh secret shuffle)."""
-    from ._crypten import crypten
-    from .audit import observe
+    from .opening import open_to_all
 
-    comm = crypten.comm.get()
-    observe(None, share.numel(), "masked", "shuffled permutation")
-    if comm.get_world_size() == 1:
-        return share.clone()
-    parts = comm.all_gather(share.contiguous())
-    out = parts[0].clone()
-    for p in parts[1:]:
-        out += p
-    return out
+    return open_to_all(share)

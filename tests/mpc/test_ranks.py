@@ -78,7 +78,12 @@ def _primitives(rank, x, y):
 
     from secure_auc.mpc._crypten import crypten
     from secure_auc.mpc.encoding import share_keys
+    from secure_auc.mpc.opening import open_to_all
     from secure_auc.mpc.sort import BitonicSort, secure_eq, secure_less, sign_bits
+    from secure_auc.mpc.sort.bitonic import dealer_randomness
+
+    def opened(share):
+        return open_to_all(share).numpy()
 
     world = crypten.comm.get().get_world_size()
     limbs = x.shape[1]
@@ -86,17 +91,18 @@ def _primitives(rank, x, y):
     X = share_keys(x if rank == world - 1 else None, [len(x)], [world - 1], limbs)
     Y = share_keys(y if rank == 0 else None, [len(y)], [0], limbs)
     out = {
-        "x": X.get_plain_text().numpy(),
-        "lt": secure_less(X, Y).get_plain_text().numpy(),
-        "eq": secure_eq(X, Y).get_plain_text().numpy(),
-        "sign": sign_bits(X[:, 0] - Y[:, 0]).get_plain_text().numpy(),
+        "x": opened(X),
+        "lt": opened(secure_less(X, Y)),
+        "eq": opened(secure_eq(X, Y)),
+        "sign": opened(sign_bits(X[:, 0] - Y[:, 0])),
     }
     n = 1 << (len(x).bit_length() - 1)  # the network alone: a power of two, no padding
     keys = share_keys(x[:n] if rank == world - 1 else None, [n], [world - 1], limbs)
     sorter = BitonicSort()
-    out["sorted"] = sorter.sort(keys).get_plain_text().numpy()
-    payload = crypten.cryptensor(torch.arange(n), src=0, precision=0)
-    out["perm"] = sorter.unsort(payload).get_plain_text().numpy()  # sorted position -> input row
+    with dealer_randomness() as rnd:
+        out["sorted"] = opened(sorter.sort(keys, rnd))
+        payload = torch.arange(n) if rank == 0 else torch.zeros(n, dtype=torch.long)  # public, in rank 0's share
+        out["perm"] = opened(sorter.unsort(payload, rnd))  # sorted position -> input row
     out["stages"] = len(sorter.swaps)
     return out
 

@@ -86,8 +86,9 @@ two parties, 26 x 64 for three).
 
 Gates and openings
 ------------------
-Every AND and product is Beaver's protocol with a triple from CrypTen's
-configured provider (TFP or TTP): open :math:`e = x - a` and
+Every AND and product is Beaver's protocol with a triple from the dealer
+(:mod:`secure_auc.mpc.dealer`: the separate dealer process with TTP, rank 0
+with TFP; AES-CTR streams, never CrypTen's providers): open :math:`e = x - a` and
 :math:`f = y - b` (XOR for binary shares), then
 :math:`[xy] = [c] + e[b] + f[a] + ef` (the public term added by one party).
 All values a round opens — masked AND inputs, masked product inputs, the
@@ -96,9 +97,9 @@ masked bits :math:`z` — go out in one message per party
 collective instead of CrypTen's two per gate).  Each opened value is masked by
 a fresh uniformly random triple or bit that no single computing party knows
 (with TFP, rank 0 knows them: it is trusted), so it is independent of the
-data.  :func:`open_masked` reports each opening to :func:`secure_auc.mpc.audit.observe`.
+data.
 
-Triples are fetched in batches (:class:`Randomness`): one provider request
+Triples are fetched in batches (:class:`Randomness`): one dealer request
 serves several stages (with TTP each request is a round trip from rank 0 to
 the dealer); their sizes depend only on the public :math:`n`, limbs and
 number of parties.
@@ -106,13 +107,14 @@ number of parties.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 
 import torch
 
 from ..encoding import COMPARE_BITS
 
-__all__ = ["bitonic_stages", "n_stages", "BitonicSort", "Randomness", "open_masked", "secure_less",
+__all__ = ["bitonic_stages", "n_stages", "BitonicSort", "Randomness", "dealer_randomness", "open_masked", "secure_less",
            "secure_eq", "sign_bits"]
 
 _SHIFTS = torch.arange(64, dtype=torch.long)
@@ -129,22 +131,23 @@ def _comm():
 
 
 class Randomness:
-    """Correlated randomness from CrypTen's provider, fetched in batches.
+    """Correlated randomness from the dealer (:class:`..dealer.DealerChannel`), in batches.
 
     ``take(kind, numel)`` returns this party's flat shares: kind ``"binary"``
     (a, b, c) XOR-shared with c = a AND b; ``"mul"`` (a, b, c) additively
     shared with c = a b; ``"b2a"`` (r additive, r XOR-shared in bit 0) for a
-    uniformly random bit r.  When the stock runs short it is refilled by one
-    provider request of ``max(needed, reserve)`` words, the reserve being set
-    with :meth:`reserve`.  Every slice is handed out once.  All parties must
-    make the same calls (they do: sizes depend only on public values).
+    uniformly random bit r.  Every share comes from the party's AES-CTR stream
+    keyed by the dealer's seed (:mod:`..prg`); only rank 0's corrected share
+    travels.  When the stock runs short it is refilled by one request of
+    ``max(needed, reserve)`` words, the reserve being set with
+    :meth:`reserve`.  Every slice is handed out once.  All parties must make
+    the same calls (they do: sizes depend only on public values).
     """
 
-    def __init__(self, channel=None):
-        self.channel = channel  # a DealerChannel: all kinds from its faster streams
+    def __init__(self, channel):
+        self.channel = channel
         self.stock: dict[str, list[torch.Tensor]] = {}
         self.used: dict[str, int] = {}
-        self.fetches = 0
         self._reserve: dict[str, int] = {}
 
     def reserve(self, words: dict[str, int]) -> None:
@@ -162,28 +165,26 @@ class Randomness:
         return [p[:numel] for p in parts]
 
     def _fetch(self, kind: str, numel: int) -> None:
-        from .._crypten import crypten
-
         if kind not in ("binary", "b2a", "mul"):
             raise ValueError(f"unknown kind of randomness {kind!r}")
-        if self.channel is not None:
-            new = self.channel.triples(numel) if kind == "mul" else self.channel.correlated(kind, numel)
-        else:
-            provider = crypten.mpc.get_default_provider()
-            size = torch.Size([numel])
-            if kind == "binary":
-                got = provider.generate_binary_triple(size, size, device=_CPU)
-            elif kind == "b2a":
-                got = provider.B2A_rng(size, device=_CPU)
-            else:
-                got = provider.generate_additive_triple(size, size, "mul", device=_CPU)
-            new = [t.share.reshape(-1) for t in got]
+        new = self.channel.triples(numel) if kind == "mul" else self.channel.correlated(kind, numel)
         if kind == "b2a":
-            new[1] = new[1] & 1  # the bit is bit 0 of the XOR sharing (TFP shares are full words)
+            new[1] = new[1] & 1  # the bit is bit 0 of the XOR sharing
         if kind in self.stock and self.stock[kind][0].numel():
             new = [torch.cat([old, fresh]) for old, fresh in zip(self.stock[kind], new)]
         self.stock[kind] = new
-        self.fetches += 1
+
+
+@contextlib.contextmanager
+def dealer_randomness():
+    """A :class:`Randomness` on a fresh dealer channel, closed at the end of the block."""
+    from ..dealer import DealerChannel
+
+    channel = DealerChannel()
+    try:
+        yield Randomness(channel)
+    finally:
+        channel.close()
 
 
 # ----------------------------------------------------------------- one round of gates
@@ -194,12 +195,9 @@ def open_masked(binary: list[torch.Tensor], arithmetic: list[torch.Tensor]):
     additively shared ``arithmetic`` tensors (shares of this party), one
     ``all_gather`` of the concatenated shares.  Only for values masked with fresh
     one-time randomness.  Returns the opened tensors (two lists, same shapes)."""
-    from ..audit import observe
-
     comm = _comm()
     tensors = binary + arithmetic
     flat = torch.cat([t.reshape(-1) for t in tensors])
-    observe(None, flat.numel(), "masked", "beaver")
     gathered = comm.all_gather(flat) if comm.get_world_size() > 1 else [flat]
     nb = sum(t.numel() for t in binary)
     xor = gathered[0][:nb].clone()
@@ -387,41 +385,35 @@ def _bit_to_arithmetic(packed: torch.Tensor, n: int, rnd: Randomness) -> torch.T
     return c + z if _comm().get_rank() == 0 else c
 
 
-def _limb_diffs(x, y) -> torch.Tensor:
-    """Shares of x - y as (limbs, n), from integer-encoded (n,) or (n, limbs) MPCTensors."""
-    d = x.share - y.share
+def _limb_diffs(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Shares of x - y as (limbs, n), from this party's (n,) or (n, limbs) int64 shares."""
+    d = x - y
     return d.reshape(1, -1) if d.dim() == 1 else d.t().contiguous()
 
 
-def _mpc(shares: torch.Tensor):
-    from .._crypten import crypten
-
-    return crypten.mpc.MPCTensor.from_shares(shares, precision=0)
-
-
-def sign_bits(d, bits: int = COMPARE_BITS):
-    """[d < 0] elementwise for an integer-encoded MPCTensor d with |d| < 2^(bits - 1)."""
-    flat = d.share.reshape(1, -1)
-    rnd = Randomness()
-    packed, _ = _less_packed(flat, bits, rnd)
-    return _mpc(_bit_to_arithmetic(packed, flat.shape[1], rnd).reshape(d.share.shape))
+def sign_bits(d: torch.Tensor, bits: int = COMPARE_BITS) -> torch.Tensor:
+    """Shares of [d < 0] elementwise, from this party's int64 shares of d with |d| < 2^(bits - 1)."""
+    flat = d.reshape(1, -1)
+    with dealer_randomness() as rnd:
+        packed, _ = _less_packed(flat, bits, rnd)
+        return _bit_to_arithmetic(packed, flat.shape[1], rnd).reshape(d.shape)
 
 
-def secure_less(x, y, bits: int = COMPARE_BITS):
-    """[x < y] per row of integer-encoded (n,) or (n, limbs) keys, limbs compared
-    lexicographically (first limb most significant); each limb's difference
-    must satisfy |d| < 2^(bits - 1).  Returns an (n,) MPCTensor of 0/1."""
+def secure_less(x: torch.Tensor, y: torch.Tensor, bits: int = COMPARE_BITS) -> torch.Tensor:
+    """Shares of [x < y] per row of integer-encoded (n,) or (n, limbs) keys (this
+    party's int64 shares), limbs compared lexicographically (first limb most
+    significant); each limb's difference must satisfy |d| < 2^(bits - 1)."""
     d = _limb_diffs(x, y)
-    rnd = Randomness()
-    packed, _ = _less_packed(d, bits, rnd)
-    return _mpc(_bit_to_arithmetic(packed, d.shape[1], rnd))
+    with dealer_randomness() as rnd:
+        packed, _ = _less_packed(d, bits, rnd)
+        return _bit_to_arithmetic(packed, d.shape[1], rnd)
 
 
-def secure_eq(x, y, bits: int = COMPARE_BITS):
-    """[x == y] per row of integer-encoded (n,) or (n, limbs) keys (all limbs equal)."""
+def secure_eq(x: torch.Tensor, y: torch.Tensor, bits: int = COMPARE_BITS) -> torch.Tensor:
+    """Shares of [x == y] per row of integer-encoded (n,) or (n, limbs) keys (all limbs equal)."""
     d = _limb_diffs(x, y)
-    rnd = Randomness()
-    return _mpc(_bit_to_arithmetic(_eq_packed(d, bits, rnd), d.shape[1], rnd))
+    with dealer_randomness() as rnd:
+        return _bit_to_arithmetic(_eq_packed(d, bits, rnd), d.shape[1], rnd)
 
 
 # ----------------------------------------------------------------- the network
@@ -463,7 +455,7 @@ def _reserve(rnd: Randomness, per_stage: dict[str, int], stages_left: int, budge
 
 @dataclass
 class BitonicSort:
-    """Oblivious sort of the rows of an integer-encoded (n, limbs) MPCTensor, n = 2^p,
+    """Oblivious sort of the rows of integer-encoded (n, limbs) shared keys, n = 2^p,
     by its limbs (lexicographic); keeps every stage's secret swap bits for :meth:`unsort`.
 
     ``bits``: each limb difference must satisfy |d| < 2^(bits - 1).
@@ -475,16 +467,18 @@ class BitonicSort:
     batch_words: int = 1 << 21
     swaps: list = field(default_factory=list, repr=False)
 
-    def sort(self, keys, progress=None):
-        """Return the sorted keys (a new MPCTensor); ``progress(stage, n_stages)`` after each stage."""
+    def sort(self, keys: torch.Tensor, rnd: Randomness, progress=None) -> torch.Tensor:
+        """This party's shares of the sorted keys, from its (n, limbs) or (n,) int64 shares;
+        ``rnd``: the dealer's randomness (:func:`dealer_randomness`);
+        ``progress(stage, n_stages)`` after each stage."""
         rank = _comm().get_rank()
-        x = keys.share.clone()
+        x = keys.clone()
         if x.dim() == 1:
             x = x.unsqueeze(1)
         pairs, limbs = x.shape[0] // 2, x.shape[1]
         stages = bitonic_stages(x.shape[0])
         self.swaps = []
-        rnd, per_stage = Randomness(), {}
+        per_stage = {}
         for s, (a, b) in enumerate(stages, 1):
             _reserve(rnd, per_stage, len(stages) - s + 1, self.batch_words)
             xa, xb = x[a], x[b]
@@ -506,14 +500,15 @@ class BitonicSort:
                 per_stage = dict(rnd.used)
             if progress is not None:
                 progress(s, len(stages))
-        return _mpc(x)
+        return x
 
-    def unsort(self, values, progress=None):
-        """Apply the inverse of the sorting permutation to a secret (n,) or (n, cols)
-        MPCTensor: rows in sorted order -> rows in input order.  One product per stage."""
-        y = values.share.clone()
+    def unsort(self, values: torch.Tensor, rnd: Randomness, progress=None) -> torch.Tensor:
+        """Apply the inverse of the sorting permutation to this party's shares of a secret
+        (n,) or (n, cols) vector: rows in sorted order -> rows in input order.  One
+        product per stage."""
+        y = values.clone()
         total = len(self.swaps)
-        rnd, per_stage = Randomness(), {}
+        per_stage = {}
         for s, (a, b, c) in enumerate(reversed(self.swaps), 1):
             _reserve(rnd, per_stage, total - s + 1, self.batch_words)
             ya, yb = y[a], y[b]
@@ -525,4 +520,4 @@ class BitonicSort:
                 per_stage = dict(rnd.used)
             if progress is not None:
                 progress(s, total)
-        return _mpc(y)
+        return y
