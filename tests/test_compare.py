@@ -67,3 +67,31 @@ def test_ctrl_c_leaves_no_process_behind(tmp_path):
             break
         time.sleep(0.5)
     assert not alive, alive
+
+
+def test_the_mpc_attack_reads_ranks_that_reach_the_server_and_nothing_else():
+    """The attack on a recorded view uses whatever rank-like values the server received:
+    exact ranks in a buffer the size of a client's samples are found and give the plain
+    attack's precision; shares and shuffled permutations give nothing to rank."""
+    from secure_auc.attack import precision_at_k, rank_values_from_received, top_k_guess_from_scores
+    from secure_auc.mpc.audit import Received
+
+    rng = np.random.default_rng(0)
+    sizes = [300, 200]
+    m = sum(sizes)
+    scores = rng.random(m)
+    labels = (rng.random(m) < np.where(scores > 0.7, 0.9, 0.1)).astype(int)
+    twice = 2 * np.argsort(np.argsort(scores))
+    noise = [Received("irecv", 1, 0, "int64", rng.integers(-2**63, 2**63 - 1, n, dtype=np.int64).tobytes())
+             for n in (m, 300, 200, 7)]
+    perm = Received("all_gather", 1, 0, "int64", rng.permutation(m).astype(np.int64).tobytes())
+    assert rank_values_from_received(noise + [perm], sizes) is None
+    # a reduce-style leak: a third of client 1's exact ranks, the rest partial sums (random words)
+    leaked = rng.integers(-2**63, 2**63 - 1, 200, dtype=np.int64)
+    leaked[:67] = twice[300:367]
+    view = noise + [perm, Received("reduce", None, 0, "int64", leaked.tobytes())]
+    values = rank_values_from_received(view, sizes)
+    assert np.isfinite(values).sum() == 67
+    guesses = top_k_guess_from_scores(values, 10, m, rng)
+    assert set(guesses) <= set(range(300, 367))
+    assert precision_at_k(guesses, labels) > labels.mean() + 0.3
