@@ -10,7 +10,7 @@ See ``python parties/mpc_party.py --help`` and the README for several machines.
 
 import sys
 
-from secure_auc.mpc.entry import main
+from secure_auc.cli.party import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -35,10 +35,10 @@ import numpy as np
 
 def _job(rank, part, sizes, method):
     """One computing party: the rank step alone, with its seconds, bytes, rounds and peak memory."""
-    from secure_auc.mpc._crypten import crypten
+    from secure_auc.mpc.comm import backend
     from secure_auc.mpc.ranks import rank_step
 
-    comm = crypten.comm.get()
+    comm = backend.comm()
     comm.barrier()
     comm.reset_communication_stats()
     start = time.perf_counter()

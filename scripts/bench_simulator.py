@@ -18,9 +18,9 @@ import sys
 import time
 
 from secure_auc.data import CRITEO_LARGE, make_ctr_dataset
-from secure_auc.simulation.cli import run_simulation
+from secure_auc.cli.simulate import run_simulation
 from secure_auc.simulation.engine import Simulator
-from secure_auc.simulation.paper_tables import INF, METHOD_CLIENTS
+from secure_auc.experiments.paper_tables import INF, METHOD_CLIENTS
 
 
 def peak_gib() -> float:

@@ -7,7 +7,7 @@
 
 Rows: eps and the fraction of honest clients; columns: K.  Each cell is the
 standard deviation over R repetitions of the server's estimate
-(secure_auc.estimate.estimate_auc on globalSum' = S + E_C + rbar E_P and
+(secure_auc.dp.base.estimate_auc on globalSum' = S + E_C + rbar E_P and
 P' = P + E_P), with its delta-method value in brackets.
 
 By default the total noise of the K clients is drawn in one go
@@ -32,10 +32,10 @@ import numpy as np
 
 from secure_auc.data import make_ctr_dataset
 from secure_auc.dp.distributed import DistributedNoiseMechanism
-from secure_auc.estimate import estimate_auc
+from secure_auc.dp.base import estimate_auc
 from secure_auc.metrics import midranks, rank_auc
 from secure_auc.simulation.engine import Simulator
-from secure_auc.simulation.paper_tables import METHODS_STD
+from secure_auc.experiments.paper_tables import METHODS_STD
 
 # The paper's best cell for each eps (over all its methods, partitions and K), for comparison.
 PAPER_BEST = {e: min(v for row in t.values() for v in row if v) for e, t in METHODS_STD.items()}

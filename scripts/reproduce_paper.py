@@ -37,7 +37,7 @@ import numpy as np
 
 from secure_auc.data import CRITEO_LARGE, make_ctr_dataset
 from secure_auc.simulation.engine import Simulator
-from secure_auc.simulation.paper_tables import (
+from secure_auc.experiments.paper_tables import (
     ACCURATE_PN_CLIENTS, ACCURATE_PN_ROWS, ACCURATE_PN_STD, INF, METHOD_CLIENTS, METHODS_STD, ROW_NAMES, RR_LARGE,
     RR_NOISY, RR_SMALL, RR_SMALL_SKLEARN)
 

@@ -17,12 +17,12 @@ import numpy as np
 from .data.io import ClientData, read_client_csv
 from .data.partition import partition_indices
 from .data.synthetic import make_ctr_dataset
-from .dp.mechanisms import NoNoise, RandomizedResponse, StatisticsMechanism
+from .dp.mechanisms import NoNoise
 from .dp.rng import client_key, client_rngs
 from .metrics import rank_auc
 from .protocol.client import Client
 from .protocol.server import Server
-from .transport.local import run_plain
+from .protocol.plain import run_plain
 from .validation import InputError
 
 __all__ = ["EvaluationResult", "builtin_clients", "load_clients", "check_clients", "evaluate", "describe"]
@@ -91,21 +91,8 @@ def check_clients(clients: list[ClientData]) -> None:
 
 
 def describe(mechanism) -> dict:
-    if isinstance(mechanism, RandomizedResponse):
-        return {"mechanism": "rr", "epsilon": mechanism.epsilon, "delta": 0.0, "allocation": None, "sensitivity": None}
-    if isinstance(mechanism, StatisticsMechanism):
-        return {
-            "mechanism": mechanism.noise,
-            "epsilon": mechanism.epsilon,
-            "delta": mechanism.delta or 0.0,
-            "allocation": mechanism.allocation,
-            "sensitivity": mechanism.sensitivity if mechanism.allocation == "split" else None,
-        }
-    if getattr(mechanism, "name", "") == "distributed":
-        return {"mechanism": "distributed", "epsilon": mechanism.epsilon, "delta": mechanism.delta or 0.0,
-                "allocation": f"{mechanism.noise} shares, split {mechanism.eps_split:.3f}, "
-                              f"{mechanism.honest} of {mechanism.clients} clients honest", "sensitivity": None}
-    return {"mechanism": "none", "epsilon": None, "delta": None, "allocation": None, "sensitivity": None}
+    """The mechanism's parameters as a report shows them."""
+    return mechanism.describe()
 
 
 def _reference_auc(clients: list[ClientData]) -> float:
@@ -132,7 +119,7 @@ def evaluate(
     check_clients(clients)
     start = time.perf_counter()
     extra: dict = {}
-    if protocol == "plain" and getattr(mechanism, "name", "") == "distributed":
+    if protocol == "plain" and mechanism.needs_secure_sum:
         raise InputError(
             "distributed noise protects only the aggregate: in the plain protocol the server would see each "
             "client's statistics with only a share of the noise; use --protocol mpc"

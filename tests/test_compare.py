@@ -73,7 +73,7 @@ def test_the_mpc_attack_reads_ranks_that_reach_the_server_and_nothing_else():
     """The attack on a recorded view uses whatever rank-like values the server received:
     exact ranks in a buffer the size of a client's samples are found and give the plain
     attack's precision; shares and shuffled permutations give nothing to rank."""
-    from secure_auc.attack import precision_at_k, rank_values_from_received, top_k_guess_from_scores
+    from secure_auc.experiments.attack import precision_at_k, rank_values_from_received, top_k_guess_from_scores
     from secure_auc.mpc.audit import Received
 
     rng = np.random.default_rng(0)

@@ -26,7 +26,7 @@ from secure_auc.dp.distributed import (
     skellam_rdp,
 )
 from secure_auc.dp.noise import analytic_gaussian_sigma
-from secure_auc.estimate import estimate_auc
+from secure_auc.dp.base import estimate_auc
 from secure_auc.evaluate import builtin_clients, evaluate
 from secure_auc.local_stats import LocalStatistics
 from secure_auc.metrics import auc_from_sums, midranks, rank_auc

@@ -28,7 +28,7 @@ from secure_auc.dp.variance import (
     rr_paper_std,
     rr_rank_sum_std,
 )
-from secure_auc.estimate import estimate_auc
+from secure_auc.dp.base import estimate_auc
 from secure_auc.local_stats import LocalStatistics
 from secure_auc.metrics import auc_from_sums, midranks, rank_auc
 from secure_auc.validation import InputError

@@ -11,7 +11,7 @@ from secure_auc.dp import NoNoise, RandomizedResponse, StatisticsMechanism, clie
 from secure_auc.evaluate import builtin_clients, evaluate
 from secure_auc.metrics import rank_auc
 from secure_auc.protocol import Client, ScoresMessage, Server, StatisticsMessage
-from secure_auc.transport.local import run_plain
+from secure_auc.protocol.plain import run_plain
 
 
 def tied_clients(sizes, seed=0, distinct=7):

@@ -3,6 +3,8 @@
 import json
 
 import numpy as np
+
+from secure_auc.dp.registry import make_mechanism
 import pytest
 
 from secure_auc.cli import main
@@ -109,7 +111,7 @@ def test_simulated_repetition_equals_a_protocol_run():
     scores, labels = make_ctr_dataset(2000, seed=9)
     s = Simulator(scores, labels)
     for method in ("local", "adaptive"):
-        mech = Simulator.mechanism(method, 1.0)
+        mech = make_mechanism(method, 1.0)
         est = s.mechanism_estimates(mech, 50, "noniid", reps=300, seed=4)
         parts = partition_indices(scores, 50, "noniid")
         clients = [ClientData(scores[i], labels[i]) for i in parts]

@@ -1,20 +1,20 @@
-"""Label-DP mechanisms (randomized response, Laplace, Gaussian), their noise and variances."""
+"""Label-DP mechanisms (randomized response, Laplace, Gaussian, noise on the aggregate):
+the contract (:mod:`.base`), the mechanisms, their registry, noise, variances and accounting."""
 
-from .mechanisms import (
-    ALLOCATIONS,
-    SENSITIVITIES,
-    NoisyStatistics,
-    NoNoise,
-    PrivacyCost,
-    RandomizedResponse,
-    StatisticsMechanism,
-    make_mechanism,
-)
+from .base import Estimate, Mechanism, NoisyStatistics, PrivacyCost
+from .distributed import DistributedNoise
+from .mechanisms import ALLOCATIONS, SENSITIVITIES, NoNoise, RandomizedResponse, StatisticsMechanism
+from .registry import FAMILIES, METHODS, make_mechanism
 from .noise import LAPLACE, NoiseFamily, analytic_gaussian_sigma, gaussian
 from .randomized_response import debias_auc, flip_probability, randomized_response
 from .rng import ClientRngs, client_rngs, make_rng
 
 __all__ = [
+    "Estimate",
+    "Mechanism",
+    "DistributedNoise",
+    "FAMILIES",
+    "METHODS",
     "ALLOCATIONS",
     "SENSITIVITIES",
     "NoisyStatistics",

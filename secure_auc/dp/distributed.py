@@ -95,7 +95,7 @@ from scipy.stats import nbinom
 
 from ..local_stats import LocalStatistics
 from ..validation import InputError, check_delta, check_epsilon
-from .mechanisms import NoisyStatistics, PrivacyCost
+from .base import Mechanism, NoisyStatistics, PrivacyCost
 from .noise import analytic_gaussian_sigma
 
 __all__ = [
@@ -320,7 +320,7 @@ def _calibrate(noise: str, epsilon: float, delta: float | None, split: float, to
 
 # ---------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class DistributedNoiseMechanism:
+class DistributedNoiseMechanism(Mechanism):
     """Noise on the aggregate in shares (MPC protocol only); see the module docstring.
 
     Parameters
@@ -347,6 +347,7 @@ class DistributedNoiseMechanism:
     prior_auc: float = 0.75
     prior_base_rate: float = 0.25
     name: str = field(default="distributed", init=False)
+    needs_secure_sum = True  # each client adds only a share: only the aggregate may be opened
 
     def __post_init__(self):
         check_epsilon(self.epsilon)
@@ -404,10 +405,12 @@ class DistributedNoiseMechanism:
         h = self.honest_of(k)
         return _calibrate(self.noise, float(self.epsilon), self.delta, self.split_for(k), int(total), h)
 
-    # -- the client's step ------------------------------------------------------------------------
-    def prepare_labels(self, labels, rng):
-        return np.asarray(labels, dtype=np.int8)
+    def describe(self) -> dict:
+        return {"mechanism": "distributed", "epsilon": self.epsilon, "delta": self.delta or 0.0,
+                "allocation": f"{self.noise} shares, split {self.eps_split:.3f}, "
+                              f"{self.honest} of {self.clients} clients honest", "sensitivity": None}
 
+    # -- the client's step ------------------------------------------------------------------------
     def _clients_for(self, stats: LocalStatistics) -> int:
         if self.clients is None:
             return stats.clients

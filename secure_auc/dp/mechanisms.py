@@ -33,6 +33,8 @@ Two families (paper, Sections 4 and 5):
   analytic Gaussian).
 
 * :class:`NoNoise`: the exact, non-private computation (for references/tests).
+
+All implement :class:`.base.Mechanism`; :mod:`.registry` builds them by name.
 """
 
 from __future__ import annotations
@@ -43,47 +45,29 @@ import numpy as np
 
 from ..local_stats import LocalStatistics
 from ..validation import InputError, check_delta, check_epsilon, check_fraction
+from .base import Estimate, Mechanism, NoisyStatistics, PrivacyCost
 from .noise import LAPLACE, NoiseFamily, gaussian
-from .randomized_response import flip_probability, randomized_response
+from .randomized_response import debias_auc, flip_probability, randomized_response
 
 __all__ = [
-    "PrivacyCost",
-    "NoisyStatistics",
+    "ALLOCATIONS",
+    "SENSITIVITIES",
     "NoNoise",
     "RandomizedResponse",
     "Allocation",
     "StatisticsMechanism",
-    "make_mechanism",
 ]
 
 
 @dataclass(frozen=True)
-class PrivacyCost:
-    """(eps, delta)-label-DP spent by one evaluation."""
+class NoNoise(Mechanism):
+    """The exact, non-private computation (references and tests)."""
 
-    epsilon: float
-    delta: float = 0.0
-
-
-@dataclass(frozen=True)
-class NoisyStatistics:
-    """What a client releases: localSum'_k, localP'_k and its public size n_k."""
-
-    local_sum: np.ndarray
-    local_p: np.ndarray
-    n: np.ndarray
-
-
-@dataclass(frozen=True)
-class NoNoise:
     name: str = field(default="none", init=False)
 
     @property
     def cost(self) -> PrivacyCost:
         return PrivacyCost(float("inf"))
-
-    def prepare_labels(self, labels, rng):
-        return np.asarray(labels, dtype=np.int8)
 
     def privatize(self, stats: LocalStatistics, rng, reps: int | None = None, *, total: int | None = None):
         shape = (stats.clients,) if reps is None else (reps, stats.clients)
@@ -115,6 +99,17 @@ class RandomizedResponse(NoNoise):
     def prepare_labels(self, labels, rng):
         return randomized_response(labels, self.epsilon, rng)
 
+    def estimate(self, global_sum, positives, total: int) -> Estimate:
+        """Eq. (1) on the flipped labels' sums, then the debiasing of
+        :func:`.randomized_response.debias_auc`."""
+        raw = super().estimate(global_sum, positives, total)
+        p = raw.positives
+        auc = debias_auc(raw.raw_auc, p, total - p, self.epsilon).auc
+        return Estimate(auc=auc, raw_auc=raw.raw_auc, global_sum=raw.global_sum, positives=p)
+
+    def describe(self) -> dict:
+        return {"mechanism": "rr", "epsilon": self.epsilon, "delta": 0.0, "allocation": None, "sensitivity": None}
+
 
 ALLOCATIONS = ("split", "orthogonal", "adaptive")
 SENSITIVITIES = ("local", "global")
@@ -131,7 +126,7 @@ class Allocation:
 
 
 @dataclass(frozen=True)
-class StatisticsMechanism:
+class StatisticsMechanism(Mechanism):
     """Laplace or Gaussian noise on (localSum_k, localP_k).
 
     Parameters
@@ -183,8 +178,19 @@ class StatisticsMechanism:
         # each of the two noises spends half of delta
         return LAPLACE if self.noise == "laplace" else gaussian(self.delta / 2.0)
 
-    def prepare_labels(self, labels, rng):
-        return np.asarray(labels, dtype=np.int8)
+    def describe(self) -> dict:
+        return {
+            "mechanism": self.noise,
+            "epsilon": self.epsilon,
+            "delta": self.delta or 0.0,
+            "allocation": self.allocation,
+            "sensitivity": self.sensitivity if self.allocation == "split" else None,
+        }
+
+    def exact_p_sensitivity(self, stats: LocalStatistics, total: int) -> np.ndarray:
+        if self.allocation != "split":
+            return super().exact_p_sensitivity(stats, total)
+        return self.allocate(stats, total).c2  # M - 1 (global) or the client's max rank (local)
 
     def allocate(self, stats: LocalStatistics, total: int | None = None) -> Allocation:
         eps = self.epsilon
@@ -226,44 +232,3 @@ class StatisticsMechanism:
             local_p=stats.local_p + s1,
             n=stats.n,
         )
-
-
-def make_mechanism(
-    mechanism: str,
-    epsilon: float | None = None,
-    *,
-    delta: float | None = None,
-    allocation: str = "split",
-    sensitivity: str = "local",
-    alpha: float = 0.5,
-    beta: float = 0.5,
-    clients: int | None = None,
-    honest_fraction: float = 1.0,
-    split: float | None = None,
-):
-    """Build a mechanism from command-line style names."""
-    if mechanism == "none":
-        return NoNoise()
-    if epsilon is None:
-        raise InputError(f"mechanism {mechanism!r} needs --epsilon")
-    if mechanism == "rr":
-        return RandomizedResponse(epsilon=check_epsilon(epsilon))
-    if mechanism in ("laplace", "gaussian"):
-        return StatisticsMechanism(
-            epsilon=epsilon,
-            noise=mechanism,
-            delta=delta,
-            allocation=allocation,
-            sensitivity=sensitivity,
-            alpha=alpha,
-            beta=beta,
-        )
-    if mechanism == "distributed":
-        from .distributed import DistributedNoise
-
-        if clients is None:
-            raise ValueError("distributed noise needs the number of clients")
-        # pure eps: discrete Laplace shares; (eps, delta): Skellam shares (integer, exact in the ring)
-        return DistributedNoise(epsilon, clients, noise="skellam" if delta is not None else "discrete_laplace",
-                                delta=delta, honest_fraction=honest_fraction, split=split)
-    raise InputError(f"mechanism must be one of none, rr, laplace, gaussian, distributed; got {mechanism!r}")

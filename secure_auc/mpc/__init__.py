@@ -1,19 +1,23 @@
 """The MPC protocol over CrypTen (imported lazily: ``import secure_auc`` never loads torch).
 
-* ``_crypten``  — the only module that imports CrypTen (with the torch 2.x shim).
-* ``encoding``  — exact, order-preserving integer keys for float scores.
-* ``sort/``     — oblivious sorts of secret shares: radix (secret permutations
-  composed digit by digit) and the bitonic network (the reference).
-* ``shuffle``, ``dealer``, ``prg``, ``p2p``, ``inputs``, ``scan``, ``opening`` —
-  the pieces: secret shuffles, the dealer's correlated randomness (every triple,
-  pad and permutation), AES-CTR streams, point-to-point messages, sharing from
-  the sources, segmented scans, opening to one party / owners / everyone.
-* ``ranks``     — the rank step: shared keys -> sorted -> mid-ranks -> unsorted -> owners.
-* ``party``     — the protocol as one party runs it (server, client), reusing the
+Stacked like CrypTen's own package, each layer importing only those below it:
+
+* ``comm/``       — how parties talk: ``backend`` (the only door to CrypTen: its
+  import shim and every call behind a named function), ``p2p`` (point-to-point
+  messages), ``runtime`` (bringing a party up and down with bounded waits).
+* ``primitives/`` — one module per primitive: ``prg`` (AES-CTR streams),
+  ``randomness`` and ``dealer`` (correlated randomness), ``beaver`` (gates),
+  ``bits``, ``circuits`` (comparisons), ``b2a``, ``inputs`` (sharing),
+  ``shuffle``, ``scan``, ``opening`` (to one party, to owners, to everyone).
+* ``sort/``       — oblivious sorts: radix (secret permutations composed digit
+  by digit) and the bitonic network (the reference).
+* ``encoding``    — exact, order-preserving integer keys for float scores.
+* ``ranks``       — the rank step: shared keys -> sorted -> mid-ranks -> unsorted -> owners.
+* ``party``       — the protocol as one party runs it (server, client), reusing the
   plain protocol's roles and mechanisms.
-* ``runtime``   — bringing a party's communicator up and down with bounded waits.
-* ``launch``    — local multi-process launcher; ``entry`` — torchrun entry point.
-* ``audit``     — records every buffer a process receives; refuses CrypTen's randomness.
+* ``launch``      — local multi-process launcher (the torchrun entry is
+  :mod:`secure_auc.cli.party`).
+* ``audit``       — records every buffer a process receives; refuses CrypTen's randomness.
 
 What each party learns and the trust model: docs/mpc.md.
 """

@@ -187,9 +187,7 @@ def forbid_crypten_randomness():
     """Inside the block, any call of CrypTen's random ring or bit generators (its
     TFP/TTP providers, the pseudo-random zero shares of ``cryptensor(src=...)``)
     raises :class:`CryptenRandomnessUsed`."""
-    import sys
-
-    from ._crypten import crypten  # noqa: F401  (loads the modules patched below)
+    from .comm import backend
 
     names = ("generate_random_ring_element", "generate_kbit_random_tensor")
     saved = []
@@ -199,9 +197,7 @@ def forbid_crypten_randomness():
             raise CryptenRandomnessUsed(f"crypten's {name} was called: a secret would rest on torch's Mersenne Twister")
         return refused
 
-    for mod_name, mod in list(sys.modules.items()):
-        if mod is None or not mod_name.startswith("crypten"):
-            continue
+    for _, mod in backend.random_generator_modules():
         for name in names:
             if hasattr(mod, name):
                 saved.append((mod, name, getattr(mod, name)))

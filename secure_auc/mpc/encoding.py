@@ -10,8 +10,8 @@ NaN (which is rejected) and once -0.0 is normalised to +0.0 (x + 0.0),
     x < y  <=>  key(x) < key(y)        x == y  <=>  key(x) == key(y)
 
 (+-inf included).  Keys are shared with CrypTen's integer encoding
-(``precision=0``: no scaling, exact in Z_2^64), by the project's own sharing
-(:class:`.inputs.SourceSharing`, AES-CTR pads from seeds drawn with
+(no scaling, exact in Z_2^64), by the project's own sharing
+(:class:`.primitives.inputs.SourceSharing`, AES-CTR pads from seeds drawn with
 :mod:`secrets`).
 
 Limbs.  The secure comparison (:mod:`.sort.bitonic`) decides [x < y] from the
@@ -44,12 +44,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..validation import InputError
+from .primitives.circuits import COMPARE_BITS
 
 __all__ = ["KEY_BITS", "COMPARE_BITS", "PAD_KEY", "is_float32_exact", "limbs_for", "encode_keys",
            "pad_keys", "share_keys"]
 
-KEY_BITS = 32  # every limb lies in a range of 2^32 values
-COMPARE_BITS = KEY_BITS + 1  # differences of limbs: |d| < 2^32, two's complement on 33 bits
+KEY_BITS = 32  # every limb lies in a range of 2^32 values; COMPARE_BITS = KEY_BITS + 1 for their differences
+assert COMPARE_BITS == KEY_BITS + 1
 PAD_KEY = (1 << 31) - 1  # hi limb of padding: larger than any float's key
 
 _MASK32 = np.int64(0x7FFFFFFF)
@@ -115,12 +116,12 @@ def share_keys(keys, sizes, sources, limbs: int):
     if it is not a source; ``sizes[k]`` rows come from party ``sources[k]``
     (both public).  Integer encoding.  Returns this party's (rows, limbs) int64
     shares.  The shares are AES-CTR pads from seeds each source draws from
-    :mod:`secrets` (:class:`.inputs.SourceSharing`).
+    :mod:`secrets` (:class:`.primitives.inputs.SourceSharing`).
     """
-    from ._crypten import crypten
-    from .inputs import SourceSharing
+    from .comm import backend
+    from .primitives.inputs import SourceSharing
 
-    rank = crypten.comm.get().get_rank()
+    rank = backend.rank()
     if rank in sources:
         n_k = sizes[sources.index(rank)]
         shape = tuple(np.shape(keys))

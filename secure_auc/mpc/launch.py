@@ -52,14 +52,14 @@ def _party_process(rank, parties, addr, port, provider, timeout, job, args, afte
         import contextlib
 
         from .audit import forbid_crypten_randomness, record_received
-        from .runtime import init_party, shutdown_party
+        from .comm.runtime import init_party, shutdown_party
 
         init_party(rank=rank, parties=parties, master_addr=addr, master_port=port,
                    provider=provider, timeout=timeout)
         received: list = []
         with forbid_crypten_randomness(), (record_received(received) if record else contextlib.nullcontext()):
             if rank == parties:  # the dealer serves correlated randomness until told to stop
-                from .runtime import run_dealer
+                from .primitives.dealer import run_dealer
 
                 run_dealer()
                 result = after_dealer() if after_dealer is not None else None
@@ -70,7 +70,7 @@ def _party_process(rank, parties, addr, port, provider, timeout, job, args, afte
     except KeyboardInterrupt:
         os._exit(130)
     except BaseException as exc:  # report, then exit non-zero
-        from .runtime import explain
+        from .comm.runtime import explain
 
         results.put(("error", rank, explain(exc), traceback.format_exc()))
         results.close()

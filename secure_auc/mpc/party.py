@@ -19,8 +19,8 @@ Steps, each party running the same code:
    given to that client's process only, or fresh from :mod:`secrets`): no
    other process holds anything from which it could recompute the noise.
 4. The clients secret-share their noisy (localSum'_k, localP'_k)
-   (:class:`.inputs.SourceSharing`); the shares are summed and only the sum is
-   opened, to the server only, point-to-point (:func:`.opening.open_to`).
+   (:class:`.primitives.inputs.SourceSharing`); the shares are summed and only the sum is
+   opened, to the server only, point-to-point (:func:`.primitives.opening.open_to`).
 5. The server runs :meth:`secure_auc.protocol.Server.estimate` on that aggregate.
 
 What each party receives is listed in ``docs/mpc.md`` and checked by
@@ -41,6 +41,10 @@ from ..protocol.client import Client
 from ..protocol.messages import Aggregate
 from ..protocol.server import Server
 from . import RANK_METHODS
+from .comm import backend
+from .primitives.inputs import SourceSharing
+from .primitives.opening import open_to
+from .ranks import rank_step
 
 __all__ = ["PartyConfig", "PartyResult", "run_party", "role_name", "SERVER_RANK"]
 
@@ -120,16 +124,12 @@ def _progress_printer(enabled: bool):
 
 def sum_and_open(values, n: int, sources: list[int], *, dst: int) -> np.ndarray | None:
     """Every party in ``sources`` secret-shares its ``n`` int64 ``values``
-    (:class:`.inputs.SourceSharing`); the shares are added and the sum is opened
-    to ``dst`` only (:func:`.opening.open_to`).
+    (:class:`.primitives.inputs.SourceSharing`); the shares are added and the sum is opened
+    to ``dst`` only (:func:`.primitives.opening.open_to`).
 
     Integer encoding: the sum is exact in Z_2^64.  Parties other than ``dst`` get None.
     """
-    from ._crypten import crypten
-    from .inputs import SourceSharing
-    from .opening import open_to
-
-    rank = crypten.comm.get().get_rank()
+    rank = backend.rank()
     local = np.asarray(values, dtype=np.int64).reshape(n, 1) if rank in sources else None
     shares = SourceSharing([n] * len(sources), sources).share(local, 1, "statistics")
     total = shares.reshape(len(sources), n).sum(dim=0)
@@ -150,12 +150,7 @@ def run_party(rank: int, config: PartyConfig, data: ClientData | None, noise_key
 
 
 def _run_party(rank: int, config: PartyConfig, data: ClientData | None, noise_key: int | None) -> PartyResult:
-    from . import ranks as mpc_ranks
-    from ._crypten import crypten
-    from .runtime import communication_stats, reset_communication_stats
-
-    comm = crypten.comm.get()
-    world = comm.get_world_size()
+    world = backend.world_size()
     if world != config.clients + 1:
         raise ProtocolError(
             f"world size is {world} but {config.clients} clients + 1 server were configured"
@@ -164,18 +159,18 @@ def _run_party(rank: int, config: PartyConfig, data: ClientData | None, noise_ke
     role = "server" if is_server else f"client {rank - 1}"
     if not is_server and data is None:
         raise ProtocolError(f"{role} (rank {rank}) has no data")
-    reset_communication_stats()
+    backend.reset_communication_stats()
     start = time.perf_counter()
 
     # 1. public parameters: configurations and sizes
-    publics = [comm.broadcast_obj(config.public() if r == rank else None, r) for r in range(world)]
+    publics = [backend.broadcast_obj(config.public() if r == rank else None, r) for r in range(world)]
     bad = {r: sorted(k for k in p if p[k] != publics[0].get(k)) for r, p in enumerate(publics) if p != publics[0]}
     if bad:
         what = "; ".join(f"{role_name(r, config.clients)}: {', '.join(f'{k}={publics[r][k]!r} (server: {publics[0].get(k)!r})' for k in keys)}"
                          for r, keys in bad.items())
         raise ProtocolError(f"parties were started with different parameters than the server: {what}")
     my_n = 0 if is_server else len(data)
-    sizes = [comm.broadcast_obj(my_n if r == rank else None, r) for r in range(world)]
+    sizes = [backend.broadcast_obj(my_n if r == rank else None, r) for r in range(world)]
     client_sizes = sizes[1:]
     if any(n < 1 for n in client_sizes):
         empty = [k for k, n in enumerate(client_sizes) if n < 1]
@@ -185,7 +180,7 @@ def _run_party(rank: int, config: PartyConfig, data: ClientData | None, noise_ke
     # 2. the rank step: only this client's ranks come back to it
     rank_start = time.perf_counter()
     progress = _progress_printer(config.progress and is_server)
-    twice = mpc_ranks.rank_step(
+    twice = rank_step(
         None if is_server else data.scores,
         client_sizes,
         rank,
@@ -213,7 +208,7 @@ def _run_party(rank: int, config: PartyConfig, data: ClientData | None, noise_ke
             aggregate = Aggregate(int(aggregate_fixed[2 * i]), int(aggregate_fixed[2 * i + 1]), total)
             result.aggregates.append(aggregate)
             result.estimates.append(Server(mechanism).estimate(aggregate))
-    stats = communication_stats()
+    stats = backend.communication_stats()
     result.seconds = time.perf_counter() - start
     result.bytes_sent = int(stats["bytes"])
     result.rounds = int(stats["rounds"])

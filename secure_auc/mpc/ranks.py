@@ -13,7 +13,7 @@ nobody else learns anything.
 
    * ``"radix"`` (default, :func:`radix_midranks`): each source shares the
      one-hot form of each 2-bit digit of its keys (:func:`key_digits`,
-     :class:`.inputs.SourceSharing`), and :class:`.sort.RadixSort` composes
+     :class:`.primitives.inputs.SourceSharing`), and :class:`.sort.RadixSort` composes
      the digits' stable-sort permutations through secret shuffles; the keys
      are carried to sorted order by the last shuffle.  No padding.
    * ``"network"`` (:func:`secure_midranks`): the keys are shared with integer
@@ -30,14 +30,14 @@ nobody else learns anything.
    or :math:`e_j = 0`.  The group's first position is the last start at or
    before :math:`j`; its last position is the first end at or after :math:`j`
    (the last start at or before :math:`n-1-j` in the reversed sequence).  Both
-   are segmented copy-forward scans (:mod:`.scan`, Blelloch, :math:`2 \lceil
+   are segmented copy-forward scans (:mod:`.primitives.scan`, Blelloch, :math:`2 \lceil
    \log_2 n \rceil` product rounds) with flags :math:`f` and values
    :math:`v = j f`.  Then :math:`2 r_j = \mathrm{first}_j + \mathrm{last}_j`,
    an integer.
 4. *Unsort.*  The network's swap bits replayed in reverse, or the radix sort's
    last shuffle inverted, put :math:`2r` back in input order.  Source k's
    slice is opened to source k only, point-to-point
-   (:func:`.opening.open_to_owners`): no other party receives any share of it.
+   (:func:`.primitives.opening.open_to_owners`): no other party receives any share of it.
 
 Nothing is opened before step 4 but values that are uniformly random
 whatever the scores: Beaver-masked differences, one-time-padded rows, and the
@@ -50,8 +50,15 @@ import numpy as np
 import torch
 
 from . import RANK_METHODS, RANK_METHOD_HELP
-from .encoding import COMPARE_BITS, encode_keys, is_float32_exact, limbs_for, share_keys
-from .sort import BitonicSort, n_stages
+from .comm import backend
+from .encoding import encode_keys, is_float32_exact, limbs_for, share_keys
+from .primitives.b2a import bit_to_arithmetic
+from .primitives.circuits import COMPARE_BITS, eq_packed
+from .primitives.inputs import SourceSharing
+from .primitives.opening import open_to_all, open_to_owners
+from .primitives.randomness import dealer_randomness
+from .primitives.scan import copy_forward
+from .sort import BitonicSort, RadixSort, n_stages
 
 __all__ = ["secure_midranks", "radix_midranks", "key_digits", "twice_midranks_sorted", "reveal_to_owners", "agree_limbs", "rank_step",
            "next_pow2", "RANK_METHODS", "RANK_METHOD_HELP"]
@@ -64,18 +71,14 @@ def twice_midranks_sorted(keys_sorted: torch.Tensor, rnd) -> torch.Tensor:
     """Shares of 2 x mid-rank (0-based) of each row of sorted integer-encoded keys,
     given as this party's (n,) or (n, limbs) int64 shares; ``rnd`` (a
     :class:`.sort.Randomness`) supplies the products' triples."""
-    from ._crypten import crypten
-    from .scan import copy_forward
-    from .sort.bitonic import _bit_to_arithmetic, _eq_packed
-
-    rank = crypten.comm.get().get_rank()
+    rank = backend.rank()
     keys = keys_sorted.reshape(keys_sorted.shape[0], -1)
     n = keys.shape[0]
     one = 1 if rank == 0 else 0
     if n == 1:
         return torch.zeros(1, dtype=torch.long)
     d = (keys[1:] - keys[:-1]).t().contiguous()  # (limbs, n - 1)
-    eq = _bit_to_arithmetic(_eq_packed(d, COMPARE_BITS, rnd), n - 1, rnd)
+    eq = bit_to_arithmetic(eq_packed(d, COMPARE_BITS, rnd), n - 1, rnd)
     starts = one - eq  # row j + 1 starts a tie group
     first = torch.full((1,), one, dtype=torch.long)
     # row 0: group starts, forward; row 1: group ends, on the reversed sequence
@@ -99,11 +102,9 @@ def secure_midranks(keys: torch.Tensor, progress=None) -> torch.Tensor:
     mid-rank step and each unsort stage.  Returns this party's (m,) int64
     shares; opens nothing.
     """
-    from ._crypten import crypten
     from .encoding import pad_keys
-    from .sort.bitonic import dealer_randomness
 
-    rank = crypten.comm.get().get_rank()
+    rank = backend.rank()
     m = keys.shape[0]
     n = next_pow2(m)
     if n > m:
@@ -147,11 +148,7 @@ def radix_midranks(local_keys, sizes, sources, limbs: int, *, digit_bits: int = 
     """2 x global mid-rank (0-based) of every row, in input order, by the radix sort
     (:mod:`.sort.radix`).  ``local_keys``: this party's (n, limbs) keys if it is a
     source.  Returns this party's (M,) int64 shares; opens only shuffled permutations."""
-    from ._crypten import crypten
-    from .inputs import SourceSharing
-    from .sort import RadixSort
-
-    rank = crypten.comm.get().get_rank()
+    rank = backend.rank()
     sharing = SourceSharing(sizes, sources)
     mine = rank in sources
     keys = sharing.share(local_keys if mine else None, limbs, "keys")
@@ -177,12 +174,10 @@ def radix_midranks(local_keys, sizes, sources, limbs: int, *, digit_bits: int = 
 
 def reveal_to_owners(shares: torch.Tensor, sizes, owners):
     """Open slice k of a shared vector (``sizes[k]`` rows, in order) to party
-    ``owners[k]`` only, point-to-point (:func:`.opening.open_to_owners`).
+    ``owners[k]`` only, point-to-point (:func:`.primitives.opening.open_to_owners`).
 
     Returns this party's slice as an int64 array (concatenated if it owns
     several), or None."""
-    from .opening import open_to_owners
-
     mine = open_to_owners(shares.reshape(-1), sizes, owners)
     return None if mine is None else mine.numpy().astype(np.int64)
 
@@ -191,21 +186,16 @@ def agree_limbs(scores, sizes, sources) -> int:
     """Every party learns the number of key limbs (:func:`.encoding.limbs_for`) and
     nothing else: each source secret-shares the bit "my scores are not
     float32-exact"; the parties add the bits in shares, test the count for zero
-    with one secure equality test (:func:`.sort.bitonic._eq_packed`, dealer
+    with one secure equality test (:func:`.primitives.circuits.eq_packed`, dealer
     randomness) and open only that result, to everyone."""
-    from ._crypten import crypten
-    from .inputs import SourceSharing
-    from .opening import open_to_all
-    from .sort.bitonic import _eq_packed, dealer_randomness
-
-    rank = crypten.comm.get().get_rank()
+    rank = backend.rank()
     mine = None
     if rank in sources:
         mine = np.array([[0 if is_float32_exact(scores) else 1]], dtype=np.int64)
     bits = SourceSharing([1] * len(sources), sources).share(mine, 1, "float32-exact")
     count = bits.sum(dim=0).reshape(1, 1)  # (limbs = 1, n = 1): number of sources with float64 scores
     with dealer_randomness() as rnd:
-        none = _eq_packed(count, COMPARE_BITS, rnd) & 1  # XOR shares of [count == 0], bit 0 only
+        none = eq_packed(count, COMPARE_BITS, rnd) & 1  # XOR shares of [count == 0], bit 0 only
     all_float32 = int(open_to_all(none)[0]) & 1
     return limbs_for([all_float32])
 

@@ -1,8 +1,8 @@
 """Protocol roles (client, server) and the messages they exchange.
 
-The roles know nothing about how messages travel: :mod:`secure_auc.transport`
-connects them (in one process for the plain-sort protocol, CrypTen's
-communicator for the MPC protocol).
+The roles know nothing about how messages travel: :mod:`.plain` runs the
+plain-sort protocol's steps in one process; :mod:`secure_auc.mpc.party` runs the
+same client role among CrypTen parties.
 """
 
 from .client import Client

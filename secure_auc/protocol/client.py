@@ -26,7 +26,7 @@ class Client:
         self.labels = mechanism.prepare_labels(data.labels, rngs.labels)
         self.mechanism = mechanism
         self.rngs = rngs
-        self._perm: np.ndarray | None = None
+        self.sent_order: np.ndarray | None = None
         self.ranks: np.ndarray | None = None
         self.total: int | None = None
 
@@ -35,8 +35,8 @@ class Client:
 
     # step 1 (plain protocol): send the scores in a random order
     def scores_message(self) -> ScoresMessage:
-        self._perm = self.rngs.shuffle.permutation(len(self.scores))
-        return ScoresMessage(self.index, self.scores[self._perm])
+        self.sent_order = self.rngs.shuffle.permutation(len(self.scores))
+        return ScoresMessage(self.index, self.scores[self.sent_order])
 
     # step 2: the ranks come back in the order the scores were sent
     def receive_ranks(self, msg: RanksMessage) -> None:
@@ -47,7 +47,7 @@ class Client:
                 f"client {self.index} holds {len(self.scores)} scores but got {len(msg.twice_ranks)} ranks"
             )
         ranks = np.empty(len(self.scores), dtype=np.float64)
-        perm = self._perm if self._perm is not None else np.arange(len(self.scores))
+        perm = self.sent_order if self.sent_order is not None else np.arange(len(self.scores))
         ranks[perm] = msg.twice_ranks / 2.0
         self.set_ranks(ranks, msg.total)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..estimate import Estimate, estimate_auc
+from ..dp.base import Estimate, estimate_auc
 from ..metrics import twice_midranks
 from .messages import Aggregate, RanksMessage, ScoresMessage, StatisticsMessage
 

@@ -1,7 +1,7 @@
 """Vectorised simulation of FedAUC's mechanisms: K clients, R repetitions, one process.
 
 The simulator runs exactly the library's mechanisms (``secure_auc.dp``) and the
-server's estimator (``secure_auc.estimate``); only the transport is skipped.
+server's estimator (``Mechanism.estimate``); only the transport is skipped.
 
 * Statistics mechanisms (GlobalLaplace, LocalLaplace, orthogonal, adaptive,
   and their Gaussian versions): the clients' exact statistics depend only on
@@ -36,9 +36,9 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from ..data.partition import partition_owner
-from ..dp.distributed import DistributedNoise
-from ..dp.mechanisms import RandomizedResponse, StatisticsMechanism
+from ..dp.base import Mechanism
 from ..dp.randomized_response import debias_auc, flip_probability
+from ..dp.registry import METHODS, make_mechanism
 from ..dp.variance import (
     global_laplace_std,
     linearised_std,
@@ -52,15 +52,6 @@ from ..validation import InputError
 
 __all__ = ["METHODS", "Cell", "Simulator", "rep_generators"]
 
-# name -> (description, needs a partition)
-METHODS = {
-    "rr": ("randomized response, debiased (FedAUC_RR)", False),
-    "global": ("GlobalLaplace: sensitivity M-1, split alpha", True),
-    "local": ("LocalLaplace: client's max rank, split alpha", True),
-    "orthogonal": ("orthogonal decomposition, shared beta", True),
-    "adaptive": ("orthogonal decomposition, per-client adaptive beta", True),
-    "distributed": ("noise on the aggregate in shares, centred statistic (this project; MPC only)", True),
-}
 
 
 def rep_generators(seed: int, reps: int) -> list[np.random.Generator]:
@@ -145,12 +136,12 @@ class Simulator:
             self._stats[key] = LocalStatistics.from_owner(self.ranks, self.labels, owner, clients)
         return self._stats[key]
 
-    def mechanism_estimates(self, mechanism: StatisticsMechanism, clients: int, partition: str,
+    def mechanism_estimates(self, mechanism: Mechanism, clients: int, partition: str,
                             reps: int, seed: int, *, exact_p: bool = False) -> np.ndarray:
         st = self.stats(clients, partition)
         if exact_p:
             return self.exact_p_estimates(mechanism, clients, partition, reps, seed)
-        if hasattr(mechanism, "aggregate_noise"):
+        if mechanism.needs_secure_sum:
             # noise on the aggregate: the sum of the K shares has a closed-form distribution,
             # drawn in one go (exact in distribution; the protocol draws it share by share)
             rbar = (self.m - 1) / 2.0
@@ -170,23 +161,17 @@ class Simulator:
         sums = self._map_reps(one, seed, reps, draw)
         return auc_from_sums(sums[:, 0], sums[:, 1], self.m - sums[:, 1])
 
-    def exact_p_estimates(self, mechanism: StatisticsMechanism, clients: int, partition: str,
+    def exact_p_estimates(self, mechanism: Mechanism, clients: int, partition: str,
                           reps: int, seed: int) -> np.ndarray:
         """Paper's appendix variant: P, N exact; localSum + sensitivity * noise(eps), the whole eps."""
         st = self.stats(clients, partition)
-        c2 = self._exact_p_sensitivity(mechanism, st)
+        c2 = mechanism.exact_p_sensitivity(st, self.m)
         fam, eps = mechanism.family, mechanism.epsilon
         exact = float(st.local_sum.sum())
 
         def one(rng):
             return exact + float(c2 @ fam.sample(eps, rng, (clients,)))
         return auc_from_sums(self._map_reps(one, seed, reps, clients), self.p, self.n)
-
-    def _exact_p_sensitivity(self, mechanism, st: LocalStatistics) -> np.ndarray:
-        if getattr(mechanism, "allocation", None) != "split":
-            raise InputError("exact P and N (the paper's appendix variant) applies to GlobalLaplace and "
-                             "LocalLaplace (the split allocation) only")
-        return mechanism.allocate(st, self.m).c2  # M - 1 (global) or the client's max rank (local)
 
     # ---- randomized response -----------------------------------------------------
     def rr_sums(self, epsilon: float, reps: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -201,14 +186,6 @@ class Simulator:
             return self._w @ f
         delta = self._map_reps(one, seed, reps, self.m)
         return self._rank_sum + delta[:, 0], self.p + delta[:, 1]
-
-    def rr_estimates(self, epsilon: float, reps: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-        """(debiased, noisy) AUC for ``reps`` repetitions of randomized response."""
-        sums, pos = self.rr_sums(epsilon, reps, seed)
-        noisy = auc_from_sums(sums, pos, self.m - pos)
-        if flip_probability(epsilon) == 0:
-            return noisy, noisy
-        return debias_auc(noisy, pos, self.m - pos, epsilon).auc, noisy
 
     # ---- one cell of a results table -------------------------------------------
     def cell(self, method: str, epsilon: float, *, clients: int | None = None, partition: str | None = None,
@@ -227,7 +204,7 @@ class Simulator:
                         closed_form_std=rr_paper_std(self.m, self.p, self.n, epsilon) if finite else 0.0,
                         closed_form_name="paper: RR, sum r_i y~_i / (P N) with exact P and N",
                         linearised_std=rr_linearised_std(self.ranks, self.labels, epsilon) if finite else 0.0)
-        mech = self.mechanism(method, epsilon, alpha=alpha, beta=beta, noise=noise, delta=delta,
+        mech = make_mechanism(method, epsilon, alpha=alpha, beta=beta, noise=noise, delta=delta,
                               clients=clients, honest_fraction=honest_fraction)
         if exact_p and noise != "laplace":
             raise InputError("exact P and N (the paper's appendix variant) is defined for Laplace noise only")
@@ -245,27 +222,10 @@ class Simulator:
             cf, cf_name = local_laplace_one_sample_std(clients, self.p, self.n, eps_sum), "paper: LocalLaplace, 1 sample/client, exact P and N"
         st = self.stats(clients, partition)
         if exact_p:  # linear in the noise: this "delta-method" std is exact
-            c2 = self._exact_p_sensitivity(mech, st)
+            c2 = mech.exact_p_sensitivity(st, self.m)
             lin = float(np.sqrt(np.sum(c2**2)) * mech.family.std(epsilon) / (self.p * self.n))
         else:
             lin = linearised_std(mech, st, self.m, self.true_auc)
         return Cell(method, partition, clients, float(epsilon), reps, self.true_auc,
                     float(est.mean()), float(est.std(ddof=1)), exact_p=exact_p,
                     closed_form_std=cf, closed_form_name=cf_name, linearised_std=lin)
-
-    @staticmethod
-    def mechanism(method: str, epsilon: float, *, alpha=0.5, beta=0.5, noise="laplace", delta=None,
-                  clients=None, honest_fraction=1.0):
-        if method == "distributed":
-            return DistributedNoise(epsilon, clients, noise={"laplace": "discrete_laplace"}.get(noise, noise),
-                                    delta=delta, honest_fraction=honest_fraction)
-        if method == "rr":
-            return RandomizedResponse(epsilon)
-        kw = dict(noise=noise, delta=delta, alpha=alpha, beta=beta)
-        if method == "global":
-            return StatisticsMechanism(epsilon, allocation="split", sensitivity="global", **kw)
-        if method == "local":
-            return StatisticsMechanism(epsilon, allocation="split", sensitivity="local", **kw)
-        if method in ("orthogonal", "adaptive"):
-            return StatisticsMechanism(epsilon, allocation=method, **kw)
-        raise ValueError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")

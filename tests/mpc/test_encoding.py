@@ -18,36 +18,25 @@ PKG = Path(__file__).resolve().parents[2] / "secure_auc"
 def test_crypten_imports_on_the_installed_torch():
     import torch
 
-    from secure_auc.mpc._crypten import crypten
+    from secure_auc.mpc.comm.backend import crypten
 
     assert crypten.__version__ == "0.4.1"
     assert hasattr(crypten, "cryptensor") and hasattr(crypten.mpc, "MPCTensor")
     assert torch.__version__.startswith("2.")
 
 
-def test_crypten_is_imported_only_through_the_shim():
+def test_crypten_is_reached_only_through_the_backend():
+    """Only ``mpc/comm/backend.py`` imports CrypTen or touches its attributes; everything
+    else calls the backend's named functions."""
     offenders = []
     for path in PKG.rglob("*.py"):
-        if path.name == "_crypten.py":
+        if path.name == "backend.py":
             continue
-        if re.search(r"^\s*(import crypten|from crypten\b)", path.read_text(), re.M):
+        text = path.read_text()
+        if re.search(r"^\s*(import crypten|from crypten\b|from .*backend import crypten)", text, re.M) \
+                or re.search(r"\bcrypten\.(comm|cfg|mpc|init|uninit|cryptensor|common)\b", text):
             offenders.append(str(path))
     assert offenders == []
-
-
-def test_env_rendezvous_only_under_torchrun(monkeypatch):
-    from secure_auc.mpc._crypten import use_env_rendezvous
-
-    for key in ("MASTER_ADDR", "MASTER_PORT", "RENDEZVOUS", "DISTRIBUTED_BACKEND"):
-        monkeypatch.delenv(key, raising=False)
-    assert use_env_rendezvous() is False
-    import os
-
-    assert "RENDEZVOUS" not in os.environ
-    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
-    monkeypatch.setenv("MASTER_PORT", "29500")
-    assert use_env_rendezvous() is True
-    assert os.environ["RENDEZVOUS"] == "env://" and os.environ["DISTRIBUTED_BACKEND"] == "gloo"
 
 
 def _check(values, limbs):

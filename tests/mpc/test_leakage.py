@@ -247,20 +247,20 @@ def test_the_server_cannot_recompute_a_clients_noise():
 
 def _reduce_opening_job(rank, config, data, noise_key=None):
     """The protocol with the old opening to one party: CrypTen's get_plain_text(dst), a gloo reduce."""
-    import secure_auc.mpc.opening as opening
-    from secure_auc.mpc._crypten import crypten
+    import secure_auc.mpc.ranks as ranks
+    from secure_auc.mpc.comm import backend
 
     def open_to_owners(share, sizes, owners, *, shape=None):
         mine, offset = [], 0
         for n_k, owner in zip(sizes, owners):
             t = share[offset : offset + n_k].contiguous()
             offset += n_k
-            out = crypten.comm.get().reduce(t, owner)  # what get_plain_text(dst=owner) does
-            if crypten.comm.get().get_rank() == owner:
+            out = backend.comm().reduce(t, owner)  # what get_plain_text(dst=owner) does
+            if backend.rank() == owner:
                 mine.append(out)
         return None if not mine else (mine[0] if len(mine) == 1 else __import__("torch").cat(mine))
 
-    opening.open_to_owners = open_to_owners
+    ranks.open_to_owners = open_to_owners
     return run_party(rank, config, data, noise_key)
 
 
@@ -274,7 +274,7 @@ def test_the_search_catches_the_old_reduce_opening():
 def _cryptensor_job(rank):
     import torch
 
-    from secure_auc.mpc._crypten import crypten
+    from secure_auc.mpc.comm.backend import crypten
 
     return crypten.cryptensor(torch.arange(4), src=1, precision=0).share  # CrypTen's PRZS sharing
 

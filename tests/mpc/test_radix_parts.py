@@ -8,11 +8,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from secure_auc.mpc.dealer import CORRECTED, triple_correction, triple_shares
+from secure_auc.mpc.primitives.dealer import CORRECTED, triple_correction, triple_shares
 from secure_auc.mpc.encoding import encode_keys
-from secure_auc.mpc.prg import new_seed, ring, seed_to_tensor, stream, tensor_to_seed
+from secure_auc.mpc.primitives.prg import new_seed, ring, seed_to_tensor, stream, tensor_to_seed
 from secure_auc.mpc.ranks import key_digits
-from secure_auc.mpc.shuffle import deltas, pads, pass_order, permutation
+from secure_auc.mpc.primitives.shuffle import deltas, pads, pass_order, permutation
 
 
 def share(rng, x, world):

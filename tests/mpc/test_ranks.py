@@ -76,16 +76,17 @@ def _primitives(rank, x, y):
     """secure_less / secure_eq / sign_bits / the network and its inverse, all opened to everyone."""
     import torch
 
-    from secure_auc.mpc._crypten import crypten
+    from secure_auc.mpc.comm import backend
     from secure_auc.mpc.encoding import share_keys
-    from secure_auc.mpc.opening import open_to_all
-    from secure_auc.mpc.sort import BitonicSort, secure_eq, secure_less, sign_bits
-    from secure_auc.mpc.sort.bitonic import dealer_randomness
+    from secure_auc.mpc.primitives.circuits import secure_eq, secure_less, sign_bits
+    from secure_auc.mpc.primitives.opening import open_to_all
+    from secure_auc.mpc.primitives.randomness import dealer_randomness
+    from secure_auc.mpc.sort import BitonicSort
 
     def opened(share):
         return open_to_all(share).numpy()
 
-    world = crypten.comm.get().get_world_size()
+    world = backend.world_size()
     limbs = x.shape[1]
     # x from the last party, y from party 0: shared exactly (integer encoding)
     X = share_keys(x if rank == world - 1 else None, [len(x)], [world - 1], limbs)
@@ -110,9 +111,9 @@ def _primitives(rank, x, y):
 def _failing(rank):
     if rank == 1:
         raise ValueError("boom in party 1")
-    from secure_auc.mpc._crypten import crypten
+    from secure_auc.mpc.comm import backend
 
-    crypten.comm.get().barrier()  # the others wait for party 1, which never comes
+    backend.barrier()  # the others wait for party 1, which never comes
 
 
 # ----------------------------------------------------------------- cases

@@ -62,17 +62,13 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..dealer import DealerChannel
-from ..shuffle import Shuffle, open_shuffled
-from .bitonic import Randomness, _round
+from ..comm import backend
+from ..primitives.beaver import beaver_round
+from ..primitives.dealer import DealerChannel
+from ..primitives.randomness import Randomness
+from ..primitives.shuffle import Shuffle, open_shuffled
 
 __all__ = ["RadixSort", "digit_permutation"]
-
-
-def _comm():
-    from .._crypten import crypten
-
-    return crypten.comm.get()
 
 
 def digit_permutation(ind: torch.Tensor, rnd: Randomness, rank: int) -> torch.Tensor:
@@ -85,7 +81,7 @@ def digit_permutation(ind: torch.Tensor, rnd: Randomness, rank: int) -> torch.Te
     offsets = torch.cumsum(totals, dim=0) - totals  # O_v = sum_{u<v} T_u
     base = counts + offsets  # O_v + C_v
     diff = (base[:, 1:] - base[:, :1]).contiguous()
-    _, (prod,), _ = _round(rnd, muls=[(ind[:, 1:].contiguous(), diff)])
+    _, (prod,), _ = beaver_round(rnd, muls=[(ind[:, 1:].contiguous(), diff)])
     dest = base[:, 0] + prod.sum(dim=1)
     return dest - 1 if rank == 0 else dest
 
@@ -128,7 +124,7 @@ class RadixSort:
         in ascending order (ties in input order); keeps what :meth:`unsort`
         needs.  ``progress(round, rounds)`` after each round.
         """
-        rank = _comm().get_rank()
+        rank = backend.rank()
         m = keys.shape[0]
         channel = DealerChannel()
         sh = self._shuffle = Shuffle(channel)

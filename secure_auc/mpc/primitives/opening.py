@@ -21,15 +21,9 @@ from __future__ import annotations
 
 import torch
 
-from . import p2p
+from ..comm import backend, p2p
 
 __all__ = ["open_to", "open_to_owners", "open_to_all"]
-
-
-def _comm():
-    from ._crypten import crypten
-
-    return crypten.comm.get()
 
 
 def open_to(share: torch.Tensor, dst: int) -> torch.Tensor | None:
@@ -46,8 +40,7 @@ def open_to_owners(share: torch.Tensor, sizes, owners, *, shape=None) -> torch.T
     Returns this party's slices concatenated in order (reshaped to ``shape``
     if given), or None if it owns none.  A slice whose owner is this party is
     never sent anywhere."""
-    comm = _comm()
-    rank, world = comm.get_rank(), comm.get_world_size()
+    rank, world = backend.rank(), backend.world_size()
     share = share.contiguous()
     sending, incoming, mine = [], [], []
     offset = 0
@@ -74,10 +67,9 @@ def open_to_all(share: torch.Tensor) -> torch.Tensor:
     """Open ``x`` to every party (one ``all_gather``).  Only for values that are
     uniformly random given everything else a party sees (one-time-masked values,
     a secret permutation composed with a fresh secret shuffle)."""
-    comm = _comm()
-    if comm.get_world_size() == 1:
+    if backend.world_size() == 1:
         return share.clone()
-    parts = comm.all_gather(share.contiguous())
+    parts = backend.all_gather(share.contiguous())
     out = parts[0].clone()
     for p in parts[1:]:
         out += p

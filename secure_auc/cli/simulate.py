@@ -9,7 +9,8 @@ import time
 import numpy as np
 
 from ..validation import InputError, check_epsilon, check_fraction
-from .engine import METHODS, Simulator
+from ..dp.registry import METHODS
+from ..simulation.engine import Simulator
 
 __all__ = ["add_parser", "run_simulation"]
 

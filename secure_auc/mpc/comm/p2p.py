@@ -1,7 +1,7 @@
 """Point-to-point messages between parties, outside CrypTen's own protocols.
 
-The shuffle (:mod:`.shuffle`), the input sharing (:mod:`.inputs`) and the
-openings to one party (:mod:`.opening`) send tensors from one party to one
+The shuffle (:mod:`..primitives.shuffle`), the input sharing (:mod:`..primitives.inputs`) and the
+openings to one party (:mod:`..primitives.opening`) send tensors from one party to one
 other party, and the dealer sends each party its own correlated randomness.  These go over torch.distributed's default
 group (every computing party and, with TTP, the dealer), with one tag per
 purpose so they never match another message.  Every send and receive is
@@ -20,14 +20,14 @@ TAG_DELTA = 0x5A2  # the dealer's correction for a shuffle pass
 TAG_PAD = 0x5A3  # a share masked with a one-time pad, sent to the pass's permuter
 TAG_TRIPLE = 0x5A4  # the dealer's correction for a batch of multiplication triples (to rank 0)
 TAG_REQUEST = 0x5A5  # rank 0's request to the dealer (sizes only)
-TAG_OPEN = 0x5A6  # a share sent to the one party a value is opened to (:mod:`.opening`)
+TAG_OPEN = 0x5A6  # a share sent to the one party a value is opened to (:mod:`..primitives.opening`)
 
 
 def _log(numel: int) -> None:
-    from ._crypten import crypten
+    from . import backend
 
     try:
-        crypten.comm.get()._log_communication(numel)
+        backend.log_communication(numel)
     except Exception:  # the dealer process counts nothing
         pass
 

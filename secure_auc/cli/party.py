@@ -15,10 +15,10 @@ import argparse
 import os
 import sys
 
-from ..cli import add_mechanism_options, mechanism_from_args, print_report
+from . import add_mechanism_options, mechanism_from_args, print_report
 from ..data.io import read_client_csv
 from ..validation import InputError
-from . import RANK_METHODS, rank_method_help
+from ..mpc import RANK_METHODS, rank_method_help
 
 __all__ = ["main"]
 
@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"secure-auc party: error: {exc}", file=sys.stderr)
         return 2
     except Exception as exc:  # one line, naming this party; the others fail on their own timeout
-        from .runtime import explain
+        from ..mpc.comm.runtime import explain
 
         rank = os.environ.get("RANK", "?")
         print(f"secure-auc party (rank {rank}): error: {explain(exc)}", file=sys.stderr)
@@ -83,9 +83,10 @@ def _run(args) -> int:
     import time
 
     from ..evaluate import EvaluationResult, describe
-    from .audit import forbid_crypten_randomness
-    from .party import PartyConfig, run_party
-    from .runtime import init_party, run_dealer, shutdown_party
+    from ..mpc.audit import forbid_crypten_randomness
+    from ..mpc.comm.runtime import init_party, shutdown_party
+    from ..mpc.primitives.dealer import run_dealer
+    from ..mpc.party import PartyConfig, run_party
 
     if args.seed is not None:
         raise InputError("--seed is refused for MPC parties: every party would hold it and could recompute "
@@ -129,3 +130,7 @@ def _run(args) -> int:
     )
     print_report(report, f"{k} client files (torchrun)", args.json)
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -29,11 +29,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from . import p2p
+from ..comm import backend, p2p
 from .prg import new_seed, ring, seed_to_tensor, tensor_to_seed
 from .shuffle import deltas, permutation
 
-__all__ = ["DealerChannel", "serve", "triple_shares", "triple_correction"]
+__all__ = ["DealerChannel", "serve", "run_dealer", "triple_shares", "triple_correction"]
 
 
 def triple_shares(seed: bytes, batch: int, n: int, kind: str = "mul") -> np.ndarray:
@@ -152,13 +152,11 @@ def serve() -> None:
     channel (whose wait would time out) while a long sort runs.  Returns on rank
     0's ``terminate``; raises if a party goes away (CrypTen's loop would swallow
     that and exit as if all were well)."""
-    from ._crypten import crypten
-
-    base = crypten.mpc.provider.TTPServer
+    base = backend.ttp_server_base()
 
     class DealerServer(base):
         def __init__(self):  # CrypTen's TTPServer.__init__, with the sort's hook and errors raised
-            comm = crypten.comm.get()
+            comm = backend.comm()
             self.ttp_group = comm.ttp_group
             self.comm_group = comm.ttp_comm_group
             self.device = "cpu"
@@ -181,16 +179,23 @@ def serve() -> None:
     DealerServer()
 
 
+def run_dealer() -> None:
+    """The dealer process's whole life: :func:`serve` until the server's shutdown message
+    (CrypTen's warnings silenced)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        serve()
+
+
 class DealerChannel:
     """A computing party's end: its seed, requests (made by rank 0) and corrections."""
 
     def __init__(self):
-        from ._crypten import crypten
-
-        comm = crypten.comm.get()
-        self.rank, self.world = comm.get_rank(), comm.get_world_size()
-        self.ttp = crypten.mpc.get_default_provider().NAME == "TTP"
-        self.dealer = comm.get_ttp_rank() if self.ttp else 0
+        self.rank, self.world = backend.rank(), backend.world_size()
+        self.ttp = backend.uses_ttp()
+        self.dealer = backend.ttp_rank() if self.ttp else 0
         self._state: _DealerState | None = None
         self._own: dict[int, list[torch.Tensor]] = {p2p.TAG_DELTA: [], p2p.TAG_TRIPLE: []}
         self._sending: list = []
@@ -213,9 +218,7 @@ class DealerChannel:
 
     @staticmethod
     def _ttp(name: str, *args):
-        from ._crypten import crypten
-
-        crypten.mpc.provider.ttp_provider.TTPClient.get().ttp_request(name, None, *args)
+        backend.ttp_request(name, *args)
 
     def request(self, kind: str, *args) -> None:
         """Ask for the corrections of one shuffle or one batch of triples (every party calls it;

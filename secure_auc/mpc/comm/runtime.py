@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import warnings
 from datetime import timedelta
 
-from ..validation import InputError
+from ...validation import InputError
 
-__all__ = ["PartyStartError", "explain", "init_party", "shutdown_party", "run_dealer",
+__all__ = ["PartyStartError", "explain", "init_party", "shutdown_party",
            "communication_stats", "reset_communication_stats"]
 
 
@@ -82,7 +81,7 @@ def init_party(*, rank: int, parties: int, master_addr: str, master_port: int,
     import torch
     import torch.distributed.distributed_c10d as c10d
 
-    from ._crypten import crypten
+    from . import backend
 
     if provider not in ("ttp", "tfp"):
         raise InputError(f"provider must be 'tfp' or 'ttp', got {provider!r}")
@@ -104,10 +103,8 @@ def init_party(*, rank: int, parties: int, master_addr: str, master_port: int,
         if iface:
             os.environ["GLOO_SOCKET_IFNAME"] = iface
     c10d.default_pg_timeout = timedelta(seconds=timeout)
-    crypten.cfg.mpc.provider = provider.upper()
-    crypten.cfg.communicator.verbose = True  # count bytes and rounds
     try:
-        crypten.init()
+        backend.init(provider.upper())
     except Exception as exc:  # torch raises RuntimeError/DistStoreError/DistNetworkError
         text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         if "address already in use" in text.lower() or "EADDRINUSE" in text:
@@ -134,28 +131,19 @@ def explain(exc: BaseException) -> str:
 
 
 def shutdown_party() -> None:
-    from ._crypten import crypten
+    from . import backend
 
     with contextlib.suppress(Exception):
-        crypten.uninit()
-
-
-def run_dealer() -> None:
-    """Serve multiplication triples (TTP) and the shuffles' corrections until the server's shutdown message."""
-    from .dealer import serve
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        serve()
+        backend.uninit()
 
 
 def communication_stats() -> dict:
-    from ._crypten import crypten
+    from . import backend
 
-    return crypten.comm.get().get_communication_stats()
+    return backend.communication_stats()
 
 
 def reset_communication_stats() -> None:
-    from ._crypten import crypten
+    from . import backend
 
-    crypten.comm.get().reset_communication_stats()
+    backend.reset_communication_stats()

@@ -7,7 +7,7 @@ parties - 1 clients holding an IID split of the built-in data):
   ``roc_auc_score``), and the DP estimate of each with the same seed (equal);
 * wall seconds, bytes sent and communication rounds per party, and the
   slowdown of MPC over plain;
-* the label-guessing attack of the paper's appendix (:mod:`secure_auc.attack`)
+* the label-guessing attack of the paper's appendix (:mod:`secure_auc.experiments.attack`)
   run against the server's *recorded* view in each protocol.
 
 Costs of the plain protocol are counted from its messages: a client sends its
@@ -33,17 +33,16 @@ from pathlib import Path
 import numpy as np
 
 from .attack import precision_at_k, rank_values_from_received, top_k_guess_from_scores
-from .data import make_ctr_dataset, partition_indices, write_client_csv
-from .data.io import ClientData
-from .dp import NoNoise, client_rngs
-from .dp.rng import client_key
-from .protocol import Client, ScoresMessage, Server
-from .transport.local import run_plain
+from ..data import make_ctr_dataset, partition_indices, write_client_csv
+from ..data.io import ClientData
+from ..dp import NoNoise, client_rngs
+from ..dp.rng import client_key
+from ..protocol import Client, ScoresMessage, Server
+from ..protocol.plain import run_plain
 
 __all__ = ["ComparisonRow", "compare", "ATTACK_K", "write_outputs"]
 
 ATTACK_K = (10, 100, 1000, 10000)
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @dataclass
@@ -100,14 +99,14 @@ def _attack_plain(inbox, roles, labels_by_client, ks, rng):
         if isinstance(msg, ScoresMessage):
             role = roles[msg.client]
             values.append(msg.scores)
-            truth.append(labels_by_client[msg.client][role._perm])  # harness-only mapping
+            truth.append(labels_by_client[msg.client][role.sent_order])  # harness-only mapping
     values, truth = np.concatenate(values), np.concatenate(truth)
     return {k: precision_at_k(top_k_guess_from_scores(values, k, len(values), rng), truth) for k in ks if k <= len(values)}
 
 
 def _attack_mpc(server_received, sizes, truth, ks, rng):
     """Top-k on whatever per-sample values the server's process actually received
-    (:func:`secure_auc.attack.rank_values_from_received`); evaluated against the
+    (:func:`.attack.rank_values_from_received`); evaluated against the
     true labels by the harness."""
     values = rank_values_from_received(server_received, sizes)
     return {k: precision_at_k(top_k_guess_from_scores(values, k, len(truth), rng), truth)
@@ -123,11 +122,11 @@ def _torchrun(clients, mechanism_args, seed, provider, sort, timeout):
             write_client_csv(p, c.scores, c.labels)
             paths.append(str(p))
             (Path(tmp) / f"client{k}.key").write_text(f"{client_key(seed, k):032x}\n")
-        from .mpc.launch import free_port
+        from ..mpc.launch import free_port
 
         nproc = len(clients) + 1 + (provider == "ttp")
         cmd = [str(Path(sys.executable).parent / "torchrun"), "--nproc-per-node", str(nproc),
-               "--master-port", str(free_port()), str(ROOT / "parties" / "mpc_party.py"), *paths,
+               "--master-port", str(free_port()), "-m", "secure_auc.cli.party", *paths,
                *mechanism_args, "--noise-key-file", str(Path(tmp) / "client{client}.key"),
                "--provider", provider, "--sort", sort, "--json",
                "--timeout", str(timeout)]
@@ -147,9 +146,9 @@ def compare(sizes, parties_list, mechanism, mechanism_args, *, seed=0, provider=
             launcher="local", timeout=600.0, ks=ATTACK_K, progress=print) -> list[ComparisonRow]:
     from sklearn.metrics import roc_auc_score
 
-    from .mpc import RANK_METHODS
-    from .mpc.launch import launch_local
-    from .mpc.party import PartyConfig
+    from ..mpc import RANK_METHODS
+    from ..mpc.launch import launch_local
+    from ..mpc.party import PartyConfig
 
     sort = sort or RANK_METHODS[0]
 

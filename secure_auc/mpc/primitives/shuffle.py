@@ -43,7 +43,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from . import p2p
+from ..comm import p2p
 from .prg import ring, stream
 
 __all__ = ["Shuffle", "pads", "permutation", "pass_order", "deltas", "open_shuffled"]

@@ -1,4 +1,5 @@
-"""The plain-sort protocol in one process, recording the server's view.
+"""The plain-sort protocol's steps (paper, Algorithm 4), in one process, recording the
+server's view.
 
 Every message handed to the server goes through :class:`ServerInbox`, so a
 test (or the comparison script's attack) can inspect exactly what the server
@@ -9,10 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..estimate import Estimate
-from ..protocol.client import Client
-from ..protocol.messages import Aggregate
-from ..protocol.server import Server
+from ..dp.base import Estimate
+from .client import Client
+from .messages import Aggregate
+from .server import Server
 
 __all__ = ["ServerInbox", "run_plain"]
 

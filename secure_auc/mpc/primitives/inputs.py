@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from . import p2p
+from ..comm import backend, p2p
 from .prg import new_seed, ring, seed_to_tensor, tensor_to_seed
 
 __all__ = ["SourceSharing"]
@@ -31,10 +31,7 @@ class SourceSharing:
     computing parties, concatenated in source order."""
 
     def __init__(self, sizes: list[int], sources: list[int]):
-        from ._crypten import crypten
-
-        comm = crypten.comm.get()
-        self.rank, self.world = comm.get_rank(), comm.get_world_size()
+        self.rank, self.world = backend.rank(), backend.world_size()
         self.sizes, self.sources = [int(n) for n in sizes], list(sources)
         self.seeds: dict[tuple[int, int], bytes] = {}
         sending = []

@@ -18,7 +18,7 @@ in :math:`p` rounds); the inclusive result is
 :math:`\mathrm{out}_j = e_j + f_j (v_j - e_j)` for the exclusive prefix
 :math:`e_j`.  About :math:`4N + n` products per scanned row instead of
 :math:`2 n \log_2 n` for Hillis-Steele, in :math:`2p + 1` rounds.  All
-products are Beaver products (:func:`.sort.bitonic._round`); nothing else is
+products are Beaver products (:func:`.beaver.beaver_round`); nothing else is
 opened.
 """
 
@@ -26,13 +26,14 @@ from __future__ import annotations
 
 import torch
 
-from .sort.bitonic import Randomness, _round
+from .beaver import beaver_round
+from .randomness import Randomness
 
 __all__ = ["copy_forward"]
 
 
 def _mul(rnd: Randomness, pairs):
-    _, out, _ = _round(rnd, muls=[(x.contiguous(), y.contiguous()) for x, y in pairs])
+    _, out, _ = beaver_round(rnd, muls=[(x.contiguous(), y.contiguous()) for x, y in pairs])
     return out
 
 

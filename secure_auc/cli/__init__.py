@@ -6,10 +6,11 @@ import argparse
 import json
 import sys
 
-from .data.partition import SCHEMES
-from .dp.mechanisms import ALLOCATIONS, SENSITIVITIES, make_mechanism
-from .mpc import RANK_METHODS, MPCError, rank_method_help
-from .validation import InputError
+from ..data.partition import SCHEMES
+from ..dp.mechanisms import ALLOCATIONS, SENSITIVITIES
+from ..dp.registry import make_mechanism
+from ..mpc import RANK_METHODS, MPCError, rank_method_help
+from ..validation import InputError
 
 __all__ = ["main", "build_parser"]
 
@@ -119,7 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--json", action="store_true", help="print the rows as JSON instead of a table")
     cmp.set_defaults(handler=cmd_compare)
 
-    from .simulation.cli import add_parser as add_simulate_parser
+    from .simulate import add_parser as add_simulate_parser
 
     add_simulate_parser(sub)
     return parser
@@ -190,7 +191,7 @@ def print_report(result, source: str, as_json: bool) -> None:
 
 
 def cmd_evaluate(args) -> int:
-    from .evaluate import builtin_clients, evaluate, load_clients
+    from ..evaluate import builtin_clients, evaluate, load_clients
 
     if args.files:
         clients = load_clients(args.files)
@@ -204,7 +205,7 @@ def cmd_evaluate(args) -> int:
     mechanism = mechanism_from_args(args, clients=len(clients))
     ledger = None
     if args.ledger:
-        from .dp.accountant import Ledger
+        from ..dp.accountant import Ledger
 
         ledger = Ledger(args.ledger)
         if args.budget is not None:
@@ -239,7 +240,7 @@ def cmd_evaluate(args) -> int:
 def cmd_compare(args) -> int:
     from pathlib import Path
 
-    from .compare import compare, format_table, write_outputs
+    from ..experiments.compare import compare, format_table, write_outputs
 
     sizes = args.sizes or ([300, 1000] if args.quick else [2**e for e in range(10, 17)])
     parties = args.parties or ([2, 3] if args.quick else [2, 3, 5])

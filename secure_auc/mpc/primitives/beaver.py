@@ -1,0 +1,93 @@
+r"""Beaver gates: products and ANDs of shared values, a round at a time.
+
+Every AND and product is Beaver's protocol with a triple from the dealer
+(:mod:`secure_auc.mpc.dealer`: the separate dealer process with TTP, rank 0
+with TFP; AES-CTR streams, never CrypTen's providers): open :math:`e = x - a` and
+:math:`f = y - b` (XOR for binary shares), then
+:math:`[xy] = [c] + e[b] + f[a] + ef` (the public term added by one party).
+All values a round opens — masked AND inputs, masked product inputs, the
+masked bits :math:`z` — go out in one message per party
+(:func:`open_masked`, an ``all_gather`` of the parties' shares: one
+collective instead of CrypTen's two per gate).  Each opened value is masked by
+a fresh uniformly random triple or bit that no single computing party knows
+(with TFP, rank 0 knows them: it is trusted), so it is independent of the
+data.
+
+Triples are fetched in batches (:class:`Randomness`): one dealer request
+serves several stages (with TTP each request is a round trip from rank 0 to
+the dealer); their sizes depend only on the public :math:`n`, limbs and
+number of parties.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..comm import backend
+from .randomness import Randomness
+
+__all__ = ["open_masked", "beaver_round", "and_gate", "not_gate"]
+
+
+def open_masked(binary: list[torch.Tensor], arithmetic: list[torch.Tensor]):
+    """Open masked values to every party in one round: XOR-shared ``binary`` and
+    additively shared ``arithmetic`` tensors (shares of this party), one
+    ``all_gather`` of the concatenated shares.  Only for values masked with fresh
+    one-time randomness.  Returns the opened tensors (two lists, same shapes)."""
+    tensors = binary + arithmetic
+    flat = torch.cat([t.reshape(-1) for t in tensors])
+    gathered = backend.all_gather(flat) if backend.world_size() > 1 else [flat]
+    nb = sum(t.numel() for t in binary)
+    xor = gathered[0][:nb].clone()
+    add = gathered[0][nb:].clone()
+    for g in gathered[1:]:
+        xor ^= g[:nb]
+        add += g[nb:]
+    out, offset = [], 0
+    for t in binary:
+        out.append(xor[offset : offset + t.numel()].view(t.shape))
+        offset += t.numel()
+    out_a, offset = [], 0
+    for t in arithmetic:
+        out_a.append(add[offset : offset + t.numel()].view(t.shape))
+        offset += t.numel()
+    return out, out_a
+
+
+def beaver_round(rnd: Randomness, ands=(), muls=(), masked_bits=()):
+    """One round: Beaver ANDs of the XOR-shared pairs ``ands``, Beaver products of
+    the additively shared pairs ``muls`` (each pair of one shape), and opening of
+    the already-masked XOR-shared ``masked_bits``.  Returns (ands, muls, opened bits)."""
+    rank = backend.rank()
+    bin_open, bin_triples, ar_open, ar_triples = [], [], [], []
+    for x, y in ands:
+        a, b, c = (t.view(x.shape) for t in rnd.take("binary", x.numel()))
+        bin_open += [x ^ a, y ^ b]
+        bin_triples.append((a, b, c))
+    for x, y in muls:
+        a, b, c = (t.view(x.shape) for t in rnd.take("mul", x.numel()))
+        ar_open += [x - a, y - b]
+        ar_triples.append((a, b, c))
+    opened_b, opened_a = open_masked(bin_open + list(masked_bits), ar_open)
+    and_out = []
+    for i, (a, b, c) in enumerate(bin_triples):
+        e, f = opened_b[2 * i], opened_b[2 * i + 1]
+        z = c ^ (e & b) ^ (f & a)
+        and_out.append(z ^ (e & f) if rank == 0 else z)
+    mul_out = []
+    for i, (a, b, c) in enumerate(ar_triples):
+        e, f = opened_a[2 * i], opened_a[2 * i + 1]
+        z = c + e * b + f * a
+        mul_out.append(z + e * f if rank == 0 else z)
+    return and_out, mul_out, opened_b[2 * len(bin_triples) :]
+
+
+def and_gate(x: torch.Tensor, y: torch.Tensor, rnd: Randomness, muls=()):
+    """x AND y (XOR shares); with ``muls``, also those products in the same round."""
+    ands, prods, _ = beaver_round(rnd, [(x.contiguous(), y.contiguous())], muls)
+    return (ands[0], prods) if muls else ands[0]
+
+
+def not_gate(x: torch.Tensor, rank: int) -> torch.Tensor:
+    """Share of NOT x: one party flips its share."""
+    return x ^ -1 if rank == 0 else x
