@@ -2,7 +2,8 @@
 
     client files / built-in data  ->  ClientData per client
     -> Client roles (labels flipped here for RR) and a Server role
-    -> a transport runs the protocol (plain: in-process; mpc: CrypTen parties)
+    -> the protocol runs (plain: :mod:`secure_auc.protocol.plain`, in-process;
+       mpc: :mod:`secure_auc.mpc.launch`, one CrypTen process per party)
     -> the server's Estimate  ->  EvaluationResult (what the CLI prints)
 """
 
@@ -30,6 +31,50 @@ __all__ = ["EvaluationResult", "builtin_clients", "load_clients", "check_clients
 
 @dataclass
 class EvaluationResult:
+    """What one evaluation reports.
+
+    Attributes
+    ----------
+    auc : float
+        The server's estimate: eq. (1) on the aggregated statistics, debiased
+        for randomized response.  Not clipped to [0, 1].
+    reference_auc : float or None
+        The exact, non-private AUC of the pooled data (``reference=True`` only).
+    abs_error : float or None
+        ``|auc - reference_auc|`` when the reference was computed.
+    raw_auc : float
+        Eq. (1) on the aggregated statistics before any debiasing (for
+        randomized response: the AUC of the flipped labels; otherwise ``auc``).
+    estimated_positives : float
+        P as the server received it: the sum of the released localP'_k (noisy,
+        or the number of flipped positives for randomized response).
+    epsilon, delta : float or None
+        The privacy spent by this evaluation (None for ``none``).
+    mechanism, allocation, sensitivity : str or None
+        The mechanism's parameters, as :meth:`Mechanism.describe` gives them.
+    protocol : str
+        ``"plain"`` or ``"mpc"``.
+    clients, samples : int
+        K and M.
+    seconds : float
+        Wall time of the protocol (without the reference AUC).
+    seed : int or None
+        The seed of the clients' noise keys (plain protocol only; an MPC
+        result keeps nothing to recompute the noise from).
+    extra : dict
+        Protocol-specific details (MPC: seconds, bytes and rounds per party).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from secure_auc import ClientData, evaluate
+    >>> result = evaluate([ClientData(np.array([0.2, 0.7]), np.array([0, 1]))])
+    >>> result.auc, result.mechanism, result.samples
+    (1.0, 'none', 2)
+    >>> sorted(result.to_dict())[:4]
+    ['abs_error', 'allocation', 'auc', 'clients']
+    """
+
     auc: float
     reference_auc: float | None
     abs_error: float | None
@@ -48,6 +93,21 @@ class EvaluationResult:
     extra: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
+        """The fields as a flat dict: the entries of ``extra`` replace the key ``extra``.
+
+        Returns
+        -------
+        dict
+            JSON-serialisable when ``extra`` is.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from secure_auc import ClientData, evaluate
+        >>> d = evaluate([ClientData(np.array([0.2, 0.7]), np.array([0, 1]))]).to_dict()
+        >>> d["auc"], "extra" in d
+        (1.0, False)
+        """
         d = asdict(self)
         extra = d.pop("extra")
         d.update(extra)
@@ -63,6 +123,49 @@ def builtin_clients(
     base_rate: float | None = None,
     data_seed: int = 0,
 ) -> list[ClientData]:
+    """The built-in Criteo-like data (:func:`secure_auc.data.make_ctr_dataset`) split over clients.
+
+    The data are binormal scores whose population AUC is ``auc``, rounded to
+    float32; the same arguments always give the same clients.
+
+    Parameters
+    ----------
+    clients : int, default 10
+        K, the number of clients.
+    partition : {"iid", "noniid"}, default "iid"
+        ``iid``: a random permutation (seeded by ``data_seed``) cut into K
+        near-equal blocks; ``noniid``: the samples sorted by score and cut into
+        K consecutive blocks.  The first ``M mod K`` clients get one more sample.
+    samples : int, optional
+        M; default 458,407 (the paper's small Criteo evaluation set).
+    auc : float, optional
+        Population AUC in [0.5, 1); default 0.7494 (the paper's first epoch).
+    base_rate : float, optional
+        P / M in (0, 1); default 117,317 / 458,407 (the paper's set).
+    data_seed : int, default 0
+        Seed of the data and of the IID partition.
+
+    Returns
+    -------
+    list of ClientData
+        Client k's ``source`` is ``"built-in client k"``.
+
+    Raises
+    ------
+    InputError
+        If ``samples < 2``, ``auc`` or ``base_rate`` is out of range,
+        ``clients`` is not between 1 and M, or ``partition`` is unknown.
+
+    Examples
+    --------
+    >>> from secure_auc import builtin_clients
+    >>> clients = builtin_clients(3, samples=2000)
+    >>> [len(c) for c in clients], sum(int(c.labels.sum()) for c in clients)
+    ([667, 667, 666], 512)
+    >>> bands = builtin_clients(2, "noniid", samples=2000)
+    >>> bool(bands[0].scores.max() <= bands[1].scores.min())
+    True
+    """
     kwargs = {"seed": data_seed, "base_rate": base_rate}
     if samples is not None:
         kwargs["samples"] = samples
@@ -74,11 +177,63 @@ def builtin_clients(
 
 
 def load_clients(paths: list[str | Path]) -> list[ClientData]:
+    """Read one client file per path with :func:`secure_auc.read_client_csv`.
+
+    Parameters
+    ----------
+    paths : list of str or pathlib.Path
+        One CSV per client (columns ``score`` and ``label``), in client order.
+
+    Returns
+    -------
+    list of ClientData
+        Client k holds the k-th file.
+
+    Raises
+    ------
+    InputError
+        From the first file that cannot be read, naming it.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from secure_auc import load_clients
+    >>> from secure_auc.data.io import write_client_csv
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     paths = [Path(tmp) / "a.csv", Path(tmp) / "b.csv"]
+    ...     write_client_csv(paths[0], [0.9, 0.1], [1, 0])
+    ...     write_client_csv(paths[1], [0.6], [0])
+    ...     clients = load_clients(paths)
+    >>> [len(c) for c in clients]
+    [2, 1]
+    """
     return [read_client_csv(p) for p in paths]
 
 
 def check_clients(clients: list[ClientData]) -> None:
-    """Refuse inputs whose AUC is undefined (checked where all data is at hand)."""
+    """Refuse inputs whose AUC is undefined (checked where all data is at hand).
+
+    Parameters
+    ----------
+    clients : list of ClientData
+
+    Raises
+    ------
+    InputError
+        If there are no clients, or all labels of all clients are of one class.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from secure_auc import ClientData
+    >>> from secure_auc.evaluate import check_clients
+    >>> check_clients([ClientData(np.array([0.3]), np.array([0])), ClientData(np.array([0.8]), np.array([1]))])
+    >>> check_clients([ClientData(np.array([0.3, 0.8]), np.array([1, 1]))])
+    Traceback (most recent call last):
+        ...
+    secure_auc.validation.InputError: all 2 labels across all 1 clients are positive (1): AUC is undefined
+    """
     if not clients:
         raise InputError("no clients")
     positives = sum(int(c.labels.sum()) for c in clients)
@@ -91,7 +246,25 @@ def check_clients(clients: list[ClientData]) -> None:
 
 
 def describe(mechanism) -> dict:
-    """The mechanism's parameters as a report shows them."""
+    """The mechanism's parameters as a report shows them.
+
+    Parameters
+    ----------
+    mechanism : Mechanism
+
+    Returns
+    -------
+    dict
+        ``mechanism``, ``epsilon``, ``delta``, ``allocation`` and ``sensitivity``
+        (:meth:`Mechanism.describe`).
+
+    Examples
+    --------
+    >>> from secure_auc import make_mechanism
+    >>> from secure_auc.evaluate import describe
+    >>> describe(make_mechanism("global", 1.0))
+    {'mechanism': 'laplace', 'epsilon': 1.0, 'delta': 0.0, 'allocation': 'split', 'sensitivity': 'global'}
+    """
     return mechanism.describe()
 
 
@@ -114,7 +287,84 @@ def evaluate(
 
     ``seed`` fixes every client's noise key (:func:`secure_auc.dp.rng.client_key`)
     for reproducibility.  With ``protocol="mpc"`` client k's key reaches only
-    client k's process, and the result does not repeat the seed."""
+    client k's process, and the result does not repeat the seed.
+
+    Client k applies the mechanism's label step (randomized response flips its
+    labels), gets the global mid-ranks of its own scores, computes
+    (localSum_k, localP_k) and releases them with its own noise; the server
+    sums the releases and applies eq. (1),
+    AUC = (globalSum - P (P - 1) / 2) / (P N), debiased where the mechanism
+    needs it.  In the plain protocol the server sorts the clients' (shuffled)
+    scores itself; in the MPC protocol the ranks are computed on secret shares
+    and the server opens only the aggregated sums.  Both give bit-identical
+    estimates for the same noise keys.
+
+    Parameters
+    ----------
+    clients : list of ClientData
+        One entry per client (K >= 1).
+    mechanism : Mechanism, optional
+        From :func:`secure_auc.make_mechanism`; default :class:`NoNoise`, the
+        exact, non-private computation.
+    protocol : {"plain", "mpc"}, default "plain"
+        ``plain``: the plain-sort protocol in this process (the server sees
+        every score).  ``mpc``: the CrypTen protocol with one local process
+        per party (imports torch and CrypTen only then).
+    seed : int, optional
+        Seed of the clients' noise keys; None draws fresh keys from
+        :mod:`secrets`.  Never reuse a seed for two noisy releases
+        (:class:`secure_auc.Ledger` refuses it).
+    reference : bool, default True
+        Also compute the exact AUC of the pooled data (``reference_auc``,
+        ``abs_error``); a real deployment has no party that could.
+    mpc_options : dict, optional
+        Keyword arguments of :func:`secure_auc.mpc.launch.run_mpc_local`
+        (e.g. ``provider``, ``sort``, ``timeout``, ``port``).
+
+    Returns
+    -------
+    EvaluationResult
+
+    Raises
+    ------
+    InputError
+        If there are no clients, all labels are of one class, the mechanism
+        needs a secure sum (``distributed``) but the protocol is ``plain``, the
+        protocol is unknown, or (with ``reference``) a label or score is invalid.
+    MPCError
+        If a party of the MPC protocol fails; the message names the party.
+
+    Examples
+    --------
+    Two clients, eight samples; without noise the estimate is the exact AUC:
+
+    >>> import numpy as np
+    >>> from secure_auc import ClientData, builtin_clients, evaluate, make_mechanism
+    >>> clients = [ClientData(np.array([0.1, 0.4, 0.35, 0.8]), np.array([0, 0, 1, 1])),
+    ...            ClientData(np.array([0.4, 0.4, 0.9, 0.2]), np.array([0, 1, 1, 0]))]
+    >>> exact = evaluate(clients, make_mechanism("none"))
+    >>> exact.auc, exact.reference_auc, exact.samples, exact.estimated_positives
+    (0.8125, 0.8125, 8, 4.0)
+
+    Laplace noise (eps = 1) on 2,000 built-in samples over three clients; the
+    same ``seed`` gives the same noise, hence the same estimate:
+
+    >>> clients = builtin_clients(3, samples=2000)
+    >>> noisy = evaluate(clients, make_mechanism("laplace", 1.0), seed=0)
+    >>> round(noisy.reference_auc, 4), noisy.abs_error < 0.1
+    (0.7711, True)
+    >>> evaluate(clients, make_mechanism("laplace", 1.0), seed=0).auc == noisy.auc
+    True
+    >>> noisy.mechanism, noisy.epsilon, noisy.allocation, noisy.sensitivity, noisy.seed
+    ('laplace', 1.0, 'split', 'local', 0)
+
+    Noise on the aggregate protects only the sum, so it needs the MPC protocol:
+
+    >>> evaluate(clients, make_mechanism("distributed", 1.0, clients=3))
+    Traceback (most recent call last):
+        ...
+    secure_auc.validation.InputError: distributed noise protects only the aggregate: ...
+    """
     mechanism = mechanism if mechanism is not None else NoNoise()
     check_clients(clients)
     start = time.perf_counter()

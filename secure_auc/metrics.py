@@ -29,6 +29,22 @@ def twice_midranks(scores: np.ndarray) -> np.ndarray:
 
     One stable argsort, then the first and last position of each tie group
     from the positions where the sorted values change.  O(M log M), vectorised.
+
+    Parameters
+    ----------
+    scores : array-like of shape (M,)
+        Scores to rank; ties allowed.  Not validated (see :func:`rank_auc`).
+
+    Returns
+    -------
+    numpy.ndarray of int64, shape (M,)
+        Twice the mid-rank of each score, in the input order; always an integer.
+
+    Examples
+    --------
+    >>> from secure_auc.metrics import twice_midranks
+    >>> twice_midranks([0.1, 0.4, 0.35, 0.4])
+    array([0, 5, 2, 5])
     """
     scores = np.asarray(scores)
     m = scores.shape[0]
@@ -52,7 +68,26 @@ def twice_midranks(scores: np.ndarray) -> np.ndarray:
 
 
 def midranks(scores: np.ndarray) -> np.ndarray:
-    """0-based mid-ranks of ``scores`` (ties share their average rank), as float64."""
+    """0-based mid-ranks of ``scores`` (ties share their average rank), as float64.
+
+    Parameters
+    ----------
+    scores : array-like of shape (M,)
+        Scores to rank; ties allowed.  Not validated (see :func:`rank_auc`).
+
+    Returns
+    -------
+    numpy.ndarray of float64, shape (M,)
+        The mid-rank of each score, in the input order: a multiple of 1/2.
+
+    Examples
+    --------
+    The two scores 0.4 would occupy positions 2 and 3; both get 2.5:
+
+    >>> from secure_auc import midranks
+    >>> midranks([0.1, 0.4, 0.35, 0.4])
+    array([0. , 2.5, 1. , 2.5])
+    """
     return twice_midranks(scores) / 2.0
 
 
@@ -61,7 +96,34 @@ def auc_from_sums(rank_sum, positives, negatives):
 
     Vectorised: any argument may be an array (e.g. one entry per repetition of
     a simulation, with noisy counts).  This is the estimator the server
-    applies to the aggregated statistics.
+    applies to the aggregated statistics:
+
+        AUC = (S - P (P - 1) / 2) / (P N).
+
+    Parameters
+    ----------
+    rank_sum : float or array-like
+        S, the sum of the 0-based (mid-)ranks of the positives over all clients.
+    positives : float or array-like
+        P, the number of positives (possibly noisy, so not necessarily an integer).
+    negatives : float or array-like
+        N, the number of negatives.
+
+    Returns
+    -------
+    numpy.ndarray of float64
+        The AUC, broadcast over the arguments (0-d for scalar arguments).  No
+        clipping: noisy sums can give values outside [0, 1].
+
+    Examples
+    --------
+    Positives at mid-ranks 2, 4, 6 and 7 among M = 8 samples (P = N = 4):
+
+    >>> from secure_auc import auc_from_sums
+    >>> float(auc_from_sums(2 + 4 + 6 + 7, 4, 4))
+    0.8125
+    >>> auc_from_sums([19.0, 17.5], 4, 4)
+    array([0.8125 , 0.71875])
     """
     rank_sum = np.asarray(rank_sum, dtype=np.float64)
     p = np.asarray(positives, dtype=np.float64)
@@ -84,6 +146,30 @@ def rank_auc(y_true, y_score) -> float:
     float
         Equal to ``sklearn.metrics.roc_auc_score(y_true, y_score)`` up to
         floating-point rounding of the final division.
+
+    Raises
+    ------
+    InputError
+        If the labels are not 0/1, a score is not finite, the arrays are not
+        one-dimensional or differ in length, or all labels are of one class
+        (the AUC is then undefined).
+
+    Examples
+    --------
+    Three scores 0.4 are tied, one positive and two negatives.  Counting the
+    positive/negative pairs in the right order, with a tie as one half: 0.35
+    beats 2 negatives, 0.8 and 0.9 beat all 4, the positive 0.4 beats 2 and
+    ties with 2; 13 of 16 pairs, which is also ``roc_auc_score``'s value.
+
+    >>> from secure_auc import rank_auc
+    >>> y = [0, 0, 1, 1, 0, 1, 1, 0]
+    >>> s = [0.1, 0.4, 0.35, 0.8, 0.4, 0.4, 0.9, 0.2]
+    >>> rank_auc(y, s)
+    0.8125
+    >>> rank_auc([1, 1, 1], [0.2, 0.5, 0.9])
+    Traceback (most recent call last):
+        ...
+    secure_auc.validation.InputError: AUC is undefined when all labels are of one class (3 positives, 0 negatives)
     """
     y = check_binary_labels(y_true, name="y_true")
     s = check_scores(y_score, name="y_score")

@@ -17,7 +17,20 @@ __all__ = [
 
 
 class InputError(ValueError):
-    """Bad user input (a file, a column, a row or a parameter); the message says which."""
+    """Bad user input (a file, a column, a row or a parameter); the message says which.
+
+    A :class:`ValueError`, so code that catches ``ValueError`` catches it too.
+
+    Examples
+    --------
+    >>> from secure_auc import InputError, rank_auc
+    >>> issubclass(InputError, ValueError)
+    True
+    >>> rank_auc([0, 2], [0.1, 0.9])
+    Traceback (most recent call last):
+        ...
+    secure_auc.validation.InputError: y_true[1] is 2: labels must be 0 or 1
+    """
 
 
 def check_scores(scores, *, name: str = "scores") -> np.ndarray:

@@ -5,7 +5,7 @@ import pytest
 
 from secure_auc.cli import main
 from secure_auc.dp.accountant import Ledger
-from secure_auc.dp.accountant import main as ledger_main
+from secure_auc.cli.ledger import main as ledger_main
 from secure_auc.validation import InputError
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
+import os
 import sys
 
 from ..data.partition import SCHEMES
@@ -277,7 +279,26 @@ def cmd_compare(args) -> int:
     return 0
 
 
+class _StderrHandler(logging.Handler):
+    """Writes the package's log records to whatever ``sys.stderr`` is at the time."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        sys.stderr.write(self.format(record) + "\n")
+        sys.stderr.flush()
+
+
+def setup_logging() -> None:
+    """The library reports through ``logging``; the CLI shows its records on stderr
+    (debug records with SECURE_AUC_DEBUG set)."""
+    logger = logging.getLogger("secure_auc")
+    if not any(isinstance(h, _StderrHandler) for h in logger.handlers):
+        logger.addHandler(_StderrHandler())
+    logger.setLevel(logging.DEBUG if os.environ.get("SECURE_AUC_DEBUG") else logging.INFO)
+    logger.propagate = False
+
+
 def main(argv: list[str] | None = None) -> int:
+    setup_logging()
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -15,7 +15,7 @@ import argparse
 import os
 import sys
 
-from . import add_mechanism_options, mechanism_from_args, print_report
+from . import add_mechanism_options, mechanism_from_args, print_report, setup_logging
 from ..data.io import read_client_csv
 from ..validation import InputError
 from ..mpc import RANK_METHODS, rank_method_help
@@ -47,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    setup_logging()
     args = build_parser().parse_args(argv)
     try:
         return _run(args)

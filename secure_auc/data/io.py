@@ -23,7 +23,37 @@ _LABELS = {"0": 0, "1": 1, "false": 0, "true": 1, "0.0": 0, "1.0": 1}
 
 @dataclass(frozen=True)
 class ClientData:
-    """One client's private evaluation data."""
+    """One client's private evaluation data.
+
+    Parameters
+    ----------
+    scores : numpy.ndarray of shape (n_k,)
+        The model's scores of the client's samples: finite floats.
+    labels : numpy.ndarray of shape (n_k,)
+        The client's private labels, 0/1.
+    source : str, default ``"<memory>"``
+        Where the data came from (a file name); error messages start with it.
+
+    Raises
+    ------
+    InputError
+        If ``scores`` and ``labels`` differ in length.  Nothing else is checked
+        here: :func:`read_client_csv` produces float64 scores and int8 labels,
+        and :func:`secure_auc.rank_auc` validates them when :func:`secure_auc.evaluate`
+        computes the reference AUC.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from secure_auc import ClientData
+    >>> c = ClientData(np.array([0.9, 0.2, 0.4]), np.array([1, 0, 0], dtype=np.int8), "clinic A")
+    >>> len(c), int(c.labels.sum())
+    (3, 1)
+    >>> ClientData(np.array([0.9, 0.2]), np.array([1]), "clinic B")
+    Traceback (most recent call last):
+        ...
+    secure_auc.validation.InputError: clinic B: 2 scores but 1 labels
+    """
 
     scores: np.ndarray  # float64, finite
     labels: np.ndarray  # int8, 0/1
@@ -40,6 +70,47 @@ class ClientData:
 
 
 def read_client_csv(path: str | Path) -> ClientData:
+    """Read one client file: a CSV with a header naming the columns ``score`` and ``label``.
+
+    Column names are matched ignoring case and surrounding spaces; other
+    columns are ignored; blank lines are skipped.  Labels may be written
+    ``0``/``1``, ``0.0``/``1.0`` or ``true``/``false`` (any case).
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The file, UTF-8.
+
+    Returns
+    -------
+    ClientData
+        float64 scores and int8 labels in file order; ``source`` is ``str(path)``.
+
+    Raises
+    ------
+    InputError
+        If the file cannot be opened, is empty, is not valid CSV, lacks a
+        column, has no data rows, or a row has a missing field, a score that is
+        not a finite number or a label that is not one of the above.  The
+        message names the file, the 1-based data row, the line and the column.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from secure_auc import read_client_csv
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = Path(tmp) / "client.csv"
+    ...     _ = path.write_text("id,Score,label\\n7,0.9,true\\n8,0.25,0\\n")
+    ...     data = read_client_csv(path)
+    ...     _ = path.write_text("score,label\\n0.9,1\\n0.25,yes\\n")
+    ...     read_client_csv(path)
+    Traceback (most recent call last):
+        ...
+    secure_auc.validation.InputError: ...client.csv: row 2 (line 3), column 'label': 'yes' is not a label ...
+    >>> data.scores, data.labels
+    (array([0.9 , 0.25]), array([1, 0], dtype=int8))
+    """
     path = Path(path)
     try:
         handle = open(path, newline="", encoding="utf-8")
@@ -95,7 +166,30 @@ def read_client_csv(path: str | Path) -> ClientData:
 
 
 def write_client_csv(path: str | Path, scores, labels) -> None:
-    """Write a client file; float scores are written with full (round-trip) precision."""
+    """Write a client file; float scores are written with full (round-trip) precision.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The file to create (overwritten if it exists).
+    scores : array-like of shape (n,)
+        Written as ``repr(float(score))``, so reading the file back gives the
+        same float64 values.
+    labels : array-like of shape (n,)
+        Written as the integers 0/1.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from secure_auc import read_client_csv
+    >>> from secure_auc.data.io import write_client_csv
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     write_client_csv(Path(tmp) / "c.csv", [1 / 3, 0.5], [True, False])
+    ...     back = read_client_csv(Path(tmp) / "c.csv")
+    >>> back.scores.tolist() == [1 / 3, 0.5], back.labels.tolist()
+    (True, [1, 0])
+    """
     path = Path(path)
     with open(path, "w", newline="", encoding="utf-8") as handle:
         w = csv.writer(handle)

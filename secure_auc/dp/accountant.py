@@ -39,7 +39,7 @@ charged, which errs on the safe side).  Every update re-reads the file under
 an exclusive lock and replaces it atomically, so concurrent runs cannot lose
 each other's charges or jointly overshoot the budget.
 
-    python -m secure_auc.dp.accountant LEDGER.json     # prints the totals per dataset
+    python -m secure_auc.cli.ledger LEDGER.json        # prints the totals per dataset
 """
 
 from __future__ import annotations
@@ -49,7 +49,6 @@ import fcntl
 import json
 import math
 import os
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,6 +63,8 @@ VERSION = 1
 
 @dataclass(frozen=True)
 class Spent:
+    """The total (eps, delta) of a dataset's releases by basic composition, and their number."""
+
     epsilon: float
     delta: float
     releases: int
@@ -78,7 +79,55 @@ def _layout_key(layout) -> str | None:
 
 
 class Ledger:
-    """One JSON ledger file: ``{"version": 1, "datasets": {name: {"budget": ..., "releases": [...]}}}``."""
+    """One JSON ledger file: ``{"version": 1, "datasets": {name: {"budget": ..., "releases": [...]}}}``.
+
+    Creating a ledger reads the file if it exists (a missing file is an empty
+    ledger); :meth:`charge` and :meth:`save` write it.  Totals are by basic
+    composition (see the module docstring).
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The ledger file; its directory also holds ``<name>.lock``.
+
+    Raises
+    ------
+    InputError
+        If the file exists but cannot be read or is not a ledger.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from secure_auc import Ledger
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> path = Path(tmp.name) / "ledger.json"
+    >>> ledger = Ledger(path)
+    >>> ledger.set_budget("clicks", 2.0)
+    >>> ledger.charge("clicks", "laplace", 1.0, seed=1)
+    Spent(epsilon=1.0, delta=0.0, releases=1)
+
+    Randomized response with a seed and the clients' sizes is charged once;
+    the same flips again are post-processing:
+
+    >>> ledger.charge("clicks", "rr", 0.5, seed=3, layout=[10, 20])
+    Spent(epsilon=1.5, delta=0.0, releases=2)
+    >>> ledger.charge("clicks", "rr", 0.5, seed=3, layout=[10, 20])
+    Spent(epsilon=1.5, delta=0.0, releases=3)
+    >>> Ledger(path).spent("clicks")  # persisted
+    Spent(epsilon=1.5, delta=0.0, releases=3)
+    >>> ledger.charge("clicks", "laplace", 1.0)
+    Traceback (most recent call last):
+        ...
+    secure_auc.validation.InputError: privacy budget of dataset 'clicks' would be exceeded: spent eps = 1.5 ... budget eps = 2
+    >>> ledger.charge("clicks", "laplace", 0.25, seed=1)
+    Traceback (most recent call last):
+        ...
+    secure_auc.validation.InputError: dataset 'clicks': --seed 1 was already used for laplace noise ...
+    >>> ledger.report().splitlines()[1]
+    '  clicks: eps = 1.5, delta = 0 in 3 release(s); budget eps = 2, delta = 0; left eps = 0.5'
+    >>> tmp.cleanup()
+    """
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
@@ -137,12 +186,28 @@ class Ledger:
         return self.data["datasets"].get(dataset, {}).get("releases", [])
 
     def budget(self, dataset: str) -> dict | None:
+        """The budget ``{"epsilon": ..., "delta": ...}`` of ``dataset``, or None if it has none."""
         if dataset in self._pending_budgets:
             return self._pending_budgets[dataset]
         return self.data["datasets"].get(dataset, {}).get("budget")
 
     def set_budget(self, dataset: str, epsilon: float, delta: float = 0.0) -> None:
-        """Total (eps, delta) allowed for ``dataset``; persisted by the next charge or :meth:`save`."""
+        """Total (eps, delta) allowed for ``dataset``; persisted by the next charge or :meth:`save`.
+
+        Parameters
+        ----------
+        dataset : str
+            The name of one set of clients' labels.
+        epsilon : float
+            Finite, > 0.
+        delta : float, default 0.0
+            In [0, 1).
+
+        Raises
+        ------
+        InputError
+            On an empty dataset name or a budget out of range.
+        """
         if not (epsilon > 0) or math.isinf(epsilon):
             raise InputError(f"budget epsilon must be a finite number > 0, got {epsilon}")
         if not (0.0 <= delta < 1.0):
@@ -151,10 +216,12 @@ class Ledger:
         self._pending_budgets[dataset] = {"epsilon": float(epsilon), "delta": float(delta)}
 
     def spent(self, dataset: str) -> Spent:
+        """The total of ``dataset``'s recorded releases (zero for an unknown dataset)."""
         rel = self._releases(dataset)
         return Spent(math.fsum(r["epsilon"] for r in rel), math.fsum(r["delta"] for r in rel), len(rel))
 
     def datasets(self) -> list[str]:
+        """The names of the datasets in the ledger, sorted."""
         return sorted(self.data["datasets"])
 
     @staticmethod
@@ -205,7 +272,35 @@ class Ledger:
 
     def charge(self, dataset: str, mechanism: str, epsilon: float, delta: float = 0.0, *,
                seed: int | None = None, layout=None, note: str = "") -> Spent:
-        """Check, record and persist one release (under the file lock); returns the new total."""
+        """Check, record and persist one release (under the file lock); returns the new total.
+
+        Parameters
+        ----------
+        dataset : str
+            The name of one set of clients' labels.
+        mechanism : str
+            ``rr``, ``laplace``, ``gaussian`` or ``distributed`` (the family).
+        epsilon, delta : float
+            The release's (eps, delta), as the mechanism's cost gives it.
+        seed : int, optional
+            The seed of the clients' noise keys, if one was fixed.
+        layout : sequence of int or str, optional
+            The clients' sizes (n_1, ..., n_K); with ``seed`` it identifies
+            flips that randomized response already released.
+        note : str, optional
+            Free text stored with the release.
+
+        Returns
+        -------
+        Spent
+            The dataset's total including this release.
+
+        Raises
+        ------
+        InputError
+            If :meth:`check` refuses the release (nothing is recorded), or the
+            ledger file cannot be locked or read.
+        """
         with self._locked():
             self.check(dataset, mechanism, epsilon, delta, seed=seed, layout=layout)
             add_e, add_d = self.cost_of(dataset, mechanism, epsilon, delta, seed=seed, layout=layout)
@@ -224,6 +319,7 @@ class Ledger:
 
     # -- report -----------------------------------------------------------------------------------------
     def report(self) -> str:
+        """One line per dataset: spent (eps, delta), releases, budget and what is left."""
         lines = [f"privacy ledger {self.path} (basic composition: eps and delta add up)"]
         if not self.data["datasets"]:
             lines.append("  no releases recorded")
@@ -236,20 +332,3 @@ class Ledger:
                         f"left eps = {max(0.0, b['epsilon'] - s.epsilon):g}"
             lines.append(line)
         return "\n".join(lines)
-
-
-def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 1:
-        print("usage: python -m secure_auc.dp.accountant LEDGER.json", file=sys.stderr)
-        return 2
-    try:
-        print(Ledger(argv[0]).report())
-    except InputError as exc:
-        print(f"secure-auc: error: {exc}", file=sys.stderr)
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

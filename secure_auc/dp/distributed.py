@@ -26,7 +26,7 @@ releases, in the usual format,
 Summed: globalSum' = S + E_C + rbar E_P and P' = P + E_P, so the server's usual
 estimator (eq. 1) gives exactly 1/2 + (C + E_C) / (P' N'): noise on the
 centred statistic and on P, independent, with no change to the server
-(:func:`secure_auc.estimate.estimate_auc`).  Every released value is a
+(:meth:`secure_auc.dp.base.Mechanism.estimate`).  Every released value is a
 multiple of 1/4 (discrete Laplace, Skellam) or of 2^-8 (Gaussian), so the
 protocol's 8-bit fixed point represents it exactly and sums are exact.
 
@@ -323,19 +323,59 @@ def _calibrate(noise: str, epsilon: float, delta: float | None, split: float, to
 class DistributedNoiseMechanism(Mechanism):
     """Noise on the aggregate in shares (MPC protocol only); see the module docstring.
 
+    Client k releases localP'_k = localP_k + e_P,k and
+    localSum'_k = localSum_k + e_C,k + rbar e_P,k with its own shares; the
+    shares of any h clients sum to the noise a single curator would add.
+
     Parameters
     ----------
-    epsilon : total budget of the evaluation.
-    clients : K, the number of clients (public).  None: taken from the
-        statistics passed to :meth:`privatize` (simulations holding all clients).
-    noise : "discrete_laplace" (pure eps), "skellam" or "gaussian" (need delta).
-    delta : for Skellam and Gaussian, in (0, 1).
-    honest_fraction : fraction of clients assumed not to collude with the
-        server; h = ceil(honest_fraction * K) honest shares carry the guarantee.
-    split : share of the budget on the centred statistic C (eps share for the
+    epsilon : float
+        Total budget of the evaluation.
+    clients : int, optional
+        K, the number of clients (public).  None: taken from the statistics
+        passed to :meth:`privatize` (simulations holding all clients).
+    noise : {"discrete_laplace", "skellam", "gaussian"}, default "discrete_laplace"
+        Discrete Laplace is pure eps; Skellam and Gaussian need ``delta``.
+    delta : float, optional
+        For Skellam and Gaussian, in (0, 1).
+    honest_fraction : float, default 1.0
+        Fraction of clients assumed not to collude with the server, in (0, 1];
+        h = ceil(honest_fraction * K) honest shares carry the guarantee, and
+        the total noise is K / h times the curator's in variance.
+    split : float, optional
+        Share of the budget on the centred statistic C (eps share for the
         discrete Laplace, squared-sensitivity share for Skellam/Gaussian);
         None = variance-optimal for the public priors.
-    prior_auc, prior_base_rate : public guesses used only for the default split.
+    prior_auc, prior_base_rate : float, default 0.75 and 0.25
+        Public guesses used only for the default split.
+
+    Raises
+    ------
+    InputError
+        On an invalid parameter (the message names it).
+
+    Examples
+    --------
+    Four clients of which two are trusted not to collude with the server:
+
+    >>> from secure_auc import DistributedNoise, make_mechanism
+    >>> mech = DistributedNoise(1.0, clients=4, honest_fraction=0.5)
+    >>> mech.needs_secure_sum, mech.honest, mech.cost
+    (True, 2, PrivacyCost(epsilon=1.0, delta=0.0))
+    >>> round(mech.eps_split, 3)  # from the priors: r = 0.25, close to 1 / (1 + r^(2/3))
+    0.716
+
+    Half the clients honest doubles the variance of the total noise:
+
+    >>> all_honest = DistributedNoise(1.0, clients=4)
+    >>> mech.noise_variance(total=1000)[1] / all_honest.noise_variance(total=1000)[1]
+    2.0
+    >>> make_mechanism("distributed", 1.0, clients=4, delta=1e-6).noise
+    'skellam'
+    >>> DistributedNoise(1.0, clients=4, noise="gaussian")
+    Traceback (most recent call last):
+        ...
+    secure_auc.validation.InputError: gaussian noise needs --delta in (0, 1)
     """
 
     epsilon: float

@@ -61,7 +61,18 @@ __all__ = [
 
 @dataclass(frozen=True)
 class NoNoise(Mechanism):
-    """The exact, non-private computation (references and tests)."""
+    """The exact, non-private computation (references and tests).
+
+    The clients release their exact statistics; the cost is eps = inf.
+
+    Examples
+    --------
+    >>> from secure_auc import NoNoise, make_mechanism
+    >>> NoNoise() == make_mechanism("none"), NoNoise().cost
+    (True, PrivacyCost(epsilon=inf, delta=0.0))
+    >>> NoNoise().describe()["epsilon"] is None
+    True
+    """
 
     name: str = field(default="none", init=False)
 
@@ -80,7 +91,48 @@ class NoNoise(Mechanism):
 
 @dataclass(frozen=True)
 class RandomizedResponse(NoNoise):
-    """Flip labels with probability 1/(1+e^eps) before anything leaves the client."""
+    """Flip labels with probability 1/(1+e^eps) before anything leaves the client.
+
+    The statistics on the flipped labels are released without further noise;
+    the server debiases eq. (1) with :func:`.randomized_response.debias_auc`.
+
+    Parameters
+    ----------
+    epsilon : float, default 1.0
+        eps > 0 of each label's randomized response.
+
+    Raises
+    ------
+    InputError
+        If ``epsilon`` is not > 0.
+
+    Examples
+    --------
+    With eps = ln 3 a label is flipped with probability 1/4:
+
+    >>> import math
+    >>> import numpy as np
+    >>> from secure_auc import RandomizedResponse
+    >>> from secure_auc.dp.rng import make_rng
+    >>> rr = RandomizedResponse(epsilon=math.log(3))
+    >>> round(rr.flip_probability, 12), rr.cost.delta
+    (0.25, 0.0)
+    >>> flipped = rr.prepare_labels(np.ones(10_000, dtype=np.int8), make_rng(0))
+    >>> bool(0.7 < flipped.mean() < 0.8)
+    True
+
+    Debiasing: with P' = N' = 50 of M = 100 noisy labels (estimated base rate
+    1/2, so a = b = rho), an AUC of 0.625 on flipped labels estimates
+    (0.625 - rho) / (1 - 2 rho) = 0.75:
+
+    >>> est = rr.estimate(global_sum=0.625 * 50 * 50 + 50 * 49 / 2, positives=50, total=100)
+    >>> float(est.raw_auc), round(float(est.auc), 9)
+    (0.625, 0.75)
+    >>> RandomizedResponse(epsilon=0)
+    Traceback (most recent call last):
+        ...
+    secure_auc.validation.InputError: epsilon must be > 0, got 0
+    """
 
     epsilon: float = 1.0
     name: str = field(default="rr", init=False)
@@ -129,15 +181,53 @@ class Allocation:
 class StatisticsMechanism(Mechanism):
     """Laplace or Gaussian noise on (localSum_k, localP_k).
 
+    Every allocation releases localP'_k = localP_k + s1 and
+    localSum'_k = localSum_k + c1_k s1 + c2_k s2 (see the module docstring).
+
     Parameters
     ----------
-    epsilon : total budget per evaluation (eps-label-DP, or (eps, delta)).
-    noise : "laplace" or "gaussian".
-    delta : required for Gaussian noise, in (0, 1).
-    allocation : "split" (alpha), "orthogonal" (shared beta) or "adaptive".
-    sensitivity : for "split": "local" (client's max rank) or "global" (M - 1).
-    alpha : share of eps on localSum for "split" (paper default 0.5).
-    beta : share of eps on localP for "orthogonal".
+    epsilon : float
+        Total budget per evaluation (eps-label-DP, or (eps, delta)).
+    noise : {"laplace", "gaussian"}, default "laplace"
+    delta : float, optional
+        Required for Gaussian noise, in (0, 1); each of the two noises spends
+        delta / 2.  Not allowed for Laplace noise.
+    allocation : {"split", "orthogonal", "adaptive"}, default "split"
+        ``split`` (alpha), ``orthogonal`` (shared beta) or ``adaptive``
+        (per-client beta).
+    sensitivity : {"local", "global"}, default "local"
+        For ``split``: the client's max rank (local) or M - 1 (global).
+    alpha : float, default 0.5
+        Share of eps on localSum for ``split`` (paper default 0.5), in (0, 1).
+    beta : float, default 0.5
+        Share of eps on localP for ``orthogonal``, in (0, 1).
+
+    Raises
+    ------
+    InputError
+        On an invalid parameter (the message names it).
+
+    Examples
+    --------
+    A client with ranks 0, 3, 5 and labels 0, 1, 1.  ``split`` with local
+    sensitivity puts alpha eps on localSum with the client's max rank as
+    coefficient; ``adaptive`` finds rbar = ||v||_inf = 8/3, hence beta = 1/2:
+
+    >>> from secure_auc import StatisticsMechanism
+    >>> from secure_auc.local_stats import LocalStatistics
+    >>> stats = LocalStatistics.from_client([0.0, 3.0, 5.0], [0, 1, 1])
+    >>> al = StatisticsMechanism(1.0).allocate(stats)
+    >>> al.eps1, al.eps2, al.c1, al.c2
+    (array([0.5]), array([0.5]), array([0.]), array([5.]))
+    >>> al = StatisticsMechanism(1.0, allocation="adaptive").allocate(stats)
+    >>> al.eps1, al.c1.round(4), al.c2.round(4)
+    (array([0.5]), array([2.6667]), array([2.6667]))
+    >>> StatisticsMechanism(1.0, noise="gaussian", delta=1e-6).cost
+    PrivacyCost(epsilon=1.0, delta=1e-06)
+    >>> StatisticsMechanism(1.0, noise="gaussian")
+    Traceback (most recent call last):
+        ...
+    secure_auc.validation.InputError: Gaussian noise needs --delta in (0, 1)
     """
 
     epsilon: float
@@ -193,6 +283,19 @@ class StatisticsMechanism(Mechanism):
         return self.allocate(stats, total).c2  # M - 1 (global) or the client's max rank (local)
 
     def allocate(self, stats: LocalStatistics, total: int | None = None) -> Allocation:
+        """Per-client budgets (eps1, eps2) and coefficients (c1, c2) of the two noises.
+
+        Parameters
+        ----------
+        stats : LocalStatistics
+            The clients' rank summaries (max rank, mean rank rbar, ||v||_inf).
+        total : int, optional
+            M; required for ``split`` with global sensitivity.
+
+        Returns
+        -------
+        Allocation
+        """
         eps = self.epsilon
         k = stats.clients
         if self.allocation == "split":

@@ -24,7 +24,7 @@ from .mechanisms import NoNoise, RandomizedResponse, StatisticsMechanism
 
 __all__ = ["FAMILIES", "METHODS", "make_mechanism"]
 
-FAMILIES = ("none", "rr", "laplace", "gaussian", "distributed")
+FAMILIES = ("none", "rr", "laplace", "gaussian", "distributed")  # what ``--mechanism`` takes
 
 # the paper's method names: (description, family options, needs a partition of the samples)
 METHODS = {
@@ -70,23 +70,38 @@ def make_mechanism(
     allocation, sensitivity, alpha, beta
         Options of the Laplace/Gaussian family (:class:`.mechanisms.StatisticsMechanism`).
     clients : int, optional
-        K, for ``distributed``.
+        K, required for ``distributed``.
     honest_fraction, split
         Options of ``distributed`` (:class:`.distributed.DistributedNoiseMechanism`).
 
     Returns
     -------
     Mechanism
+        :class:`.mechanisms.NoNoise`, :class:`.mechanisms.RandomizedResponse`,
+        :class:`.mechanisms.StatisticsMechanism` or
+        :class:`.distributed.DistributedNoiseMechanism`.  Options of the other
+        families are ignored (but ``delta`` with Laplace noise is refused).
 
     Raises
     ------
     InputError
-        On an unknown name or an invalid parameter.
+        On an unknown name, a missing ``epsilon`` (or ``clients`` for
+        ``distributed``) or an invalid parameter.
 
     Examples
     --------
     >>> make_mechanism("adaptive", 1.0).describe()["allocation"]
     'adaptive'
+    >>> make_mechanism("local", 1.0, noise="gaussian", delta=1e-6).describe()
+    {'mechanism': 'gaussian', 'epsilon': 1.0, 'delta': 1e-06, 'allocation': 'split', 'sensitivity': 'local'}
+    >>> make_mechanism("laplace")
+    Traceback (most recent call last):
+        ...
+    secure_auc.validation.InputError: mechanism 'laplace' needs --epsilon
+    >>> make_mechanism("exponential", 1.0)
+    Traceback (most recent call last):
+        ...
+    secure_auc.validation.InputError: mechanism must be one of none, rr, laplace, ..., adaptive; got 'exponential'
     """
     if mechanism == "none":
         return NoNoise()
@@ -99,7 +114,7 @@ def make_mechanism(
         return RandomizedResponse(epsilon=check_epsilon(epsilon))
     if mechanism == "distributed":
         if clients is None:
-            raise ValueError("distributed noise needs the number of clients")
+            raise InputError("distributed noise needs the number of clients")
         # pure eps: discrete Laplace shares; (eps, delta): Skellam shares (integer, exact in the ring)
         if noise is None:
             family = "skellam" if delta is not None else "discrete_laplace"

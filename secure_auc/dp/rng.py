@@ -33,7 +33,22 @@ __all__ = ["make_rng", "ClientRngs", "client_rngs", "client_key", "new_noise_key
 
 def make_rng(seed: int | None = None) -> np.random.Generator:
     """A PCG64 generator (analysis and simulation, not secrets): seeded from
-    :mod:`secrets` when ``seed`` is None."""
+    :mod:`secrets` when ``seed`` is None.
+
+    Parameters
+    ----------
+    seed : int, optional
+
+    Returns
+    -------
+    numpy.random.Generator
+
+    Examples
+    --------
+    >>> from secure_auc.dp.rng import make_rng
+    >>> bool(make_rng(5).random() == make_rng(5).random())
+    True
+    """
     if seed is None:
         seed = secrets.randbits(128)
     return np.random.Generator(np.random.PCG64(seed))
@@ -48,9 +63,29 @@ def client_key(seed: int, client: int) -> int:
     """Client ``client``'s 128-bit noise key derived from a user's ``seed``
     (BLAKE2b, one-way: the key reveals neither the seed nor other clients' keys).
 
+    Parameters
+    ----------
+    seed : int
+        The user's seed, >= 0.
+    client : int
+        The client's index k, >= 0.
+
+    Returns
+    -------
+    int
+        A key in [0, 2^128).
+
+    Raises
+    ------
+    ValueError
+        If ``seed`` or ``client`` is negative.
+
     Examples
     --------
-    >>> client_key(7, 0) != client_key(7, 1)
+    >>> from secure_auc.dp.rng import client_key
+    >>> client_key(7, 0) != client_key(7, 1), client_key(7, 0) == client_key(7, 0)
+    (True, True)
+    >>> 0 <= client_key(7, 0) < 2**128
     True
     """
     if int(seed) < 0 or int(client) < 0:
@@ -60,7 +95,31 @@ def client_key(seed: int, client: int) -> int:
 
 
 def parse_noise_key(text: str, where: str = "noise key") -> int:
-    """A noise key written as 32 hexadecimal digits (what ``--noise-key-file`` holds)."""
+    """A noise key written as 32 hexadecimal digits (what ``--noise-key-file`` holds).
+
+    Parameters
+    ----------
+    text : str
+        32 hexadecimal digits, optionally prefixed ``0x``; surrounding
+        whitespace and case are ignored.
+    where : str, default "noise key"
+        Where the text came from, for the error message.
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    ValueError
+        If the text is not 32 hexadecimal digits.
+
+    Examples
+    --------
+    >>> from secure_auc.dp.rng import parse_noise_key
+    >>> parse_noise_key("0x" + "0" * 31 + "F\\n")
+    15
+    """
     t = text.strip().lower().removeprefix("0x")
     if len(t) != 32 or any(c not in "0123456789abcdef" for c in t):
         raise ValueError(f"{where}: expected 32 hexadecimal digits (128 bits), got {len(t)} characters")
@@ -74,7 +133,25 @@ def _subkey(key: int, name: str) -> int:
 
 class ClientRngs:
     """A client's three independent AES-CTR streams (``labels``, ``shuffle``,
-    ``noise``), each made on first use."""
+    ``noise``), each made on first use.
+
+    Parameters
+    ----------
+    key : int
+        The client's 128-bit noise key; use :meth:`from_key` to check it or
+        draw a fresh one.
+
+    Examples
+    --------
+    The same key gives the same streams; the streams differ from each other:
+
+    >>> from secure_auc.dp.rng import ClientRngs
+    >>> a, b = ClientRngs.from_key(42), ClientRngs.from_key(42)
+    >>> int(a.noise.integers(1 << 30)) == int(b.noise.integers(1 << 30))
+    True
+    >>> int(a.labels.integers(1 << 30)) != int(a.shuffle.integers(1 << 30))
+    True
+    """
 
     __slots__ = ("_key", "_gens")
 
@@ -101,5 +178,23 @@ class ClientRngs:
 
 def client_rngs(seed: int | None, client: int) -> ClientRngs:
     """Client ``client``'s own streams: from :func:`client_key` ``(seed, client)``, or a
-    fresh key when ``seed`` is None (independent of every other client's)."""
+    fresh key when ``seed`` is None (independent of every other client's).
+
+    Parameters
+    ----------
+    seed : int, optional
+    client : int
+
+    Returns
+    -------
+    ClientRngs
+
+    Examples
+    --------
+    >>> from secure_auc.dp.rng import client_rngs
+    >>> client_rngs(3, 0).noise.random() == client_rngs(3, 0).noise.random()
+    True
+    >>> client_rngs(3, 0).noise.random() != client_rngs(3, 1).noise.random()
+    True
+    """
     return ClientRngs.from_key(None if seed is None else client_key(seed, client))

@@ -21,6 +21,7 @@ the server, which a real run would not do for the exact one).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -39,6 +40,8 @@ from ..dp import NoNoise, client_rngs
 from ..dp.rng import client_key
 from ..protocol import Client, ScoresMessage, Server
 from ..protocol.plain import run_plain
+
+log = logging.getLogger(__name__)
 
 __all__ = ["ComparisonRow", "compare", "ATTACK_K", "write_outputs"]
 
@@ -143,7 +146,7 @@ def _torchrun(clients, mechanism_args, seed, provider, sort, timeout):
 
 
 def compare(sizes, parties_list, mechanism, mechanism_args, *, seed=0, provider="ttp", sort=None,
-            launcher="local", timeout=600.0, ks=ATTACK_K, progress=print) -> list[ComparisonRow]:
+            launcher="local", timeout=600.0, ks=ATTACK_K, progress=None) -> list[ComparisonRow]:
     from sklearn.metrics import roc_auc_score
 
     from ..mpc import RANK_METHODS
@@ -151,6 +154,7 @@ def compare(sizes, parties_list, mechanism, mechanism_args, *, seed=0, provider=
     from ..mpc.party import PartyConfig
 
     sort = sort or RANK_METHODS[0]
+    progress = progress or log.info
 
     rows = []
     total = len(sizes) * len(parties_list)

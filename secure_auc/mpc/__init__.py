@@ -24,7 +24,16 @@ What each party learns and the trust model: docs/mpc.md.
 
 class MPCError(RuntimeError):
     """The MPC run failed; the message names the party and the cause (one line);
-    ``details`` holds that party's traceback when it reported one."""
+    ``details`` holds that party's traceback when it reported one.
+
+    Defined here, not in a module that imports CrypTen, so that it can be
+    caught (``from secure_auc import MPCError``) without loading torch.
+
+    Attributes
+    ----------
+    details : str
+        The failing party's traceback, or ``""``.
+    """
 
     details: str = ""
 

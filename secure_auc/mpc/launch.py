@@ -14,12 +14,12 @@ party.  Ctrl-C stops every party.
 
 from __future__ import annotations
 
+import logging
 import multiprocessing as mp
 import os
 import queue as queue_mod
 import signal
 import socket
-import sys
 import time
 import traceback
 
@@ -27,6 +27,8 @@ from ..data.io import ClientData
 from ..validation import InputError
 from . import RANK_METHODS, MPCError
 from .party import PartyConfig, PartyResult, role_name, run_party
+
+log = logging.getLogger(__name__)
 
 __all__ = ["MPCError", "run_mpc_local", "launch_local", "spawn_parties", "free_port", "check_port_free"]
 
@@ -45,12 +47,30 @@ def check_port_free(host: str, port: int) -> None:
             raise InputError(f"port {port} on {host} is busy ({exc.strerror}); choose another with --port") from None
 
 
-def _party_process(rank, parties, addr, port, provider, timeout, job, args, after_dealer, record, results):
+def _log_to_stderr(level: int | None) -> None:
+    """In a spawned party: send the package's log records to stderr, as the parent does."""
+    if level is None:
+        return
+    logger = logging.getLogger("secure_auc")
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(level)
+
+
+def _parent_log_level() -> int | None:
+    logger = logging.getLogger("secure_auc")
+    return logger.getEffectiveLevel() if logger.handlers else None
+
+
+def _party_process(rank, parties, addr, port, provider, timeout, job, args, after_dealer, record, results,
+                   log_level=None):
     """Body of one party's process: ``job(rank, *args)``, or the dealer's service; with
     ``record``, also every buffer the process receives (:func:`.audit.record_received`)."""
     try:
         import contextlib
 
+        _log_to_stderr(log_level)
         from .audit import forbid_crypten_randomness, record_received
         from .comm.runtime import init_party, shutdown_party
 
@@ -97,8 +117,7 @@ def _failure(results, errors: dict, dead: list, procs: dict, k: int) -> MPCError
             errors.setdefault(msg[1], msg)
     if os.environ.get("SECURE_AUC_DEBUG"):
         for r, p in procs.items():
-            print(f"[debug] {role_name(r, k)}: exit code {p.exitcode}; "
-                  f"{errors[r][2] if r in errors else 'no report'}", file=sys.stderr)
+            log.debug("%s: exit code %s; %s", role_name(r, k), p.exitcode, errors[r][2] if r in errors else "no report")
     causes = [m for m in errors.values() if not m[2].startswith(_CONSEQUENTIAL)]
     # a process that died without reporting (a signal, an abort in native code) is the cause
     silent = sorted((r for r, p in procs.items() if r not in errors and p.exitcode not in (None, 0)),
@@ -106,7 +125,7 @@ def _failure(results, errors: dict, dead: list, procs: dict, k: int) -> MPCError
     if errors and (causes or not silent):
         _, r, text, tb = (causes or list(errors.values()))[0]
         if os.environ.get("SECURE_AUC_DEBUG"):
-            print(tb)
+            log.debug("%s", tb)
         err = MPCError(f"{role_name(r, k)} failed: {text}")
         err.details = tb
         return err
@@ -160,12 +179,10 @@ def rank_step_estimate(m: int, parties: int, method: str) -> float:
 
 def _announce(m: int, parties: int, method: str) -> None:
     """Tell the user up front what the rank step will cost."""
-    import sys
-
     estimate = rank_step_estimate(m, parties, method)
     when = f"{estimate / 60:.1f} min" if estimate >= 90 else f"{max(1, round(estimate))} s"
-    print(f"[secure-auc] MPC rank step: {method} sort of {m:,} scores among {parties} parties; "
-          f"expect roughly {when} (plus a few seconds to start the parties)", file=sys.stderr, flush=True)
+    log.info("[secure-auc] MPC rank step: %s sort of %s scores among %d parties; expect roughly %s "
+             "(plus a few seconds to start the parties)", method, f"{m:,}", parties, when)
 
 
 def cost_summary(done: dict, config: PartyConfig, seconds: float) -> dict:
@@ -235,7 +252,7 @@ def spawn_parties(job, per_rank: dict[int, tuple], parties: int, *, provider: st
         p = ctx.Process(target=_party_process, name=f"secure-auc-party-{r}",
                         args=(r, parties, addr, port, provider, timeout, job, per_rank.get(r, ()),
                               after_dealer, received is not None and (record_ranks is None or r in record_ranks),
-                              results), daemon=True)
+                              results, _parent_log_level()), daemon=True)
         p.start()
         procs[r] = p
     done: dict = {}

@@ -29,7 +29,7 @@ What each party receives is listed in ``docs/mpc.md`` and checked by
 
 from __future__ import annotations
 
-import sys
+import logging
 import time
 from dataclasses import dataclass, field
 
@@ -45,6 +45,8 @@ from .comm import backend
 from .primitives.inputs import SourceSharing
 from .primitives.opening import open_to
 from .ranks import rank_step
+
+log = logging.getLogger(__name__)
 
 __all__ = ["PartyConfig", "PartyResult", "run_party", "role_name", "SERVER_RANK"]
 
@@ -117,7 +119,7 @@ def _progress_printer(enabled: bool):
         now = time.perf_counter()
         if stage == stages or now - last[0] >= 0.5:
             last[0] = now
-            print(f"[server] rank step: stage {stage} of {stages}", file=sys.stderr, flush=True)
+            log.info("[server] rank step: stage %d of %d", stage, stages)
 
     return report
 
