@@ -198,6 +198,11 @@ class Mechanism(abc.ABC):
         raise InputError("exact P and N (the paper's appendix variant) applies to GlobalLaplace and "
                          "LocalLaplace (the split allocation) only")
 
+    def delta_method_std(self, stats: LocalStatistics, total: int, auc: float) -> float | None:
+        """This project's delta-method std of the estimate for the clients' exact
+        statistics ``stats`` and true ``auc``; None where the mechanism has none."""
+        return None
+
     def describe(self) -> dict:
         """The parameters a report shows: mechanism, epsilon, delta, allocation, sensitivity."""
         return {"mechanism": self.name, "epsilon": None, "delta": None, "allocation": None, "sensitivity": None}

@@ -450,6 +450,10 @@ class DistributedNoiseMechanism(Mechanism):
                 "allocation": f"{self.noise} shares, split {self.eps_split:.3f}, "
                               f"{self.honest} of {self.clients} clients honest", "sensitivity": None}
 
+    def delta_method_std(self, stats: LocalStatistics, total: int, auc: float) -> float:
+        """:meth:`linearised_std` with the clients' true number of positives."""
+        return self.linearised_std(total, float(stats.local_p.sum()), auc, clients=stats.clients)
+
     # -- the client's step ------------------------------------------------------------------------
     def _clients_for(self, stats: LocalStatistics) -> int:
         if self.clients is None:

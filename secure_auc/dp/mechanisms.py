@@ -277,6 +277,12 @@ class StatisticsMechanism(Mechanism):
             "sensitivity": self.sensitivity if self.allocation == "split" else None,
         }
 
+    def delta_method_std(self, stats: LocalStatistics, total: int, auc: float) -> float:
+        """:func:`.variance.linearised_std` (noisy P included)."""
+        from .variance import linearised_std
+
+        return linearised_std(self, stats, total, auc)
+
     def exact_p_sensitivity(self, stats: LocalStatistics, total: int) -> np.ndarray:
         if self.allocation != "split":
             return super().exact_p_sensitivity(stats, total)

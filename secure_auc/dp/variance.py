@@ -25,7 +25,6 @@ from __future__ import annotations
 import numpy as np
 
 from ..local_stats import LocalStatistics
-from .mechanisms import StatisticsMechanism
 from .randomized_response import flip_probability
 
 __all__ = [
@@ -93,10 +92,9 @@ def local_laplace_one_sample_std(clients: int, positives: int, negatives: int, e
     return float(np.sqrt(k * (k - 1) * (2 * k - 1) / 3) / (positives * negatives * epsilon_sum))
 
 
-def linearised_std(
-    mechanism: StatisticsMechanism, stats: LocalStatistics, total: int, auc: float
-) -> float:
-    """Delta-method std of the estimate for a statistics mechanism (noisy P included)."""
+def linearised_std(mechanism, stats: LocalStatistics, total: int, auc: float) -> float:
+    """Delta-method std of the estimate for a statistics mechanism
+    (:class:`.mechanisms.StatisticsMechanism`; noisy P included)."""
     p = float(stats.local_p.sum())
     n = total - p
     g = p - 0.5 + auc * (n - p)

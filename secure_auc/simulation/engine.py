@@ -41,7 +41,6 @@ from ..dp.randomized_response import debias_auc, flip_probability
 from ..dp.registry import METHODS, make_mechanism
 from ..dp.variance import (
     global_laplace_std,
-    linearised_std,
     local_laplace_one_sample_std,
     rr_linearised_std,
     rr_paper_std,
@@ -209,10 +208,6 @@ class Simulator:
         if exact_p and noise != "laplace":
             raise InputError("exact P and N (the paper's appendix variant) is defined for Laplace noise only")
         est = self.mechanism_estimates(mech, clients, partition, reps, seed, exact_p=exact_p)
-        if method == "distributed":
-            lin = mech.linearised_std(self.m, self.p, self.true_auc)
-            return Cell(method, partition, clients, float(epsilon), reps, self.true_auc,
-                        float(est.mean()), float(est.std(ddof=1)), linearised_std=lin)
         # the paper's closed forms assume exact P and N; with exact_p the whole eps is on localSum
         eps_sum = epsilon if exact_p else alpha * epsilon
         cf, cf_name = None, None
@@ -225,7 +220,7 @@ class Simulator:
             c2 = mech.exact_p_sensitivity(st, self.m)
             lin = float(np.sqrt(np.sum(c2**2)) * mech.family.std(epsilon) / (self.p * self.n))
         else:
-            lin = linearised_std(mech, st, self.m, self.true_auc)
+            lin = mech.delta_method_std(st, self.m, self.true_auc)
         return Cell(method, partition, clients, float(epsilon), reps, self.true_auc,
                     float(est.mean()), float(est.std(ddof=1)), exact_p=exact_p,
                     closed_form_std=cf, closed_form_name=cf_name, linearised_std=lin)
