@@ -125,6 +125,16 @@ def build_parser() -> argparse.ArgumentParser:
     from .simulate import add_parser as add_simulate_parser
 
     add_simulate_parser(sub)
+
+    kg = sub.add_parser(
+        "keygen",
+        help="write a party's identity key (mode 0600) and print its public key for the roster",
+        description="Write a new Ed25519 identity key to FILE (PKCS#8 PEM, created with mode 0600, never "
+        "overwritten) and print its public key (64 hex digits), which goes into the roster of every party "
+        "under this party's role.",
+    )
+    kg.add_argument("file", metavar="FILE", help="where to write the private key")
+    kg.set_defaults(handler=cmd_keygen)
     return parser
 
 
@@ -236,6 +246,13 @@ def cmd_evaluate(args) -> int:
         result.extra["total_epsilon_spent"] = round(total.epsilon, 12)
         result.extra["total_delta_spent"] = total.delta
     print_report(result, source, args.json)
+    return 0
+
+
+def cmd_keygen(args) -> int:
+    from ..mpc.comm.roster import generate_identity, write_identity
+
+    print(write_identity(args.file, generate_identity()))
     return 0
 
 

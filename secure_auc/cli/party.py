@@ -41,6 +41,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="reproducible runs: a client reads its 128-bit noise key (32 hex digits) from PATH; "
                         "'{client}' in PATH is replaced by the client's index (keys/client{client}.key). "
                         "Only client ranks read it. Default: a fresh key from the OS's cryptographic source")
+    p.add_argument("--roster", metavar="ROSTER.json", default=None,
+                   help="the public identity key of every role (server, clients, dealer); every party checks "
+                        "every peer against it before any data flows. Required when the parties are on "
+                        "several hosts. Without it (one host only), keys are exchanged over the local "
+                        "rendezvous: links are encrypted but no party is authenticated")
+    p.add_argument("--identity", metavar="KEY.pem", default=None,
+                   help="this party's identity key (secure-auc keygen KEY.pem), with --roster")
     p.add_argument("--seed", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--json", action="store_true", help="the server prints one JSON object")
     return p
@@ -80,6 +87,45 @@ def _noise_key(template: str | None, client: int) -> int | None:
         raise InputError(str(exc)) from None
 
 
+def _is_loopback(addr: str) -> bool:
+    import ipaddress
+    import socket
+
+    try:
+        return all(ipaddress.ip_address(info[4][0]).is_loopback
+                   for info in socket.getaddrinfo(addr, None))
+    except (OSError, ValueError):
+        return False
+
+
+def _identity_and_roster(args, rank: int, clients: int):
+    """(identity key, roster) from --identity/--roster; without them, on one host only,
+    keys exchanged over the local rendezvous (said on stderr)."""
+    from ..mpc.comm.roster import Roster, read_identity
+
+    if args.roster is None:
+        if args.identity is not None:
+            raise InputError("--identity needs --roster (the other parties' public keys)")
+        if not _is_loopback(os.environ["MASTER_ADDR"]):
+            raise InputError(f"--roster is required when the parties are on several hosts (MASTER_ADDR "
+                             f"{os.environ['MASTER_ADDR']} is not this host's loopback): make a key per party "
+                             "with secure-auc keygen and list their public keys in a roster")
+        if rank == 0:
+            print("secure-auc party: no --roster: identity keys are exchanged over the local rendezvous; links "
+                  "are encrypted, but any process of this host that reaches the port could take a rank",
+                  file=sys.stderr)
+        return None, "exchange"
+    if args.identity is None:
+        raise InputError("--roster needs --identity (this party's key, from secure-auc keygen)")
+    roster = Roster.load(args.roster)
+    expected = 1 + clients + (1 if args.provider == "ttp" else 0)
+    if roster.ranks() != expected or (args.provider == "ttp") != (roster.dealer is not None):
+        raise InputError(f"roster {args.roster} lists {len(roster.clients)} clients"
+                         f"{' and a dealer' if roster.dealer is not None else ''}; this run has {clients} clients"
+                         f"{' and a dealer (--provider ttp)' if args.provider == 'ttp' else ''}")
+    return read_identity(args.identity), roster
+
+
 def _run(args) -> int:
     import time
 
@@ -106,8 +152,10 @@ def _run(args) -> int:
     mechanism = mechanism_from_args(args, clients=len(args.files))
     data = read_client_csv(args.files[rank - 1]) if 1 <= rank <= k else None
     noise_key = _noise_key(args.noise_key_file, rank - 1) if 1 <= rank <= k else None
+    identity, roster = _identity_and_roster(args, rank, k)
     init_party(rank=rank, parties=k + 1, master_addr=os.environ["MASTER_ADDR"],
-               master_port=int(os.environ["MASTER_PORT"]), provider=args.provider, timeout=args.timeout)
+               master_port=int(os.environ["MASTER_PORT"]), provider=args.provider, timeout=args.timeout,
+               identity=identity, roster=roster)
     if rank == k + 1:
         with forbid_crypten_randomness():
             run_dealer()

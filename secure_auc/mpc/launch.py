@@ -64,7 +64,7 @@ def _parent_log_level() -> int | None:
 
 
 def _party_process(rank, parties, addr, port, provider, timeout, job, args, after_dealer, record, results,
-                   log_level=None):
+                   log_level=None, identity=None, roster=None):
     """Body of one party's process: ``job(rank, *args)``, or the dealer's service; with
     ``record``, also every buffer the process receives (:func:`.audit.record_received`)."""
     try:
@@ -74,8 +74,11 @@ def _party_process(rank, parties, addr, port, provider, timeout, job, args, afte
         from .audit import forbid_crypten_randomness, record_received
         from .comm.runtime import init_party, shutdown_party
 
-        init_party(rank=rank, parties=parties, master_addr=addr, master_port=port,
-                   provider=provider, timeout=timeout)
+        from .comm.roster import identity_from_bytes
+
+        init_party(rank=rank, parties=parties, master_addr=addr, master_port=port, provider=provider,
+                   timeout=timeout, identity=None if identity is None else identity_from_bytes(identity),
+                   roster=roster, insecure=roster is None)
         received: list = []
         with forbid_crypten_randomness(), (record_received(received) if record else contextlib.nullcontext()):
             if rank == parties:  # the dealer serves correlated randomness until told to stop
@@ -219,7 +222,8 @@ def launch_local(clients: list[ClientData], config: PartyConfig, *, timeout: flo
 
 def spawn_parties(job, per_rank: dict[int, tuple], parties: int, *, provider: str = "ttp",
                   timeout: float = 60.0, port: int | None = None, deadline: float | None = None,
-                  after_dealer=None, received: dict | None = None, record_ranks=None) -> dict:
+                  after_dealer=None, received: dict | None = None, record_ranks=None,
+                  insecure_links: bool = False) -> dict:
     """Run ``job(rank, *per_rank[rank])`` in one spawned process per computing party (ranks
     0..parties-1, each receiving only its own arguments), plus CrypTen's dealer (rank
     ``parties``) with ``provider="ttp"``; return the results by rank (the dealer's:
@@ -233,6 +237,11 @@ def spawn_parties(job, per_rank: dict[int, tuple], parties: int, *, provider: st
     (:func:`.audit.forbid_crypten_randomness`).  Raises :class:`MPCError` naming
     the party at the root of a failure (an exception, a crash, a signal); every
     process is stopped in any case.
+
+    Links: the launcher draws an ephemeral identity key per process and hands each
+    its own key and the roster of all public keys (:mod:`.comm.roster`); every
+    message then travels encrypted and authenticated (:mod:`.comm.secure`).
+    ``insecure_links=True`` (tests of the unprotected transport only) skips that.
     """
     if provider not in ("tfp", "ttp"):
         raise InputError(f"provider must be 'tfp' or 'ttp', got {provider!r}")
@@ -244,6 +253,9 @@ def spawn_parties(job, per_rank: dict[int, tuple], parties: int, *, provider: st
         port = free_port(addr)
     else:
         check_port_free(addr, port)
+    from .comm.roster import ephemeral_roster, identity_bytes
+
+    roster, keys = ephemeral_roster(k, provider == "ttp")
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
     ranks = list(range(parties)) + ([parties] if provider == "ttp" else [])
@@ -252,7 +264,9 @@ def spawn_parties(job, per_rank: dict[int, tuple], parties: int, *, provider: st
         p = ctx.Process(target=_party_process, name=f"secure-auc-party-{r}",
                         args=(r, parties, addr, port, provider, timeout, job, per_rank.get(r, ()),
                               after_dealer, received is not None and (record_ranks is None or r in record_ranks),
-                              results, _parent_log_level()), daemon=True)
+                              results, _parent_log_level(),
+                              None if insecure_links else identity_bytes(keys[r]),
+                              None if insecure_links else roster), daemon=True)
         p.start()
         procs[r] = p
     done: dict = {}

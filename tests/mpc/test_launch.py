@@ -125,7 +125,7 @@ def test_busy_port_is_reported():
             launch_local([c], PartyConfig(mechanisms=(NoNoise(),), clients=1), port=port)
 
 
-NS = ["sa_h0", "sa_h1", "sa_h2"]
+NS = ["sa_h0", "sa_h1", "sa_h2", "sa_h3"]  # server, client 0, client 1, dealer
 
 
 def _netns_available():
@@ -146,7 +146,7 @@ def _netns_available():
 
 
 @pytest.fixture
-def three_hosts():
+def four_hosts():
     reason = _netns_available()
     if reason:
         pytest.skip(reason)
@@ -177,22 +177,52 @@ def three_hosts():
         subprocess.run(["ip", "link", "del", "sa_br"], capture_output=True)
 
 
-def test_parties_on_separate_hosts(tmp_path, three_hosts):
-    """Server and two clients, each in its own network namespace with its own address,
-    launched as the README's multi-machine torchrun command (one node per host)."""
+def _roster_deployment(tmp_path, clients: int):
+    """One identity key per role (secure-auc keygen) and the roster of their public keys."""
+    from secure_auc.cli import main as cli
+
+    roles = ["server"] + [f"client{k}" for k in range(clients)] + ["dealer"]
+    pubs = {}
+    for role in roles:
+        key = tmp_path / f"{role}.pem"
+        out = subprocess.run([str(BIN / "secure-auc"), "keygen", str(key)], capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        assert (key.stat().st_mode & 0o777) == 0o600
+        pubs[role] = out.stdout.strip()
+    roster = tmp_path / "roster.json"
+    roster.write_text(json.dumps({"server": pubs["server"], "clients": [pubs[f"client{k}"] for k in range(clients)],
+                                  "dealer": pubs["dealer"]}))
+    return roster, [tmp_path / f"{role}.pem" for role in roles]
+
+
+def test_parties_on_separate_hosts(tmp_path, four_hosts):
+    """Server, two clients and the dealer, each in its own network namespace with its own
+    address, launched as the README's multi-organisation torchrun command (one node per
+    host, a roster and one identity key per host)."""
     paths = write_clients(tmp_path, [9, 14], distinct=5)
-    master = three_hosts[0]
+    roster, keys = _roster_deployment(tmp_path, 2)
+    master = four_hosts[0]
     procs = []
     for node, ns in enumerate(NS):
-        cmd = ["ip", "netns", "exec", ns, str(BIN / "torchrun"), "--nnodes", "3", "--node-rank", str(node),
+        cmd = ["ip", "netns", "exec", ns, str(BIN / "torchrun"), "--nnodes", str(len(NS)), "--node-rank", str(node),
                "--nproc-per-node", "1", "--master-addr", master, "--master-port", "29533",
-               str(PARTY), *paths, "--provider", "tfp", "--mechanism", "none", "--json", "--timeout", "30"]
+               str(PARTY), *paths, "--roster", str(roster), "--identity", str(keys[node]),
+               "--mechanism", "none", "--json", "--timeout", "30"]
         procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     outs = [p.communicate(timeout=240) for p in procs]
     for p, (_, err) in zip(procs, outs):
         assert p.returncode == 0, err[-2000:]
     report = json.loads(outs[0][0].strip().splitlines()[-1])
     assert report["auc"] == pytest.approx(reference(paths), abs=1e-12)
+
+
+def test_separate_hosts_without_a_roster_are_refused(tmp_path, four_hosts):
+    paths = write_clients(tmp_path, [9, 14], distinct=5)
+    cmd = ["ip", "netns", "exec", NS[1], str(BIN / "python"), str(PARTY), *paths, "--mechanism", "none"]
+    env = party_env(1, 4, 29534, addr=four_hosts[0])
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=60)
+    assert out.returncode == 2
+    assert "--roster is required when the parties are on several hosts" in out.stderr
 
 
 def test_a_rank_step_longer_than_the_timeout_succeeds():

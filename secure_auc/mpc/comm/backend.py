@@ -37,7 +37,7 @@ with warnings.catch_warnings():
 
 __all__ = ["crypten", "comm", "rank", "world_size", "all_gather", "broadcast_obj", "barrier", "init", "uninit",
            "log_communication", "communication_stats", "reset_communication_stats", "uses_ttp", "ttp_rank",
-           "ttp_request", "ttp_server_base", "random_generator_modules"]
+           "ttp_request", "ttp_server_base", "ttp_release_parties", "random_generator_modules"]
 
 
 def comm():
@@ -108,6 +108,15 @@ def ttp_request(name: str, *args) -> None:
 def ttp_server_base():
     """CrypTen's TTP server class, which the dealer's loop extends."""
     return crypten.mpc.provider.TTPServer
+
+
+def ttp_release_parties() -> None:
+    """The dealer's half of CrypTen's TTP start-up: the computing parties wait in
+    ``crypten.init`` for a seed of a generator the project never draws from (the
+    guard refuses it); send it, so that they can go on to the handshake."""
+    import types
+
+    ttp_server_base()._setup_generators(types.SimpleNamespace(ttp_group=comm().ttp_group))
 
 
 def random_generator_modules():

@@ -76,8 +76,16 @@ def _keep_freed_memory() -> None:
 
 
 def init_party(*, rank: int, parties: int, master_addr: str, master_port: int,
-               provider: str = "ttp", timeout: float = 60.0, threads: int = 1) -> None:
-    """Initialise CrypTen for party ``rank`` of ``parties`` computing parties (+ dealer)."""
+               provider: str = "ttp", timeout: float = 60.0, threads: int = 1,
+               identity=None, roster=None, insecure: bool = False) -> None:
+    """Initialise CrypTen for party ``rank`` of ``parties`` computing parties (+ dealer),
+    then authenticate every peer against ``roster`` with this party's ``identity``
+    (an Ed25519 private key) and route every message over encrypted links
+    (:mod:`.secure`).  ``roster="exchange"`` (one host only, no roster given): every
+    party draws an identity key and the public keys are exchanged over the local
+    process group, which encrypts the links but authenticates no one.
+    ``insecure=True`` skips the links: plain gloo TCP, only for tests that need to
+    see the unprotected transport."""
     import torch
     import torch.distributed.distributed_c10d as c10d
 
@@ -85,6 +93,8 @@ def init_party(*, rank: int, parties: int, master_addr: str, master_port: int,
 
     if provider not in ("ttp", "tfp"):
         raise InputError(f"provider must be 'tfp' or 'ttp', got {provider!r}")
+    if roster is None and not insecure:
+        raise InputError("no roster: every party must know every other party's identity key")
     torch.set_num_threads(threads)
     _keep_freed_memory()
     import faulthandler
@@ -114,13 +124,40 @@ def init_party(*, rank: int, parties: int, master_addr: str, master_port: int,
             f"rank {rank}: not all {total} parties joined at {master_addr}:{master_port} "
             f"within {timeout:g} s ({text})"
         ) from None
+    if provider == "ttp" and rank == parties:
+        backend.ttp_release_parties()
+    if not insecure:
+        from .secure import establish
+
+        if roster == "exchange":
+            identity, roster = _exchange_roster(parties - 1, provider == "ttp")
+        establish(identity, roster, roster.describe)
+
+
+def _exchange_roster(clients: int, dealer: bool):
+    """Ephemeral identity keys whose public halves every party sends every other over the
+    (unauthenticated) process group: single-host runs without a roster file."""
+    import torch
+    import torch.distributed as dist
+
+    from .channel import public_bytes
+    from .roster import Roster, generate_identity
+
+    identity = generate_identity()
+    mine = torch.frombuffer(bytearray(public_bytes(identity)), dtype=torch.uint8)
+    keys = [torch.empty(32, dtype=torch.uint8) for _ in range(dist.get_world_size())]
+    dist.all_gather(keys, mine)
+    pubs = [bytes(k.numpy()) for k in keys]
+    return identity, Roster(pubs[0], tuple(pubs[1 : 1 + clients]), pubs[-1] if dealer else None)
 
 
 def explain(exc: BaseException) -> str:
     """One clear line for an exception raised during a run (torch's are pages long)."""
     text = str(exc)
     low = text.lower()
-    if isinstance(exc, PartyStartError) or isinstance(exc, InputError):
+    from .channel import ChannelError
+
+    if isinstance(exc, (PartyStartError, InputError, ChannelError)):
         return text
     if "connection closed by peer" in low or "connection reset" in low or "broken pipe" in low:
         return "another party disconnected (it crashed or was stopped); the run cannot continue"

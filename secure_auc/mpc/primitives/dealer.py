@@ -160,7 +160,7 @@ def serve() -> None:
             self.ttp_group = comm.ttp_group
             self.comm_group = comm.ttp_comm_group
             self.device = "cpu"
-            self._setup_generators()
+            self.generators = None  # CrypTen's generators are never drawn from (see backend.ttp_release_parties)
             ttp_rank = comm.get_ttp_rank()
             while True:
                 message = comm.recv_obj(0, self.ttp_group)

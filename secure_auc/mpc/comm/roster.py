@@ -1,0 +1,157 @@
+"""Identity keys and the roster that binds every role to its public key.
+
+A roster is a JSON file listing the Ed25519 public key (64 hex digits) of every
+role::
+
+    {
+      "server":  "3b6a27bc...",
+      "clients": ["8f0d...", "c41e..."],
+      "dealer":  "77aa..."
+    }
+
+Ranks follow the protocol's layout: the server is rank 0, client k is rank
+k + 1, the dealer (with ``--provider ttp``) is rank K + 1.  ``secure-auc
+keygen FILE`` writes an identity key (PKCS#8 PEM, mode 0600) and prints its
+public key for the roster.  Local runs use ephemeral keys and an in-memory
+roster (:func:`ephemeral_roster`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from ...validation import InputError
+from .channel import public_bytes
+
+__all__ = ["Roster", "generate_identity", "write_identity", "read_identity", "ephemeral_roster",
+           "identity_from_bytes", "identity_bytes"]
+
+
+@dataclass(frozen=True)
+class Roster:
+    """Public identity keys (32 raw bytes each) of the server, the clients and the dealer."""
+
+    server: bytes
+    clients: tuple
+    dealer: bytes | None = None
+
+    def key(self, rank: int) -> bytes:
+        k = len(self.clients)
+        if rank == 0:
+            return self.server
+        if 1 <= rank <= k:
+            return self.clients[rank - 1]
+        if rank == k + 1 and self.dealer is not None:
+            return self.dealer
+        raise InputError(f"the roster has no role for rank {rank} ({k} clients"
+                         f"{', a dealer' if self.dealer is not None else ', no dealer'})")
+
+    def describe(self, rank: int) -> str:
+        """The role of ``rank``, for error messages: "client 0 (rank 1)"."""
+        k = len(self.clients)
+        if rank == 0:
+            return "server (rank 0)"
+        if rank <= k:
+            return f"client {rank - 1} (rank {rank})"
+        return f"dealer (rank {rank})"
+
+    def ranks(self) -> int:
+        return 1 + len(self.clients) + (self.dealer is not None)
+
+    @classmethod
+    def load(cls, path) -> "Roster":
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InputError(f"cannot read the roster {path}: {getattr(exc, 'strerror', None) or exc}") from None
+        except json.JSONDecodeError as exc:
+            raise InputError(f"roster {path}: not JSON ({exc.msg}, line {exc.lineno})") from None
+        if not isinstance(data, dict) or not isinstance(data.get("clients"), list) or "server" not in data:
+            raise InputError(f"roster {path}: expected an object with 'server', 'clients' (a list) and "
+                             "optionally 'dealer'")
+
+        def key(value, where):
+            try:
+                raw = bytes.fromhex(str(value))
+            except ValueError:
+                raw = b""
+            if len(raw) != 32:
+                raise InputError(f"roster {path}: {where}: expected an Ed25519 public key of 64 hex digits")
+            return raw
+
+        clients = tuple(key(v, f"clients[{i}]") for i, v in enumerate(data["clients"]))
+        if not clients:
+            raise InputError(f"roster {path}: no clients")
+        dealer = key(data["dealer"], "dealer") if data.get("dealer") is not None else None
+        keys = [key(data["server"], "server"), *clients] + ([dealer] if dealer else [])
+        if len(set(keys)) != len(keys):
+            raise InputError(f"roster {path}: two roles have the same key")
+        return cls(keys[0], clients, dealer)
+
+    def to_json(self) -> str:
+        out = {"server": self.server.hex(), "clients": [c.hex() for c in self.clients]}
+        if self.dealer is not None:
+            out["dealer"] = self.dealer.hex()
+        return json.dumps(out, indent=2)
+
+
+def generate_identity() -> Ed25519PrivateKey:
+    return Ed25519PrivateKey.generate()
+
+
+def write_identity(path, key: Ed25519PrivateKey) -> str:
+    """Write ``key`` to ``path`` (PKCS#8 PEM, created with mode 0600, never overwritten);
+    return its public key in hex."""
+    path = Path(path)
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                            serialization.NoEncryption())
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except FileExistsError:
+        raise InputError(f"{path} exists: an identity key is never overwritten") from None
+    except OSError as exc:
+        raise InputError(f"cannot write {path}: {exc.strerror}") from None
+    with os.fdopen(fd, "wb") as f:
+        f.write(pem)
+    return public_bytes(key).hex()
+
+
+def read_identity(path) -> Ed25519PrivateKey:
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read the identity key {path}: {exc.strerror}") from None
+    if os.stat(path).st_mode & 0o077:
+        raise InputError(f"identity key {path} is readable by others: chmod 600 it")
+    try:
+        key = serialization.load_pem_private_key(data, password=None)
+    except (ValueError, TypeError):
+        key = None
+    if not isinstance(key, Ed25519PrivateKey):
+        raise InputError(f"{path} is not an Ed25519 private key (make one with secure-auc keygen)")
+    return key
+
+
+def ephemeral_roster(clients: int, dealer: bool) -> tuple[Roster, list[Ed25519PrivateKey]]:
+    """Fresh identity keys for every rank of a local run, and their roster."""
+    keys = [generate_identity() for _ in range(1 + clients + int(dealer))]
+    pubs = [public_bytes(k) for k in keys]
+    return Roster(pubs[0], tuple(pubs[1 : 1 + clients]), pubs[-1] if dealer else None), keys
+
+
+def identity_bytes(key: Ed25519PrivateKey) -> bytes:
+    """The raw 32-byte private key (to hand a local party its ephemeral identity)."""
+    return key.private_bytes(serialization.Encoding.Raw, serialization.PrivateFormat.Raw,
+                             serialization.NoEncryption())
+
+
+def identity_from_bytes(raw: bytes) -> Ed25519PrivateKey:
+    return Ed25519PrivateKey.from_private_bytes(raw)
