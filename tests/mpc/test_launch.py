@@ -216,6 +216,30 @@ def test_parties_on_separate_hosts(tmp_path, four_hosts):
     assert report["auc"] == pytest.approx(reference(paths), abs=1e-12)
 
 
+def test_a_host_that_never_joins_ends_every_other_within_the_timeout(tmp_path, four_hosts):
+    """The dealer's host never starts: with torchrun's rendezvous bounded as the README
+    says (--rdzv-conf timeout=15), every other host's torchrun ends with an error about the
+    rendezvous within that bound, and leaves no process behind."""
+    paths = write_clients(tmp_path, [9, 14], distinct=5)
+    roster, keys = _roster_deployment(tmp_path, 2)
+    start = time.monotonic()
+    procs = []
+    for node, ns in enumerate(NS[:3]):
+        cmd = ["ip", "netns", "exec", ns, str(BIN / "torchrun"), "--nnodes", str(len(NS)), "--node-rank", str(node),
+               "--nproc-per-node", "1", "--master-addr", four_hosts[0], "--master-port", "29535",
+               "--rdzv-conf", "timeout=15", str(PARTY), *paths, "--roster", str(roster), "--identity", str(keys[node]),
+               "--mechanism", "none", "--json", "--timeout", "15"]
+        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                      start_new_session=True))
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert time.monotonic() - start < 45
+    for p, (_, err) in zip(procs, outs):
+        assert p.returncode != 0
+        assert "clients joined" in err or "wait timeout" in err, err[-1000:]
+    ps = subprocess.run(["ps", "-eo", "sid="], capture_output=True, text=True).stdout.split()
+    assert not set(ps) & {str(p.pid) for p in procs}
+
+
 def test_separate_hosts_without_a_roster_are_refused(tmp_path, four_hosts):
     paths = write_clients(tmp_path, [9, 14], distinct=5)
     cmd = ["ip", "netns", "exec", NS[1], str(BIN / "python"), str(PARTY), *paths, "--mechanism", "none"]
