@@ -208,6 +208,15 @@ def load_clients(paths: list[str | Path]) -> list[ClientData]:
     >>> [len(c) for c in clients]
     [2, 1]
     """
+    seen: dict = {}
+    for p in paths:
+        try:
+            key = Path(p).resolve()
+        except OSError:
+            key = Path(p)
+        if key in seen:
+            raise InputError(f"{p}: the same file as {seen[key]}; each client file may be given once")
+        seen[key] = p
     return [read_client_csv(p) for p in paths]
 
 

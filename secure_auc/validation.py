@@ -66,10 +66,18 @@ def check_binary_labels(labels, *, name: str = "labels") -> np.ndarray:
     return arr.astype(np.int8)
 
 
+EPSILON_RANGE = (1e-6, 1e4)  # smaller budgets give noise beyond any float's precision; larger are no privacy
+
+
 def check_epsilon(epsilon: float, *, name: str = "epsilon") -> float:
     eps = float(epsilon)
+    if math.isinf(eps) and eps > 0:
+        return eps  # no privacy (the exact computation)
     if not (eps > 0) or math.isnan(eps):
         raise InputError(f"{name} must be > 0, got {epsilon}")
+    lo, hi = EPSILON_RANGE
+    if not (lo <= eps <= hi):
+        raise InputError(f"{name} must be between {lo:g} and {hi:g} (or inf for no privacy), got {epsilon}")
     return eps
 
 
@@ -77,6 +85,8 @@ def check_delta(delta: float, *, name: str = "delta") -> float:
     d = float(delta)
     if not (0.0 < d < 1.0):
         raise InputError(f"{name} must be in (0, 1), got {delta}")
+    if d < 1e-300:
+        raise InputError(f"{name} must be at least 1e-300, got {delta}")
     return d
 
 

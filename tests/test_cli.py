@@ -104,3 +104,57 @@ def test_all_labels_one_class_across_clients(tmp_path, capsys):
 def test_bad_parameters(capsys, args, match):
     err = _err(capsys, ["evaluate", "--samples", "1000", *args])
     assert match in err
+
+
+def test_a_spreadsheet_bom_is_read(tmp_path, capsys):
+    p = tmp_path / "bom.csv"
+    p.write_bytes("\ufeffscore,label\n0.9,1\n0.2,0\n0.4,1\n".encode("utf-8"))
+    q = tmp_path / "other.csv"
+    q.write_text("score,label\n0.3,0\n0.8,1\n")
+    assert main(["evaluate", str(p), str(q), "--mechanism", "none", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["auc"] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("data, match", [
+    (b"score,label,note\n0.9,1,caf\xe9\n0.2,0,x\n", "not UTF-8 text"),
+    (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe", "not UTF-8 text"),
+])
+def test_undecodable_files_are_named(tmp_path, capsys, data, match):
+    p = tmp_path / "bad.csv"
+    p.write_bytes(data)
+    assert main(["evaluate", str(p), "--mechanism", "none"]) == 2
+    err = capsys.readouterr().err
+    assert match in err and str(p) in err and "Traceback" not in err
+
+
+def test_the_same_file_twice_is_refused(tmp_path, capsys):
+    paths = write_clients(tmp_path, n=1)
+    assert main(["evaluate", paths[0], str(tmp_path / "." / "client0.csv"), "--mechanism", "none"]) == 2
+    assert "the same file as" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args, match", [
+    (["--protocol", "mpc", "--port", "70000"], "--port must be in 1..65535"),
+    (["--seed", "-1"], "--seed must be between 0"),
+    (["--protocol", "mpc", "--timeout", "inf"], "--timeout must be"),
+    (["--epsilon", "1e-300"], "epsilon must be between"),
+    (["--mechanism", "gaussian", "--delta", "1e-320"], "delta must be at least"),
+])
+def test_out_of_range_numbers_end_before_anything_starts(capsys, args, match):
+    assert main(["evaluate", "--samples", "200", *args]) == 2
+    err = capsys.readouterr().err
+    assert match in err and err.count("\n") == 1
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out.startswith("secure-auc ")
+
+
+def test_json_never_holds_infinity():
+    from secure_auc.cli import json_safe
+
+    assert json.dumps(json_safe({"auc": float("inf"), "x": [float("nan"), 1.0]}), allow_nan=False) == \
+        '{"auc": null, "x": [null, 1.0]}'

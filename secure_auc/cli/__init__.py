@@ -66,14 +66,17 @@ def add_mpc_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--timeout", type=float, default=60.0,
                    help="seconds a party waits for the others before the run fails (default 60)")
     g.add_argument("--port", type=int, default=None,
-                   help="TCP port on 127.0.0.1 where the local parties meet (default: a free one)")
+                   help="TCP port on 127.0.0.1 where the local parties meet (default, or 0: a free one)")
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .. import __version__
+
     parser = argparse.ArgumentParser(
         prog="secure-auc",
         description="Label-differentially-private AUC for vertical federated learning (FedAUC).",
     )
+    parser.add_argument("--version", action="version", version=f"secure-auc {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     ev = sub.add_parser(
@@ -167,10 +170,23 @@ def add_ledger_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--budget-delta", type=float, default=0.0, help="total delta allowed (default 0)")
 
 
+def json_safe(value):
+    """Non-finite floats (an estimate that noise pushed out of range) as null: strict JSON."""
+    import math
+
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
+
+
 def print_report(result, source: str, as_json: bool) -> None:
     """Print an EvaluationResult as a table (or one JSON object)."""
     if as_json:
-        print(json.dumps(result.to_dict()))
+        print(json.dumps(json_safe(result.to_dict()), allow_nan=False))
         return
     r = result
     privacy = ("none (exact, non-private)" if r.epsilon is None
@@ -202,8 +218,25 @@ def print_report(result, source: str, as_json: bool) -> None:
               "a real deployment would not have it.")
 
 
+def check_run_options(args) -> None:
+    """Numbers that would fail (or overflow) only after the parties started: checked first."""
+    import math
+
+    seed = getattr(args, "seed", None)
+    if seed is not None and not 0 <= seed < 2**63:
+        raise InputError(f"--seed must be between 0 and 2^63 - 1, got {seed}")
+    timeout = getattr(args, "timeout", None)
+    if timeout is not None and not (math.isfinite(timeout) and 0 < timeout <= 86400):
+        raise InputError(f"--timeout must be a number of seconds in (0, 86400], got {timeout}")
+    port = getattr(args, "port", None)
+    if port is not None and not 0 <= port <= 65535:
+        raise InputError(f"--port must be in 1..65535 (or 0 for a free one), got {port}")
+
+
 def cmd_evaluate(args) -> int:
     from ..evaluate import builtin_clients, evaluate, load_clients
+
+    check_run_options(args)
 
     if args.files:
         clients = load_clients(args.files)
@@ -230,7 +263,7 @@ def cmd_evaluate(args) -> int:
     mpc_options = None
     if args.protocol == "mpc":
         mpc_options = {"provider": args.provider, "sort": args.sort, "timeout": args.timeout,
-                       "port": args.port, "progress": True}
+                       "port": args.port or None, "progress": True}
         if args.seed is not None:
             print(f"[secure-auc] --seed {args.seed} with --protocol mpc: client k's noise key is derived from "
                   "(seed, k) and handed to client k's process only; the server and the dealer never receive it. "
@@ -283,7 +316,8 @@ def cmd_compare(args) -> int:
     if args.json:
         from dataclasses import asdict
 
-        print(json.dumps([asdict(r) | {"exact_equal": r.exact_equal, "dp_equal": r.dp_equal} for r in rows]))
+        print(json.dumps(json_safe([asdict(r) | {"exact_equal": r.exact_equal, "dp_equal": r.dp_equal} for r in rows]),
+                         allow_nan=False))
     else:
         print(format_table(rows))
         print(f"\nwrote {paths['csv']}, {paths['json']}, {paths['png']}")
@@ -314,8 +348,16 @@ def setup_logging() -> None:
     logger.propagate = False
 
 
+def _terminate_as_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
+    import signal
+
     setup_logging()
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _terminate_as_interrupt)  # a scheduler's stop: the same clean exit
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -113,13 +113,16 @@ def read_client_csv(path: str | Path) -> ClientData:
     """
     path = Path(path)
     try:
-        handle = open(path, newline="", encoding="utf-8")
+        handle = open(path, newline="", encoding="utf-8-sig")  # a leading BOM (spreadsheets) is dropped
     except OSError as exc:
         raise InputError(f"{path}: cannot open client file ({exc.strerror})") from None
     with handle:
         reader = csv.reader(handle)
         try:
             header = next(reader)
+        except UnicodeDecodeError as exc:
+            raise InputError(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); "
+                             "save it as UTF-8 CSV") from None
         except StopIteration:
             raise InputError(f"{path}: file is empty (expected a header with 'score' and 'label')") from None
         except csv.Error as exc:
@@ -160,6 +163,9 @@ def read_client_csv(path: str | Path) -> ClientData:
                 labels.append(lab)
         except csv.Error as exc:
             raise InputError(f"{path}: line {reader.line_num}: not valid CSV ({exc})") from None
+        except UnicodeDecodeError as exc:
+            raise InputError(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start} of "
+                             "a block); save it as UTF-8 CSV") from None
     if not scores:
         raise InputError(f"{path}: has a header but no data rows")
     return ClientData(np.asarray(scores, dtype=np.float64), np.asarray(labels, dtype=np.int8), str(path))

@@ -47,6 +47,22 @@ def check_port_free(host: str, port: int) -> None:
             raise InputError(f"port {port} on {host} is busy ({exc.strerror}); choose another with --port") from None
 
 
+def _die_with_parent() -> None:
+    """Linux: the kernel kills this party when the launcher dies, however it dies
+    (SIGKILL included), so no party goes on computing on private data, orphaned."""
+    import ctypes
+
+    parent = os.getppid()
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the launcher died before the request took effect
+        os._exit(1)
+
+
 def _log_to_stderr(level: int | None) -> None:
     """In a spawned party: send the package's log records to stderr, as the parent does."""
     if level is None:
@@ -70,6 +86,7 @@ def _party_process(rank, parties, addr, port, provider, timeout, job, args, afte
     try:
         import contextlib
 
+        _die_with_parent()
         _log_to_stderr(log_level)
         from .audit import forbid_crypten_randomness, record_received
         from .comm.runtime import init_party, shutdown_party

@@ -261,3 +261,31 @@ def test_a_rank_step_longer_than_the_timeout_succeeds():
     results = launch_local([ClientData(scores, labels, "big")], config, timeout=4)
     assert time.monotonic() - start > 4  # the run outlasted the timeout
     assert float(results[0].estimates[0].auc) == pytest.approx(rank_auc(labels, scores), abs=1e-12)
+
+
+@pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM"])
+def test_the_parties_die_with_the_launcher(tmp_path, how):
+    """However the launcher ends, no party goes on computing on the private data."""
+    import os
+    import signal
+
+    cmd = [str(BIN / "secure-auc"), "evaluate", "--protocol", "mpc", "--samples", "262144", "--clients", "2",
+           "--mechanism", "none"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    for line in proc.stderr:  # the parties are running once the rank step reports
+        if "rank step: stage" in line:
+            break
+    children = subprocess.run(["pgrep", "-s", str(proc.pid)], capture_output=True, text=True).stdout.split()
+    assert len(children) >= 4  # launcher, server, 2 clients, dealer
+    os.kill(proc.pid, getattr(signal, how))
+    proc.wait(timeout=30)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        alive = [pid for pid in children if pid != str(proc.pid) and os.path.exists(f"/proc/{pid}")
+                 and "Z" not in open(f"/proc/{pid}/stat").read().split()[2]]
+        if not alive:
+            break
+        time.sleep(0.1)
+    assert alive == []
+    if how == "SIGTERM":
+        assert "secure-auc: interrupted" in proc.stderr.read()
