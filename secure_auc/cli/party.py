@@ -155,7 +155,7 @@ def _run(args) -> int:
     identity, roster = _identity_and_roster(args, rank, k)
     init_party(rank=rank, parties=k + 1, master_addr=os.environ["MASTER_ADDR"],
                master_port=int(os.environ["MASTER_PORT"]), provider=args.provider, timeout=args.timeout,
-               identity=identity, roster=roster)
+               identity=identity, roster=roster, roll_call=True)
     if rank == k + 1:
         with forbid_crypten_randomness():
             run_dealer()

@@ -59,9 +59,18 @@ def test_party_that_never_starts_ends_the_run_within_the_timeout(tmp_path, free_
     elapsed = time.monotonic() - start
     for p, (_, err) in zip(procs, outs):
         assert p.returncode != 0
-        assert "not all 3 parties joined" in err and "within 5 s" in err, err[-1000:]
+        assert "client 1 (rank 2) never joined within 5 s" in err, err[-1000:]  # named, by every party
         assert len([ln for ln in err.splitlines() if "error" in ln]) == 1
     assert elapsed < 60
+
+
+def test_a_server_that_never_starts_is_named(tmp_path, free_port):
+    paths = write_clients(tmp_path, [5, 5])
+    procs = [_start(r, 3, free_port, paths, ("--timeout", "5")) for r in (1, 2)]  # the server never starts
+    outs = [p.communicate(timeout=90) for p in procs]
+    for p, (_, err) in zip(procs, outs):
+        assert p.returncode != 0
+        assert "the server (rank 0) never joined" in err, err[-1000:]
 
 
 def test_parties_started_with_different_parameters_are_named(tmp_path, free_port):
@@ -125,7 +134,26 @@ def test_busy_port_is_reported():
             launch_local([c], PartyConfig(mechanisms=(NoNoise(),), clients=1), port=port)
 
 
-NS = ["sa_h0", "sa_h1", "sa_h2", "sa_h3"]  # server, client 0, client 1, dealer
+_TAG = f"{__import__('os').getpid() % 100000}"  # concurrent test runs never share a namespace or a link
+NS = [f"sa{_TAG}h{i}" for i in range(4)]  # server, client 0, client 1, dealer
+_BR, _VETH, _PEER = f"sab{_TAG}", f"sav{_TAG}", f"sap{_TAG}"
+
+
+def _communicate_all(procs, timeout):
+    """Wait for every process; on a timeout stop every one (and its children) and fail."""
+    import os
+    import signal
+
+    try:
+        return [p.communicate(timeout=timeout) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                try:
+                    os.killpg(p.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    p.kill()
+                p.wait()
 
 
 def _netns_available():
@@ -138,10 +166,10 @@ def _netns_available():
             return "needs root to create network namespaces"
     except AttributeError:
         return "no geteuid on this platform"
-    probe = subprocess.run(["ip", "netns", "add", "sa_probe"], capture_output=True, text=True)
+    probe = subprocess.run(["ip", "netns", "add", f"sa{_TAG}probe"], capture_output=True, text=True)
     if probe.returncode != 0:
         return f"cannot create network namespaces here: {probe.stderr.strip()}"
-    subprocess.run(["ip", "netns", "del", "sa_probe"], capture_output=True)
+    subprocess.run(["ip", "netns", "del", f"sa{_TAG}probe"], capture_output=True)
     return None
 
 
@@ -156,25 +184,25 @@ def four_hosts():
 
     addrs = []
     try:
-        sh("ip", "link", "add", "sa_br", "type", "bridge")
-        sh("ip", "link", "set", "sa_br", "up")
+        sh("ip", "link", "add", _BR, "type", "bridge")
+        sh("ip", "link", "set", _BR, "up")
         for i, ns in enumerate(NS):
             sh("ip", "netns", "add", ns)
-            sh("ip", "link", "add", f"sa_v{i}", "type", "veth", "peer", "name", f"sa_p{i}")
-            sh("ip", "link", "set", f"sa_p{i}", "netns", ns)
-            sh("ip", "link", "set", f"sa_v{i}", "master", "sa_br")
-            sh("ip", "link", "set", f"sa_v{i}", "up")
+            sh("ip", "link", "add", f"{_VETH}{i}", "type", "veth", "peer", "name", f"{_PEER}{i}")
+            sh("ip", "link", "set", f"{_PEER}{i}", "netns", ns)
+            sh("ip", "link", "set", f"{_VETH}{i}", "master", _BR)
+            sh("ip", "link", "set", f"{_VETH}{i}", "up")
             addr = f"10.231.0.{i + 1}"
-            sh("ip", "netns", "exec", ns, "ip", "addr", "add", f"{addr}/24", "dev", f"sa_p{i}")
-            sh("ip", "netns", "exec", ns, "ip", "link", "set", f"sa_p{i}", "up")
+            sh("ip", "netns", "exec", ns, "ip", "addr", "add", f"{addr}/24", "dev", f"{_PEER}{i}")
+            sh("ip", "netns", "exec", ns, "ip", "link", "set", f"{_PEER}{i}", "up")
             sh("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
             addrs.append(addr)
         yield addrs
     finally:
         for i, ns in enumerate(NS):
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
-            subprocess.run(["ip", "link", "del", f"sa_v{i}"], capture_output=True)
-        subprocess.run(["ip", "link", "del", "sa_br"], capture_output=True)
+            subprocess.run(["ip", "link", "del", f"{_VETH}{i}"], capture_output=True)
+        subprocess.run(["ip", "link", "del", _BR], capture_output=True)
 
 
 def _roster_deployment(tmp_path, clients: int):
@@ -208,8 +236,9 @@ def test_parties_on_separate_hosts(tmp_path, four_hosts):
                "--nproc-per-node", "1", "--master-addr", master, "--master-port", "29533",
                str(PARTY), *paths, "--roster", str(roster), "--identity", str(keys[node]),
                "--mechanism", "none", "--json", "--timeout", "30"]
-        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-    outs = [p.communicate(timeout=240) for p in procs]
+        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                      start_new_session=True))
+    outs = _communicate_all(procs, 240)
     for p, (_, err) in zip(procs, outs):
         assert p.returncode == 0, err[-2000:]
     report = json.loads(outs[0][0].strip().splitlines()[-1])
@@ -231,13 +260,33 @@ def test_a_host_that_never_joins_ends_every_other_within_the_timeout(tmp_path, f
                "--mechanism", "none", "--json", "--timeout", "15"]
         procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                       start_new_session=True))
-    outs = [p.communicate(timeout=120) for p in procs]
+    outs = _communicate_all(procs, 120)
     assert time.monotonic() - start < 45
     for p, (_, err) in zip(procs, outs):
         assert p.returncode != 0
         assert "clients joined" in err or "wait timeout" in err, err[-1000:]
     ps = subprocess.run(["ps", "-eo", "sid="], capture_output=True, text=True).stdout.split()
     assert not set(ps) & {str(p.pid) for p in procs}
+
+
+def test_a_host_that_never_joins_is_named_when_parties_start_by_hand(tmp_path, four_hosts):
+    """Parties started directly (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set by hand,
+    no torchrun agent): every party that started names the dealer, which never did."""
+    paths = write_clients(tmp_path, [9, 14], distinct=5)
+    roster, keys = _roster_deployment(tmp_path, 2)
+    start = time.monotonic()
+    procs = []
+    for rank, ns in enumerate(NS[:3]):
+        cmd = ["ip", "netns", "exec", ns, str(BIN / "python"), str(PARTY), *paths, "--roster", str(roster),
+               "--identity", str(keys[rank]), "--mechanism", "none", "--timeout", "10"]
+        procs.append(subprocess.Popen(cmd, env=party_env(rank, 4, 29537, addr=four_hosts[0]),
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                      start_new_session=True))
+    outs = _communicate_all(procs, 120)
+    assert time.monotonic() - start < 30
+    for p, (_, err) in zip(procs, outs):
+        assert p.returncode != 0
+        assert "dealer (rank 3) never joined within 10 s" in err, err[-1000:]
 
 
 def test_separate_hosts_without_a_roster_are_refused(tmp_path, four_hosts):

@@ -29,8 +29,17 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from ...validation import InputError
 from .channel import public_bytes
 
-__all__ = ["Roster", "generate_identity", "write_identity", "read_identity", "ephemeral_roster",
+__all__ = ["describe_rank", "Roster", "generate_identity", "write_identity", "read_identity", "ephemeral_roster",
            "identity_from_bytes", "identity_bytes"]
+
+
+def describe_rank(rank: int, clients: int) -> str:
+    """The role of ``rank`` among ``clients`` clients: "server (rank 0)", "client 0 (rank 1)", "dealer (rank K+1)"."""
+    if rank == 0:
+        return "server (rank 0)"
+    if rank <= clients:
+        return f"client {rank - 1} (rank {rank})"
+    return f"dealer (rank {rank})"
 
 
 @dataclass(frozen=True)
@@ -54,12 +63,7 @@ class Roster:
 
     def describe(self, rank: int) -> str:
         """The role of ``rank``, for error messages: "client 0 (rank 1)"."""
-        k = len(self.clients)
-        if rank == 0:
-            return "server (rank 0)"
-        if rank <= k:
-            return f"client {rank - 1} (rank {rank})"
-        return f"dealer (rank {rank})"
+        return describe_rank(rank, len(self.clients))
 
     def ranks(self) -> int:
         return 1 + len(self.clients) + (self.dealer is not None)

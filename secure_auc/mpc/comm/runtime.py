@@ -77,7 +77,7 @@ def _keep_freed_memory() -> None:
 
 def init_party(*, rank: int, parties: int, master_addr: str, master_port: int,
                provider: str = "ttp", timeout: float = 60.0, threads: int = 1,
-               identity=None, roster=None, insecure: bool = False) -> None:
+               identity=None, roster=None, insecure: bool = False, roll_call: bool = False) -> None:
     """Initialise CrypTen for party ``rank`` of ``parties`` computing parties (+ dealer),
     then authenticate every peer against ``roster`` with this party's ``identity``
     (an Ed25519 private key) and route every message over encrypted links
@@ -85,7 +85,9 @@ def init_party(*, rank: int, parties: int, master_addr: str, master_port: int,
     party draws an identity key and the public keys are exchanged over the local
     process group, which encrypts the links but authenticates no one.
     ``insecure=True`` skips the links: plain gloo TCP, only for tests that need to
-    see the unprotected transport."""
+    see the unprotected transport.  ``roll_call=True`` (parties started separately, as
+    under torchrun): first every party checks in at a store on ``master_port + 1`` run
+    by rank 0, so that a party that never starts is named (:func:`roll_call`)."""
     import torch
     import torch.distributed.distributed_c10d as c10d
 
@@ -113,13 +115,15 @@ def init_party(*, rank: int, parties: int, master_addr: str, master_port: int,
         if iface:
             os.environ["GLOO_SOCKET_IFNAME"] = iface
     c10d.default_pg_timeout = timedelta(seconds=timeout)
+    total = parties + (1 if provider == "ttp" else 0)
+    if roll_call:
+        _ROLL_CALL.append(_roll_call(rank, total, parties - 1, str(master_addr), int(master_port) + 1, timeout))
     try:
         backend.init(provider.upper())
     except Exception as exc:  # torch raises RuntimeError/DistStoreError/DistNetworkError
         text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         if "address already in use" in text.lower() or "EADDRINUSE" in text:
             raise PartyStartError(f"port {master_port} on {master_addr} is busy: {text}") from None
-        total = parties + (1 if provider == "ttp" else 0)
         raise PartyStartError(
             f"rank {rank}: not all {total} parties joined at {master_addr}:{master_port} "
             f"within {timeout:g} s ({text})"
@@ -149,6 +153,51 @@ def _exchange_roster(clients: int, dealer: bool):
     dist.all_gather(keys, mine)
     pubs = [bytes(k.numpy()) for k in keys]
     return identity, Roster(pubs[0], tuple(pubs[1 : 1 + clients]), pubs[-1] if dealer else None)
+
+
+_ROLL_CALL: list = []  # rank 0's store lives as long as its process
+
+
+def _roll_call(rank: int, total: int, clients: int, addr: str, port: int, timeout: float):
+    """Every party checks in at rank 0's store on ``port``.  If some party has not checked
+    in after ``timeout`` seconds, rank 0 writes down who, waits a moment for the others to
+    read it, and every party stops naming the missing ones.  Returns the store (rank 0
+    keeps it alive)."""
+    import time
+
+    import torch.distributed as dist
+
+    from .roster import describe_rank
+
+    try:
+        store = dist.TCPStore(addr, port, total, rank == 0, timeout=timedelta(seconds=timeout),
+                              wait_for_workers=False)
+    except Exception as exc:  # noqa: BLE001 - torch raises several kinds
+        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if rank == 0:
+            raise PartyStartError(f"cannot open the roll-call port {port} on {addr}: {text}") from None
+        raise PartyStartError(f"the server (rank 0) never joined: no roll-call at {addr}:{port} within "
+                              f"{timeout:g} s") from None
+    keys = [f"secure-auc/joined/{r}" for r in range(total)]
+    verdict = "secure-auc/missing"
+    try:
+        store.set(keys[rank], "1")
+        deadline = time.monotonic() + timeout + (0 if rank == 0 else 10)
+        while not store.check(keys):
+            if rank != 0 and store.check([verdict]):
+                raise PartyStartError(f"{store.get(verdict).decode()} never joined within {timeout:g} s")
+            if time.monotonic() > deadline:
+                missing = ", ".join(describe_rank(r, clients) for r, k in enumerate(keys) if not store.check([k]))
+                if rank == 0:
+                    store.set(verdict, missing)
+                    time.sleep(2.0)  # the others read the verdict before this store closes
+                raise PartyStartError(f"{missing} never joined within {timeout:g} s")
+            time.sleep(0.05)
+    except PartyStartError:
+        raise
+    except Exception:  # noqa: BLE001 - the store went away: rank 0 stopped
+        raise PartyStartError(f"the server (rank 0) stopped during the roll-call at {addr}:{port}") from None
+    return store
 
 
 def explain(exc: BaseException) -> str:
