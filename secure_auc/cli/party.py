@@ -45,7 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the public identity key of every role (server, clients, dealer); every party checks "
                         "every peer against it before any data flows. Required when the parties are on "
                         "several hosts. Without it (one host only), keys are exchanged over the local "
-                        "rendezvous: links are encrypted but no party is authenticated")
+                        "rendezvous, vouched for by this OS user's local link key: only this user's "
+                        "processes can take a rank")
     p.add_argument("--identity", metavar="KEY.pem", default=None,
                    help="this party's identity key (secure-auc keygen KEY.pem), with --roster")
     p.add_argument("--seed", type=int, default=None, help=argparse.SUPPRESS)
@@ -111,9 +112,9 @@ def _identity_and_roster(args, rank: int, clients: int):
                              f"{os.environ['MASTER_ADDR']} is not this host's loopback): make a key per party "
                              "with secure-auc keygen and list their public keys in a roster")
         if rank == 0:
-            print("secure-auc party: no --roster: identity keys are exchanged over the local rendezvous; links "
-                  "are encrypted, but any process of this host that reaches the port could take a rank",
-                  file=sys.stderr)
+            print("secure-auc party: no --roster: single host; identity keys are exchanged over the local "
+                  "rendezvous, vouched for by this user's local link key (~/.config/secure-auc/local-link.key): "
+                  "only this user's processes can take a rank", file=sys.stderr)
         return None, "exchange"
     if args.identity is None:
         raise InputError("--roster needs --identity (this party's key, from secure-auc keygen)")

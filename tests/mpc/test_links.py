@@ -147,3 +147,24 @@ def test_only_the_rosters_keys_join(tmp_path, free_port, case):
     assert "this party's identity key is not the roster's key for client 0 (rank 1)" in errors[1]
     for r in (0, 2, 3):
         assert "client 0 (rank 1) failed authentication" in errors[r], errors[r]
+
+
+def test_without_a_roster_only_this_users_processes_join(tmp_path, free_port):
+    """Single host, no roster: a party whose local link key differs (another user's, here
+    another config directory) is named by every party."""
+    files = write_clients(tmp_path, [6, 7])
+    procs = []
+    for rank in range(4):
+        env = party_env(rank, 4, free_port)
+        env["XDG_CONFIG_HOME"] = str(tmp_path / ("other" if rank == 1 else "mine"))
+        procs.append(subprocess.Popen([sys.executable, str(PARTY), *files, "--mechanism", "none", "--timeout", "20"],
+                                      env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert all(p.returncode != 0 for p in procs)
+    for rank, (_, err) in enumerate(outs):
+        last = err.strip().splitlines()[-1]
+        assert "is not a process of this user" in last
+        if rank != 1:  # the odd one out names the first party it cannot vouch for
+            assert "client 0 (rank 1) is not a process of this user" in last
+    key = tmp_path / "mine" / "secure-auc" / "local-link.key"
+    assert (key.stat().st_mode & 0o777) == 0o600

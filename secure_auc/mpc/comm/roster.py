@@ -29,7 +29,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from ...validation import InputError
 from .channel import public_bytes
 
-__all__ = ["describe_rank", "Roster", "generate_identity", "write_identity", "read_identity", "ephemeral_roster",
+__all__ = ["describe_rank", "local_link_key", "Roster", "generate_identity", "write_identity", "read_identity", "ephemeral_roster",
            "identity_from_bytes", "identity_bytes"]
 
 
@@ -159,3 +159,30 @@ def identity_bytes(key: Ed25519PrivateKey) -> bytes:
 
 def identity_from_bytes(raw: bytes) -> Ed25519PrivateKey:
     return Ed25519PrivateKey.from_private_bytes(raw)
+
+
+def local_link_key() -> bytes:
+    """This OS user's 32-byte secret for single-host runs without a roster:
+    ``$XDG_CONFIG_HOME/secure-auc/local-link.key`` (or ``~/.config/...``), created once
+    with mode 0600; refused if another user owns it or others can read it."""
+    import secrets
+    import time
+
+    base = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "secure-auc"
+    base.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = base / "local-link.key"
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(secrets.token_bytes(32))
+    except FileExistsError:
+        pass
+    for _ in range(50):  # another party of this run may be writing it right now
+        st = os.stat(path, follow_symlinks=False)
+        if st.st_uid != os.geteuid() or st.st_mode & 0o077:
+            raise InputError(f"{path} must belong to this user with mode 0600")
+        data = path.read_bytes()
+        if len(data) == 32:
+            return data
+        time.sleep(0.02)
+    raise InputError(f"{path} does not hold a 32-byte key")

@@ -139,19 +139,36 @@ def init_party(*, rank: int, parties: int, master_addr: str, master_port: int,
 
 
 def _exchange_roster(clients: int, dealer: bool):
-    """Ephemeral identity keys whose public halves every party sends every other over the
-    (unauthenticated) process group: single-host runs without a roster file."""
+    """Ephemeral identity keys for single-host runs without a roster file: every party
+    sends every other its public key with an HMAC under this OS user's local link key
+    (:func:`.roster.local_link_key`), so only processes of the same user can take a rank."""
+    import hashlib
+    import hmac
+
     import torch
     import torch.distributed as dist
 
-    from .channel import public_bytes
-    from .roster import Roster, generate_identity
+    from .channel import ChannelError, public_bytes
+    from .roster import Roster, describe_rank, generate_identity, local_link_key
+
+    secret = local_link_key()
+    me, world = dist.get_rank(), dist.get_world_size()
+
+    def tag(rank: int, pub: bytes) -> bytes:
+        return hmac.new(secret, b"secure-auc local roster" + rank.to_bytes(4, "little") + pub, hashlib.sha256).digest()
 
     identity = generate_identity()
-    mine = torch.frombuffer(bytearray(public_bytes(identity)), dtype=torch.uint8)
-    keys = [torch.empty(32, dtype=torch.uint8) for _ in range(dist.get_world_size())]
-    dist.all_gather(keys, mine)
-    pubs = [bytes(k.numpy()) for k in keys]
+    pub = public_bytes(identity)
+    mine = torch.frombuffer(bytearray(pub + tag(me, pub)), dtype=torch.uint8)
+    got = [torch.empty(64, dtype=torch.uint8) for _ in range(world)]
+    dist.all_gather(got, mine)
+    pubs = []
+    for r, t in enumerate(got):
+        raw = bytes(t.numpy())
+        if not hmac.compare_digest(raw[32:], tag(r, raw[:32])):
+            raise ChannelError(f"{describe_rank(r, clients)} is not a process of this user (its key is not "
+                               "vouched for by this user's local link key); the run stops")
+        pubs.append(raw[:32])
     return identity, Roster(pubs[0], tuple(pubs[1 : 1 + clients]), pubs[-1] if dealer else None)
 
 
