@@ -42,6 +42,7 @@ from ..protocol.messages import Aggregate
 from ..protocol.server import Server
 from . import RANK_METHODS
 from .comm import backend
+from .comm.roster import describe_rank
 from .primitives.inputs import SourceSharing
 from .primitives.opening import open_to
 from .ranks import rank_step
@@ -53,12 +54,7 @@ __all__ = ["PartyConfig", "PartyResult", "run_party", "role_name", "SERVER_RANK"
 SERVER_RANK = 0
 
 
-def role_name(rank: int, clients: int) -> str:
-    if rank == 0:
-        return "server (rank 0)"
-    if rank <= clients:
-        return f"client {rank - 1} (rank {rank})"
-    return f"dealer (rank {rank})"
+role_name = describe_rank  # "server (rank 0)", "client 0 (rank 1)", "dealer (rank K + 1)"
 
 
 @dataclass(frozen=True)
