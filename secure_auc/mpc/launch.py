@@ -72,6 +72,7 @@ def _log_to_stderr(level: int | None) -> None:
     handler.setFormatter(logging.Formatter("%(message)s"))
     logger.addHandler(handler)
     logger.setLevel(level)
+    logger.propagate = False  # CrypTen's module-level logging calls give the root logger a handler too
 
 
 def _parent_log_level() -> int | None:

@@ -95,3 +95,4 @@ def test_cli_mpc_report(capfd):
     assert len(r["bytes_sent_per_party"]) == 3 and all(b > 0 for b in r["bytes_sent_per_party"])
     assert len(r["rounds_per_party"]) == 3 and r["mpc_seconds"] > 0
     assert "rank step: stage" in out.err
+    assert "INFO:" not in out.err  # each progress line once, in the CLI's format
