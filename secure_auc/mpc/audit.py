@@ -4,7 +4,9 @@
 (the lowest layer this project controls: CrypTen's communicator and the
 project's own point-to-point messages both go through it) for the duration
 of a block, and logs a copy of every buffer this process ends up holding
-from another party, with the sender:
+from another party, with the sender.  Installed after the encrypted links
+(:mod:`.comm.secure`), it records the decrypted bytes, i.e. what the process
+can read:
 
 * ``recv`` / ``irecv``: the buffer, after the transfer completes;
 * ``broadcast``: the buffer at every party but the source;
