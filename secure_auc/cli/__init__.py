@@ -59,9 +59,9 @@ def add_data_options(p: argparse.ArgumentParser) -> None:
 def add_mpc_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("MPC protocol (--protocol mpc)")
     g.add_argument("--provider", choices=("ttp", "tfp"), default="ttp",
-                   help="who makes CrypTen's multiplication triples: ttp, a separate dealer process that "
-                        "sees no input (default); tfp, the server (rank 0), which must then be trusted "
-                        "not to unmask the scores")
+                   help="who deals the correlated randomness (triples, shuffle corrections): ttp, a separate "
+                        "dealer process that sees no input and must collude with no party (default); tfp, the "
+                        "server (rank 0), which could then unmask every score: single-operator testing only")
     g.add_argument("--sort", choices=RANK_METHODS, default=RANK_METHODS[0], help=rank_method_help())
     g.add_argument("--timeout", type=float, default=60.0,
                    help="seconds a party waits for the others before the run fails (default 60)")

@@ -34,7 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "(on other machines the other paths need not exist)")
     add_mechanism_options(p)
     p.add_argument("--provider", choices=("ttp", "tfp"), default="ttp",
-                   help="ttp: separate dealer process (the last rank); tfp: the server makes the triples and must be trusted")
+                   help="ttp: a separate dealer process (the last rank) deals the correlated randomness; tfp: the server "
+                        "deals it and could unmask every score (single-operator testing only)")
     p.add_argument("--sort", choices=RANK_METHODS, default=RANK_METHODS[0], help=rank_method_help())
     p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for other parties (default 60)")
     p.add_argument("--noise-key-file", metavar="PATH", default=None,

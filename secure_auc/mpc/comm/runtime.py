@@ -5,9 +5,11 @@
 * Every collective and the rendezvous itself time out after ``timeout``
   seconds (torch's default is 30 minutes): we set torch.distributed's default
   process-group timeout before CrypTen creates its groups.
-* ``provider``: "ttp" — a separate dealer process (rank K + 1) makes the
-  multiplication triples, no computing party sees them; "tfp" — rank 0 (the
-  server) makes them, which lets it unmask every value: it must be trusted.
+* ``provider``: "ttp" — a separate dealer process (rank K + 1) deals the
+  correlated randomness (:mod:`..primitives.dealer`), no computing party sees
+  it; "tfp" — rank 0 (the server) deals it, which lets it unmask every value.
+* After the rendezvous, every party authenticates every peer and moves every
+  message onto encrypted links (:mod:`.secure`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 r"""Correlated randomness from the dealer, for the radix sort's shuffles and products.
 
 Who the dealer is: with ``--provider ttp`` the separate dealer process that
-already serves CrypTen's triples (rank :math:`w`); with ``--provider tfp``
+takes part in CrypTen's TTP mode (rank :math:`w`); with ``--provider tfp``
 rank 0 (the server), which then must be trusted, as for CrypTen's own TFP
 triples.  The dealer never holds a share of any data and opens nothing.
 
