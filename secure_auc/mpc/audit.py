@@ -32,6 +32,8 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 
+from .comm.p2p import AfterWait
+
 __all__ = ["Received", "record_received", "forbid_crypten_randomness", "CryptenRandomnessUsed"]
 
 
@@ -45,23 +47,6 @@ class Received:
     tag: int
     dtype: str
     data: bytes
-
-
-class _RecordingWork:
-    """A torch.distributed work handle that records its buffer once it completes."""
-
-    def __init__(self, work, done):
-        self._work, self._done = work, done
-
-    def wait(self, *args, **kwargs):
-        out = self._work.wait(*args, **kwargs)
-        if self._done is not None:
-            done, self._done = self._done, None
-            done()
-        return out
-
-    def __getattr__(self, name):
-        return getattr(self._work, name)
 
 
 @contextlib.contextmanager
@@ -86,7 +71,7 @@ def record_received(log: list):
                 keep(op, src, tensor, tag)
 
         done.token = token  # keeps the id unique while the work is alive
-        return _RecordingWork(work, done)
+        return AfterWait(work, done)
 
     saved = {}
 

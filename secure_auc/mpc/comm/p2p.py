@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["TAG_SEED", "TAG_DELTA", "TAG_PAD", "TAG_TRIPLE", "TAG_REQUEST", "TAG_OPEN", "isend", "recv", "irecv", "wait_all"]
+__all__ = ["TAG_SEED", "TAG_DELTA", "TAG_PAD", "TAG_TRIPLE", "TAG_REQUEST", "TAG_OPEN", "AfterWait", "isend", "recv", "irecv", "wait_all"]
 
 TAG_SEED = 0x5A1  # a party's PRG seed (from the dealer, or from a source)
 TAG_DELTA = 0x5A2  # the dealer's correction for a shuffle pass
@@ -55,6 +55,25 @@ def recv(shape, src: int, tag: int) -> torch.Tensor:
     out, work = irecv(shape, src, tag)
     work.wait()
     return out
+
+
+class AfterWait:
+    """A torch.distributed work handle that runs ``then`` once, when its transfer has
+    completed, and keeps ``keep`` (a buffer in flight) alive until then."""
+
+    def __init__(self, work, then=None, keep=None):
+        self._work, self._then, self._keep = work, then, keep
+
+    def wait(self, *args, **kwargs):
+        out = self._work.wait(*args, **kwargs)
+        if self._then is not None:
+            then, self._then = self._then, None
+            then()
+        self._keep = None
+        return out
+
+    def __getattr__(self, name):
+        return getattr(self._work, name)
 
 
 def wait_all(works) -> None:

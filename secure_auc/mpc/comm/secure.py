@@ -24,8 +24,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .channel import ChannelError, Link, derive_keys, ephemeral, sealed_size, sign, transcript, verify
-from .channel import public_bytes
+from .channel import ChannelError, Link, derive_keys, ephemeral, public_bytes, sealed_size, sign, transcript, verify
+from .p2p import AfterWait
 
 __all__ = ["establish", "ChannelError", "TAG_HELLO", "TAG_BCAST", "TAG_GATHER"]
 
@@ -40,24 +40,6 @@ class _Done:
 
     def is_completed(self):
         return True
-
-
-class _Then:
-    """A work handle that runs ``then`` once its transfer completes (and keeps ``keep`` alive)."""
-
-    def __init__(self, work, then=None, keep=None):
-        self._work, self._then, self._keep = work, then, keep
-
-    def wait(self, *args, **kwargs):
-        out = self._work.wait(*args, **kwargs)
-        if self._then is not None:
-            then, self._then = self._then, None
-            then()
-        self._keep = None
-        return out
-
-    def __getattr__(self, name):
-        return getattr(self._work, name)
 
 
 def _as_bytes(tensor: torch.Tensor) -> np.ndarray:
@@ -130,7 +112,7 @@ def establish(identity, roster, describe) -> None:
     def isend(tensor, dst=None, group=None, tag=0, **kw):
         ln, ch = link(dst), channel(group, tag)
         sealed = torch.from_numpy(ln.seal(ch, ln.next_send(ch), _as_bytes(tensor)))
-        return _Then(raw_isend(sealed, dst, group=group, tag=tag), keep=sealed)
+        return AfterWait(raw_isend(sealed, dst, group=group, tag=tag), keep=sealed)
 
     def irecv(tensor, src=None, group=None, tag=0, **kw):
         ln, ch = link(src), channel(group, tag)
@@ -138,7 +120,7 @@ def establish(identity, roster, describe) -> None:
         out = _as_bytes(tensor)
         buf = torch.empty(sealed_size(out.size), dtype=torch.uint8)
         work = raw_irecv(buf, src, group=group, tag=tag)
-        return _Then(work, lambda: ln.open(ch, seq, buf.numpy(), out), keep=buf)
+        return AfterWait(work, lambda: ln.open(ch, seq, buf.numpy(), out), keep=buf)
 
     def send(tensor, dst=None, group=None, tag=0, **kw):
         isend(tensor, dst, group=group, tag=tag).wait()
