@@ -65,6 +65,11 @@ class Roster:
         """The role of ``rank``, for error messages: "client 0 (rank 1)"."""
         return describe_rank(rank, len(self.clients))
 
+    @classmethod
+    def from_ranks(cls, keys: list[bytes], clients: int, dealer: bool) -> "Roster":
+        """The roster of public keys given in rank order (server, clients, then the dealer)."""
+        return cls(keys[0], tuple(keys[1 : 1 + clients]), keys[1 + clients] if dealer else None)
+
     def ranks(self) -> int:
         return 1 + len(self.clients) + (self.dealer is not None)
 
@@ -147,8 +152,7 @@ def read_identity(path) -> Ed25519PrivateKey:
 def ephemeral_roster(clients: int, dealer: bool) -> tuple[Roster, list[Ed25519PrivateKey]]:
     """Fresh identity keys for every rank of a local run, and their roster."""
     keys = [generate_identity() for _ in range(1 + clients + int(dealer))]
-    pubs = [public_bytes(k) for k in keys]
-    return Roster(pubs[0], tuple(pubs[1 : 1 + clients]), pubs[-1] if dealer else None), keys
+    return Roster.from_ranks([public_bytes(k) for k in keys], clients, dealer), keys
 
 
 def identity_bytes(key: Ed25519PrivateKey) -> bytes:

@@ -171,7 +171,7 @@ def _exchange_roster(clients: int, dealer: bool):
             raise ChannelError(f"{describe_rank(r, clients)} is not a process of this user (its key is not "
                                "vouched for by this user's local link key); the run stops")
         pubs.append(raw[:32])
-    return identity, Roster(pubs[0], tuple(pubs[1 : 1 + clients]), pubs[-1] if dealer else None)
+    return identity, Roster.from_ranks(pubs, clients, dealer)
 
 
 _ROLL_CALL: list = []  # rank 0's store lives as long as its process
