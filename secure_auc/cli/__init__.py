@@ -63,6 +63,12 @@ def add_mpc_options(p: argparse.ArgumentParser) -> None:
                         "dealer process that sees no input and must collude with no party (default); tfp, the "
                         "server (rank 0), which could then unmask every score: single-operator testing only")
     g.add_argument("--sort", choices=RANK_METHODS, default=RANK_METHODS[0], help=rank_method_help())
+    g.add_argument("--layout", choices=("helpers", "clients"), default="helpers",
+                   help="helpers: the server and --computing-parties - 1 helpers compute, the clients only send "
+                        "shares and receive their own ranks (cost independent of the number of clients; default); "
+                        "clients: every client is a computing party (no helper to trust, for a few clients)")
+    g.add_argument("--computing-parties", type=int, choices=(2, 3), default=3,
+                   help="with --layout helpers: the number of computing parties, the server included (default 3)")
     g.add_argument("--timeout", type=float, default=60.0,
                    help="seconds a party waits for the others before the run fails (default 60)")
     g.add_argument("--port", type=int, default=None,
@@ -263,7 +269,8 @@ def cmd_evaluate(args) -> int:
     mpc_options = None
     if args.protocol == "mpc":
         mpc_options = {"provider": args.provider, "sort": args.sort, "timeout": args.timeout,
-                       "port": args.port or None, "progress": True}
+                       "port": args.port or None, "progress": True,
+                       "computing": args.computing_parties if args.layout == "helpers" else 0}
         if args.seed is not None:
             print(f"[secure-auc] --seed {args.seed} with --protocol mpc: client k's noise key is derived from "
                   "(seed, k) and handed to client k's process only; the server and the dealer never receive it. "

@@ -12,6 +12,9 @@ can read:
 * ``broadcast``: the buffer at every party but the source;
 * ``all_gather``: every other party's contribution;
 * ``gather`` / ``scatter``: what the root (resp. a non-root) receives;
+* ``input link``: every message a computing party receives from a client
+  host, or a client host from a computing party (:mod:`.comm.inlinks`), after
+  decryption (the sender is then the host's id :math:`-(h+1)` or the party's rank);
 * ``reduce`` and ``all_reduce``: the buffer *after* the collective at every
   party, root or not: gloo's ring reduce leaves a fully summed chunk of the
   vector at every party, which is what such a party really holds (the sender
@@ -147,6 +150,12 @@ def record_received(log: list):
             return work
         return scatter
 
+    def link_received(peer, channel, data):
+        log.append(Received("input link", peer, int(channel), "uint8", data))
+
+    from .comm import inlinks
+
+    inlinks.observers.append(link_received)
     patch("recv", recv_)
     patch("irecv", irecv_)
     patch("broadcast", broadcast_)
@@ -160,6 +169,7 @@ def record_received(log: list):
     finally:
         for name, fn in saved.items():
             setattr(dist, name, fn)
+        inlinks.observers.remove(link_received)
         for op, src, tensor, tag in list(pending.values()):  # never waited for: what the buffer holds now
             keep(op, src, tensor, tag)
         pending.clear()

@@ -119,15 +119,48 @@ def _party_process(rank, parties, addr, port, provider, timeout, job, args, afte
         os._exit(1)
 
 
+def _host_process(h, job, args, results, record, log_level=None):
+    """Body of a client host's process (an input party of the helpers layout): no
+    CrypTen world, only links to the computing parties; ``job(h, *args)``."""
+    try:
+        import contextlib
+
+        _die_with_parent()
+        _log_to_stderr(log_level)
+        from .audit import forbid_crypten_randomness, record_received
+
+        received: list = []
+        with forbid_crypten_randomness(), (record_received(received) if record else contextlib.nullcontext()):
+            result = job(h, *args)
+        results.put(("done", -(h + 1), result, received if record else None))
+    except KeyboardInterrupt:
+        os._exit(130)
+    except BaseException as exc:  # report, then exit non-zero
+        from .comm.runtime import explain
+
+        results.put(("error", -(h + 1), explain(exc), traceback.format_exc()))
+        results.close()
+        results.join_thread()
+        os._exit(1)
+
+
 _CONSEQUENTIAL = ("another party disconnected", "no answer from another party")
 
 
-def _failure(results, errors: dict, dead: list, procs: dict, k: int) -> MPCError:
+def _consequential(text: str) -> bool:
+    """Whether an error is only the consequence of another party's failure."""
+    return text.startswith(_CONSEQUENTIAL) or " disconnected (" in text
+
+
+def _failure(results, errors: dict, dead: list, procs: dict, k: int, describe=None) -> MPCError:
     """Collect the reports that arrive within a moment and name the root cause.
 
     When one party fails, the others fail too ("another party disconnected");
     the error to show is the one that is not such a consequence.
     """
+    if describe is None:
+        def describe(r):
+            return role_name(r, k)
     deadline = time.monotonic() + 2.0
     while time.monotonic() < deadline:
         try:
@@ -138,8 +171,8 @@ def _failure(results, errors: dict, dead: list, procs: dict, k: int) -> MPCError
             errors.setdefault(msg[1], msg)
     if os.environ.get("SECURE_AUC_DEBUG"):
         for r, p in procs.items():
-            log.debug("%s: exit code %s; %s", role_name(r, k), p.exitcode, errors[r][2] if r in errors else "no report")
-    causes = [m for m in errors.values() if not m[2].startswith(_CONSEQUENTIAL)]
+            log.debug("%s: exit code %s; %s", describe(r), p.exitcode, errors[r][2] if r in errors else "no report")
+    causes = [m for m in errors.values() if not _consequential(m[2])]
     # a process that died without reporting (a signal, an abort in native code) is the cause
     silent = sorted((r for r, p in procs.items() if r not in errors and p.exitcode not in (None, 0)),
                     key=lambda r: procs[r].exitcode >= 0)  # killed by a signal first
@@ -147,13 +180,13 @@ def _failure(results, errors: dict, dead: list, procs: dict, k: int) -> MPCError
         _, r, text, tb = (causes or list(errors.values()))[0]
         if os.environ.get("SECURE_AUC_DEBUG"):
             log.debug("%s", tb)
-        err = MPCError(f"{role_name(r, k)} failed: {text}")
+        err = MPCError(f"{describe(r)} failed: {text}")
         err.details = tb
         return err
     r = (silent or dead)[0]
     code = procs[r].exitcode
     how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"died with exit code {code}"
-    return MPCError(f"{role_name(r, k)} {how}")
+    return MPCError(f"{describe(r)} {how}")
 
 
 def run_mpc_local(
@@ -166,20 +199,27 @@ def run_mpc_local(
     timeout: float = 60.0,
     port: int | None = None,
     progress: bool = True,
+    computing: int = 3,
+    hosts: int | None = None,
 ):
-    """Run the MPC protocol with one local process per party.
+    """Run the MPC protocol with local processes.
 
+    ``computing`` = w (2 or 3): the helpers layout, in which the server and w - 1
+    helpers compute and the clients are input parties, hosted by ``hosts`` client-host
+    processes (default 1); ``computing=0``: every client is a computing party.
     ``noise_keys[k]`` (optional, reproducible runs): client k's noise key, handed
-    to client k's process only (:func:`secure_auc.dp.rng.client_key` derives them
+    to the process of client k only (:func:`secure_auc.dp.rng.client_key` derives them
     from a seed).  Returns ``(estimate, aggregate, cost)`` where ``cost`` has the
-    wall seconds, and per party the bytes sent and communication rounds.
+    wall seconds, and per party the bytes sent and received and communication rounds.
     """
+    if computing not in (0, 2, 3):
+        raise InputError(f"computing parties must be 2 or 3 (or 0: every client computes), got {computing}")
     config = PartyConfig(mechanisms=(mechanism,), clients=len(clients), provider=provider, sort=sort,
-                         progress=progress)
+                         progress=progress, computing=computing)
     if progress:
-        _announce(sum(len(c) for c in clients), len(clients) + 1, sort)
+        _announce(sum(len(c) for c in clients), computing or len(clients) + 1, sort)
     start = time.perf_counter()
-    done = launch_local(clients, config, timeout=timeout, port=port, noise_keys=noise_keys)
+    done = launch_local(clients, config, timeout=timeout, port=port, noise_keys=noise_keys, hosts=hosts)
     return done[0].estimate, done[0].aggregate, cost_summary(done, config, time.perf_counter() - start)
 
 
@@ -207,41 +247,97 @@ def _announce(m: int, parties: int, method: str) -> None:
 
 
 def cost_summary(done: dict, config: PartyConfig, seconds: float) -> dict:
+    if config.computing:
+        hosts = sorted((r for r in done if r < 0), reverse=True)
+        return {
+            "mpc_seconds": round(seconds, 3),
+            "rank_step_seconds": round(done[0].rank_seconds, 3),
+            "provider": config.provider,
+            "sort": config.sort,
+            "layout": "helpers",
+            "computing_parties": config.computing,
+            "client_hosts": len(hosts),
+            "bytes_per_party": [done[r].bytes_sent for r in range(config.computing)],
+            "bytes_from_clients_per_party": [done[r].client_bytes for r in range(config.computing)],
+            "rounds_per_party": [done[r].rounds for r in range(config.computing)],
+            "bytes_per_host": [done[r]["bytes"] for r in hosts],
+        }
     parties = config.clients + 1
     return {
         "mpc_seconds": round(seconds, 3),
         "rank_step_seconds": round(done[0].rank_seconds, 3),
         "provider": config.provider,
         "sort": config.sort,
-        "bytes_sent_per_party": [done[r].bytes_sent for r in range(parties)],
+        "layout": "clients",
+        "bytes_per_party": [done[r].bytes_sent for r in range(parties)],
         "rounds_per_party": [done[r].rounds for r in range(parties)],
     }
 
 
 def launch_local(clients: list[ClientData], config: PartyConfig, *, timeout: float = 60.0,
                  port: int | None = None, noise_keys: list[int] | None = None,
-                 received: dict | None = None, record_ranks=None) -> dict[int, PartyResult]:
+                 received: dict | None = None, record_ranks=None, hosts: int | None = None,
+                 keep_ranks: bool = False) -> dict:
     """Start every party as a local process; return each computing party's result by rank.
 
     Each process gets only its own arguments: client k its data and
     ``noise_keys[k]``, the server and the dealer neither.  With a ``received``
     dict, every process (the dealer included) records each buffer it receives
     (:func:`.audit.record_received`) into ``received[rank]`` (only the ranks in
-    ``record_ranks``, if given)."""
+    ``record_ranks``, if given).
+
+    Helpers layout (``config.computing`` = w > 0): the w computing parties and the
+    dealer are processes of the computing world, and the clients are split into
+    ``hosts`` client-host processes (default 1; contiguous groups), each connecting
+    to every computing party (:mod:`.input_parties`).  Client host h's result
+    (:class:`.input_parties.HostResult`) is under key ``-(h + 1)``; with
+    ``keep_ranks`` it holds its clients' 2 x mid-ranks."""
     k = len(clients)
     if noise_keys is not None and len(noise_keys) != k:
         raise InputError(f"{len(noise_keys)} noise keys for {k} clients")
     keys = noise_keys if noise_keys is not None else [None] * k
+    if config.computing:
+        return _launch_helpers(clients, config, keys, timeout=timeout, port=port, received=received,
+                               record_ranks=record_ranks, hosts=hosts, keep_ranks=keep_ranks)
     per_rank = {0: (config, None)} | {r: (config, clients[r - 1], keys[r - 1]) for r in range(1, k + 1)}
     done = spawn_parties(run_party, per_rank, k + 1, provider=config.provider, timeout=timeout, port=port,
                          received=received, record_ranks=record_ranks)
     return {r: res for r, res in done.items() if r <= k}  # the dealer returns nothing
 
 
+def _launch_helpers(clients, config, keys, *, timeout, port, received, record_ranks, hosts, keep_ranks) -> dict:
+    from .comm.roster import describe_helpers_rank, describe_host, ephemeral_helpers_roster, identity_bytes
+    from .input_parties import computing_job, host_job
+
+    import numpy as np
+
+    w, k = config.computing, len(clients)
+    hosts = max(1, min(int(hosts or 1), k))
+    groups = [g for g in np.array_split(np.arange(k), hosts)]
+    roster, world_keys, host_keys = ephemeral_helpers_roster(w - 1, config.provider == "ttp", hosts)
+    addr = "127.0.0.1"
+    endpoints = [(addr, free_port(addr)) for _ in range(w)]
+    parties = [(a, p, roster.key(r)) for r, (a, p) in enumerate(endpoints)]
+    names = [describe_host(h, range(int(g[0]), int(g[-1]) + 1)) for h, g in enumerate(groups)]
+    per_rank = {r: (config, endpoints[r], identity_bytes(world_keys[r]), list(roster.clients), timeout, names)
+                for r in range(w)}
+    per_host = [([clients[i] for i in g], int(g[0]), [keys[i] for i in g], config, parties,
+                 identity_bytes(host_keys[h]), timeout, keep_ranks) for h, g in enumerate(groups)]
+
+    def describe(r):
+        return names[-r - 1] if r < 0 else describe_helpers_rank(r, w - 1)
+
+    done = spawn_parties(computing_job, per_rank, w, provider=config.provider, timeout=timeout, port=port,
+                         received=received, record_ranks=record_ranks, identities=(roster, world_keys),
+                         describe=describe, host_job=host_job, per_host=per_host)
+    return {r: res for r, res in done.items() if r < w}
+
+
 def spawn_parties(job, per_rank: dict[int, tuple], parties: int, *, provider: str = "ttp",
                   timeout: float = 60.0, port: int | None = None, deadline: float | None = None,
                   after_dealer=None, received: dict | None = None, record_ranks=None,
-                  insecure_links: bool = False) -> dict:
+                  insecure_links: bool = False, identities=None, describe=None,
+                  host_job=None, per_host: list | None = None) -> dict:
     """Run ``job(rank, *per_rank[rank])`` in one spawned process per computing party (ranks
     0..parties-1, each receiving only its own arguments), plus CrypTen's dealer (rank
     ``parties``) with ``provider="ttp"``; return the results by rank (the dealer's:
@@ -259,7 +355,12 @@ def spawn_parties(job, per_rank: dict[int, tuple], parties: int, *, provider: st
     Links: the launcher draws an ephemeral identity key per process and hands each
     its own key and the roster of all public keys (:mod:`.comm.roster`); every
     message then travels encrypted and authenticated (:mod:`.comm.secure`).
-    ``insecure_links=True`` (tests of the unprotected transport only) skips that.
+    ``insecure_links=True`` (tests of the unprotected transport only) skips that;
+    ``identities=(roster, keys)`` gives the roster and the keys by rank instead.
+
+    Client hosts (the helpers layout): ``host_job(h, *per_host[h])`` runs in one more
+    process per host, outside the computing world; its result is under key
+    ``-(h + 1)``.  ``describe(key)`` names a process in errors.
     """
     if provider not in ("tfp", "ttp"):
         raise InputError(f"provider must be 'tfp' or 'ttp', got {provider!r}")
@@ -273,7 +374,10 @@ def spawn_parties(job, per_rank: dict[int, tuple], parties: int, *, provider: st
         check_port_free(addr, port)
     from .comm.roster import ephemeral_roster, identity_bytes
 
-    roster, keys = ephemeral_roster(k, provider == "ttp")
+    roster, keys = identities if identities is not None else ephemeral_roster(k, provider == "ttp")
+    if describe is None:
+        def describe(r):
+            return role_name(r, k)
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
     ranks = list(range(parties)) + ([parties] if provider == "ttp" else [])
@@ -287,6 +391,13 @@ def spawn_parties(job, per_rank: dict[int, tuple], parties: int, *, provider: st
                               None if insecure_links else roster), daemon=True)
         p.start()
         procs[r] = p
+    for h, args in enumerate(per_host or []):
+        p = ctx.Process(target=_host_process, name=f"secure-auc-host-{h}",
+                        args=(h, host_job, args, results, received is not None and
+                              (record_ranks is None or -(h + 1) in record_ranks), _parent_log_level()), daemon=True)
+        p.start()
+        procs[-(h + 1)] = p
+        ranks.append(-(h + 1))
     done: dict = {}
     end = None if deadline is None else time.monotonic() + deadline
     try:
@@ -296,13 +407,13 @@ def spawn_parties(job, per_rank: dict[int, tuple], parties: int, *, provider: st
             except queue_mod.Empty:
                 dead = [r for r, p in procs.items() if r not in done and p.exitcode not in (None, 0)]
                 if dead:
-                    raise _failure(results, {}, dead, procs, k) from None
+                    raise _failure(results, {}, dead, procs, k, describe) from None
                 if end is not None and time.monotonic() > end:
-                    late = ", ".join(role_name(r, k) for r in ranks if r not in done)
+                    late = ", ".join(describe(r) for r in ranks if r not in done)
                     raise MPCError(f"{late} did not finish within {deadline:g} s") from None
                 continue
             if msg[0] == "error":
-                raise _failure(results, {msg[1]: msg}, [], procs, k) from None
+                raise _failure(results, {msg[1]: msg}, [], procs, k, describe) from None
             done[msg[1]] = msg[2]
             if received is not None and msg[3] is not None:
                 received[msg[1]] = msg[3]

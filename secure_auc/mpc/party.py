@@ -49,7 +49,7 @@ from .ranks import rank_step
 
 log = logging.getLogger(__name__)
 
-__all__ = ["PartyConfig", "PartyResult", "run_party", "role_name", "SERVER_RANK"]
+__all__ = ["PartyConfig", "PartyResult", "ProtocolError", "run_party", "role_name", "agree_public", "progress_reporter", "SERVER_RANK"]
 
 SERVER_RANK = 0
 
@@ -66,6 +66,8 @@ class PartyConfig:
     provider: str = "ttp"
     sort: str = RANK_METHODS[0]
     progress: bool = True
+    computing: int = 0  # helpers layout: the number w of computing parties (server + w - 1 helpers); 0: every client computes
+    session: bool = False  # helpers layout: one evaluation per message of the hosts, until they stop (.session)
 
     def public(self) -> dict:
         """What every party must agree on, including the library versions that
@@ -75,6 +77,8 @@ class PartyConfig:
         return {
             "mechanisms": [repr(m) for m in self.mechanisms],
             "clients": self.clients,
+            "computing": self.computing,
+            "session": self.session,
             "provider": self.provider,
             "sort": self.sort,
             "numpy": ".".join(np.__version__.split(".")[:2]),
@@ -92,6 +96,7 @@ class PartyResult:
     estimates: list = field(default_factory=list)  # server only, one per mechanism
     aggregates: list = field(default_factory=list)  # server only, one per mechanism
     rank_seconds: float = 0.0
+    client_bytes: int = 0  # helpers layout: bytes sent and received over the links to client hosts
 
     @property
     def estimate(self):
@@ -106,7 +111,7 @@ class ProtocolError(RuntimeError):
     """A party found the others inconsistent (parameters, sizes)."""
 
 
-def _progress_printer(enabled: bool):
+def progress_reporter(enabled: bool):
     if not enabled:
         return None
     last = [0.0]
@@ -118,6 +123,18 @@ def _progress_printer(enabled: bool):
             log.info("[server] rank step: stage %d of %d", stage, stages)
 
     return report
+
+
+def agree_public(config: PartyConfig, rank: int, describe) -> None:
+    """Every computing party's :meth:`PartyConfig.public` is compared with the server's;
+    a difference is named (``describe(rank)`` names a party)."""
+    world = backend.world_size()
+    publics = [backend.broadcast_obj(config.public() if r == rank else None, r) for r in range(world)]
+    bad = {r: sorted(k for k in p if p[k] != publics[0].get(k)) for r, p in enumerate(publics) if p != publics[0]}
+    if bad:
+        what = "; ".join(f"{describe(r)}: {', '.join(f'{k}={publics[r][k]!r} (server: {publics[0].get(k)!r})' for k in keys)}"
+                         for r, keys in bad.items())
+        raise ProtocolError(f"parties were started with different parameters than the server: {what}")
 
 
 def sum_and_open(values, n: int, sources: list[int], *, dst: int) -> np.ndarray | None:
@@ -161,12 +178,7 @@ def _run_party(rank: int, config: PartyConfig, data: ClientData | None, noise_ke
     start = time.perf_counter()
 
     # 1. public parameters: configurations and sizes
-    publics = [backend.broadcast_obj(config.public() if r == rank else None, r) for r in range(world)]
-    bad = {r: sorted(k for k in p if p[k] != publics[0].get(k)) for r, p in enumerate(publics) if p != publics[0]}
-    if bad:
-        what = "; ".join(f"{role_name(r, config.clients)}: {', '.join(f'{k}={publics[r][k]!r} (server: {publics[0].get(k)!r})' for k in keys)}"
-                         for r, keys in bad.items())
-        raise ProtocolError(f"parties were started with different parameters than the server: {what}")
+    agree_public(config, rank, lambda r: role_name(r, config.clients))
     my_n = 0 if is_server else len(data)
     sizes = [backend.broadcast_obj(my_n if r == rank else None, r) for r in range(world)]
     client_sizes = sizes[1:]
@@ -177,7 +189,7 @@ def _run_party(rank: int, config: PartyConfig, data: ClientData | None, noise_ke
 
     # 2. the rank step: only this client's ranks come back to it
     rank_start = time.perf_counter()
-    progress = _progress_printer(config.progress and is_server)
+    progress = progress_reporter(config.progress and is_server)
     twice = rank_step(
         None if is_server else data.scores,
         client_sizes,

@@ -60,8 +60,11 @@ from .primitives.randomness import dealer_randomness
 from .primitives.scan import copy_forward
 from .sort import BitonicSort, RadixSort, n_stages
 
-__all__ = ["secure_midranks", "radix_midranks", "key_digits", "twice_midranks_sorted", "reveal_to_owners", "agree_limbs", "rank_step",
+__all__ = ["secure_midranks", "radix_midranks", "key_digits", "twice_midranks_sorted", "reveal_to_owners", "agree_limbs", "limbs_from_shared_bits", "radix_midranks_shared", "rank_step", "DIGIT_BITS",
            "next_pow2", "RANK_METHODS", "RANK_METHOD_HELP"]
+
+DIGIT_BITS = 2  # bits per digit of the radix sort (one-hot columns per digit: 2^DIGIT_BITS - 1)
+
 
 def next_pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
@@ -144,7 +147,7 @@ def key_digits(keys: np.ndarray, digit: int, bits: int) -> np.ndarray:
     return (value[:, None] == np.arange(1, 1 << bits)[None, :]).astype(np.int64)
 
 
-def radix_midranks(local_keys, sizes, sources, limbs: int, *, digit_bits: int = 2, progress=None):
+def radix_midranks(local_keys, sizes, sources, limbs: int, *, digit_bits: int = DIGIT_BITS, progress=None):
     """2 x global mid-rank (0-based) of every row, in input order, by the radix sort
     (:mod:`.sort.radix`).  ``local_keys``: this party's (n, limbs) keys if it is a
     source.  Returns this party's (M,) int64 shares; opens only shuffled permutations."""
@@ -152,15 +155,22 @@ def radix_midranks(local_keys, sizes, sources, limbs: int, *, digit_bits: int = 
     sharing = SourceSharing(sizes, sources)
     mine = rank in sources
     keys = sharing.share(local_keys if mine else None, limbs, "keys")
-    sorter = RadixSort(digit_bits=digit_bits)
-    key_bits = 32 * limbs
-    rounds = sorter.rounds(key_bits)
-    total = rounds + 2
 
     def digits(l):
         local = key_digits(local_keys, l, digit_bits) if mine else None
         return sharing.share(local, (1 << digit_bits) - 1, ("digit", l))
 
+    return radix_midranks_shared(keys, digits, limbs, digit_bits=digit_bits, progress=progress)
+
+
+def radix_midranks_shared(keys: torch.Tensor, digits, limbs: int, *, digit_bits: int = DIGIT_BITS, progress=None):
+    """:func:`radix_midranks` on keys already shared: ``keys`` this party's (M, limbs)
+    shares, ``digits(l)`` its (M, 2^digit_bits - 1) shares of digit ``l``'s one-hot
+    form (:func:`key_digits`).  Returns this party's (M,) int64 shares of 2 x mid-rank."""
+    sorter = RadixSort(digit_bits=digit_bits)
+    key_bits = 32 * limbs
+    rounds = sorter.rounds(key_bits)
+    total = rounds + 2
     keys_sorted = sorter.sort(digits, key_bits, keys, progress=None if progress is None else
                               (lambda r, _n: progress(r, total)))
     twice_sorted = twice_midranks_sorted(keys_sorted, sorter.randomness)
@@ -193,7 +203,13 @@ def agree_limbs(scores, sizes, sources) -> int:
     if rank in sources:
         mine = np.array([[0 if is_float32_exact(scores) else 1]], dtype=np.int64)
     bits = SourceSharing([1] * len(sources), sources).share(mine, 1, "float32-exact")
-    count = bits.sum(dim=0).reshape(1, 1)  # (limbs = 1, n = 1): number of sources with float64 scores
+    return limbs_from_shared_bits(bits)
+
+
+def limbs_from_shared_bits(bits: torch.Tensor) -> int:
+    """The number of key limbs from shares of one "not float32-exact" bit per source
+    (any shape): opens only whether their sum is zero, to every computing party."""
+    count = bits.reshape(-1).sum().reshape(1, 1)  # (limbs = 1, n = 1): number of sources with float64 scores
     with dealer_randomness() as rnd:
         none = eq_packed(count, COMPARE_BITS, rnd) & 1  # XOR shares of [count == 0], bit 0 only
     all_float32 = int(open_to_all(none)[0]) & 1

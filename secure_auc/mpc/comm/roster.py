@@ -9,8 +9,12 @@ role::
       "dealer":  "77aa..."
     }
 
-Ranks follow the protocol's layout: the server is rank 0, client k is rank
-k + 1, the dealer (with ``--provider ttp``) is rank K + 1.  ``secure-auc
+Ranks follow the protocol's layout.  When every client computes, the server
+is rank 0, client k is rank k + 1, the dealer (with ``--provider ttp``) is
+rank K + 1.  In the helpers layout the roster also has ``"helpers"``: the
+computing parties are the server (rank 0) and helper i (rank i), the dealer
+follows them, and ``"clients"`` lists the input parties' keys (client host
+h), which only talk to the computing parties (:mod:`.inlinks`).  ``secure-auc
 keygen FILE`` writes an identity key (PKCS#8 PEM, mode 0600) and prints its
 public key for the roster.  Local runs use ephemeral keys and an in-memory
 roster (:func:`ephemeral_roster`).
@@ -29,7 +33,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from ...validation import InputError
 from .channel import public_bytes
 
-__all__ = ["describe_rank", "local_link_key", "Roster", "generate_identity", "write_identity", "read_identity", "ephemeral_roster",
+__all__ = ["describe_rank", "describe_helpers_rank", "describe_host", "local_link_key", "Roster", "generate_identity", "write_identity", "read_identity", "ephemeral_roster", "ephemeral_helpers_roster",
            "identity_from_bytes", "identity_bytes"]
 
 
@@ -42,15 +46,47 @@ def describe_rank(rank: int, clients: int) -> str:
     return f"dealer (rank {rank})"
 
 
+def describe_helpers_rank(rank: int, helpers: int) -> str:
+    """The role of ``rank`` in the helpers layout: "server (rank 0)", "helper 1 (rank 1)", "dealer (rank w)"."""
+    if rank == 0:
+        return "server (rank 0)"
+    if rank <= helpers:
+        return f"helper {rank} (rank {rank})"
+    return f"dealer (rank {rank})"
+
+
+def describe_host(h: int, clients: list[int] | range | None = None) -> str:
+    """Client host ``h`` (an input party's process), with the clients it hosts."""
+    if clients is None:
+        return f"client host {h}"
+    clients = list(clients)
+    if len(clients) == 1:
+        return f"client {clients[0]}"
+    return f"client host {h} (clients {clients[0]}..{clients[-1]})"
+
+
 @dataclass(frozen=True)
 class Roster:
-    """Public identity keys (32 raw bytes each) of the server, the clients and the dealer."""
+    """Public identity keys (32 raw bytes each) of the server, the clients and the dealer;
+    in the helpers layout also of the helpers (``helpers`` is not None), and then the
+    clients are input parties, not ranks."""
 
     server: bytes
     clients: tuple
     dealer: bytes | None = None
+    helpers: tuple | None = None
 
     def key(self, rank: int) -> bytes:
+        if self.helpers is not None:
+            w = 1 + len(self.helpers)
+            if rank == 0:
+                return self.server
+            if 1 <= rank < w:
+                return self.helpers[rank - 1]
+            if rank == w and self.dealer is not None:
+                return self.dealer
+            raise InputError(f"the roster has no role for rank {rank} ({len(self.helpers)} helpers"
+                             f"{', a dealer' if self.dealer is not None else ', no dealer'})")
         k = len(self.clients)
         if rank == 0:
             return self.server
@@ -63,6 +99,8 @@ class Roster:
 
     def describe(self, rank: int) -> str:
         """The role of ``rank``, for error messages: "client 0 (rank 1)"."""
+        if self.helpers is not None:
+            return describe_helpers_rank(rank, len(self.helpers))
         return describe_rank(rank, len(self.clients))
 
     @classmethod
@@ -71,7 +109,9 @@ class Roster:
         return cls(keys[0], tuple(keys[1 : 1 + clients]), keys[1 + clients] if dealer else None)
 
     def ranks(self) -> int:
-        return 1 + len(self.clients) + (self.dealer is not None)
+        """The number of processes in the computing world (the dealer included)."""
+        computing = 1 + len(self.helpers) if self.helpers is not None else 1 + len(self.clients)
+        return computing + (self.dealer is not None)
 
     @classmethod
     def load(cls, path) -> "Roster":
@@ -98,14 +138,21 @@ class Roster:
         clients = tuple(key(v, f"clients[{i}]") for i, v in enumerate(data["clients"]))
         if not clients:
             raise InputError(f"roster {path}: no clients")
+        helpers = None
+        if data.get("helpers") is not None:
+            if not isinstance(data["helpers"], list) or not 1 <= len(data["helpers"]) <= 2:
+                raise InputError(f"roster {path}: 'helpers' must be a list of 1 or 2 keys")
+            helpers = tuple(key(v, f"helpers[{i}]") for i, v in enumerate(data["helpers"]))
         dealer = key(data["dealer"], "dealer") if data.get("dealer") is not None else None
-        keys = [key(data["server"], "server"), *clients] + ([dealer] if dealer else [])
+        keys = [key(data["server"], "server"), *clients, *(helpers or ())] + ([dealer] if dealer else [])
         if len(set(keys)) != len(keys):
             raise InputError(f"roster {path}: two roles have the same key")
-        return cls(keys[0], clients, dealer)
+        return cls(keys[0], clients, dealer, helpers)
 
     def to_json(self) -> str:
         out = {"server": self.server.hex(), "clients": [c.hex() for c in self.clients]}
+        if self.helpers is not None:
+            out["helpers"] = [c.hex() for c in self.helpers]
         if self.dealer is not None:
             out["dealer"] = self.dealer.hex()
         return json.dumps(out, indent=2)
@@ -153,6 +200,17 @@ def ephemeral_roster(clients: int, dealer: bool) -> tuple[Roster, list[Ed25519Pr
     """Fresh identity keys for every rank of a local run, and their roster."""
     keys = [generate_identity() for _ in range(1 + clients + int(dealer))]
     return Roster.from_ranks([public_bytes(k) for k in keys], clients, dealer), keys
+
+
+def ephemeral_helpers_roster(helpers: int, dealer: bool, hosts: int):
+    """Fresh identity keys for a local run of the helpers layout: the computing world's
+    (server, helpers, dealer, in rank order), the client hosts', and their roster."""
+    world = [generate_identity() for _ in range(1 + helpers + int(dealer))]
+    host_keys = [generate_identity() for _ in range(hosts)]
+    pub = [public_bytes(k) for k in world]
+    roster = Roster(pub[0], tuple(public_bytes(k) for k in host_keys), pub[1 + helpers] if dealer else None,
+                    tuple(pub[1 : 1 + helpers]))
+    return roster, world, host_keys
 
 
 def identity_bytes(key: Ed25519PrivateKey) -> bytes:

@@ -224,8 +224,9 @@ def explain(exc: BaseException) -> str:
     text = str(exc)
     low = text.lower()
     from .channel import ChannelError
+    from .inlinks import InputLinkError
 
-    if isinstance(exc, (PartyStartError, InputError, ChannelError)):
+    if isinstance(exc, (PartyStartError, InputError, ChannelError, InputLinkError)):
         return text
     if "connection closed by peer" in low or "connection reset" in low or "broken pipe" in low:
         return "another party disconnected (it crashed or was stopped); the run cannot continue"

@@ -33,7 +33,7 @@ from ..comm import backend, p2p
 from .prg import new_seed, ring, seed_to_tensor, tensor_to_seed
 from .shuffle import deltas, permutation
 
-__all__ = ["DealerChannel", "serve", "run_dealer", "triple_shares", "triple_correction"]
+__all__ = ["DealerChannel", "serve", "run_dealer", "ping_dealer", "triple_shares", "triple_correction"]
 
 
 def triple_shares(seed: bytes, batch: int, n: int, kind: str = "mul") -> np.ndarray:
@@ -142,6 +142,13 @@ def _worker(state: _DealerState) -> None:
 
 
 SETUP = "sa_setup"  # the request name rank 0 sends through CrypTen's TTP channel to start a sort
+PING = "sa_ping"  # rank 0's keep-alive while a session waits between evaluations
+
+
+def ping_dealer() -> None:
+    """Rank 0: tell the dealer the run goes on (its wait for a request would time out)."""
+    if backend.uses_ttp():
+        backend.ttp_request(PING)
 
 
 def serve() -> None:
@@ -168,6 +175,8 @@ def serve() -> None:
                     return
                 if message["function"] == SETUP:
                     result, state = torch.zeros(1, dtype=torch.long), _DealerState(comm.get_world_size())
+                elif message["function"] == PING:
+                    result, state = torch.zeros(1, dtype=torch.long), None
                 else:
                     self.device = message["device"]
                     result, state = getattr(self, message["function"])(*message["args"], **message["kwargs"]), None

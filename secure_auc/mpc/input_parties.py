@@ -1,0 +1,386 @@
+r"""The helpers layout: clients are input parties of :math:`w` computing parties.
+
+The computing parties are the server (rank 0) and :math:`w - 1` helpers
+(ranks 1 .. w - 1), plus the dealer (rank w) with the TTP provider.  Clients
+do not compute: each client, or each *client host* (one process hosting
+several clients on one machine), opens one authenticated, encrypted link to
+each computing party (:mod:`.comm.inlinks`) and never talks to another client.
+One evaluation, as both sides run it:
+
+=====  ==========================================  ============================================
+step   client host h (clients a..b)                computing party p
+=====  ==========================================  ============================================
+1      sends its parameters, its clients' sample   check every host's parameters; the server's
+       counts and a seed to each p != c(h)         list of counts is compared by all
+2      shares the bit "some score is not           add the bits in shares, open only [sum = 0]
+       float32-exact" (:mod:`.primitives.outside`)  (:func:`.ranks.limbs_from_shared_bits`) and
+                                                   send every host the key width and M
+3      shares its encoded keys and, for the radix  rank step on the shares
+       sort, every digit's one-hot form            (:func:`.ranks.radix_midranks_shared` or the
+                                                   bitonic network)
+4      adds the shares of its rows' 2 x mid-ranks  send host h the shares of its rows only
+5      each client runs :class:`secure_auc.protocol.Client` (labels, statistics, its own noise
+       from its own key); the host shares the sum of its clients' fixed-point statistics
+6                                                  add the hosts' shares, open the sum to the
+                                                   server only (:func:`.primitives.opening.open_to`)
+=====  ==========================================  ============================================
+
+A host's traffic is proportional to its own rows; the computing parties' work
+depends on M, not on the number of clients.  What each party receives is
+listed in ``docs/mpc.md``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import numpy as np
+
+from ..data.io import ClientData
+from ..dp.rng import ClientRngs
+from ..protocol.client import Client
+from ..protocol.messages import Aggregate
+from ..protocol.server import Server
+from .comm import backend
+from .comm.inlinks import accept_hosts, connect, listen
+from .comm.roster import describe_helpers_rank, describe_host
+from .encoding import encode_keys, is_float32_exact
+from .party import PartyConfig, PartyResult, ProtocolError, agree_public, progress_reporter
+from .primitives.opening import open_to
+from .primitives.outside import HostSharing, OutsideShares, correction_party
+from .ranks import DIGIT_BITS, key_digits, limbs_from_shared_bits, radix_midranks_shared, secure_midranks
+from .sort import RadixSort
+
+log = logging.getLogger(__name__)
+
+__all__ = ["run_computing_party", "run_client_host", "computing_job", "host_job", "session_computing_job",
+           "session_host_job", "HostResult", "input_columns"]
+
+CH_HELLO, CH_PUBLIC, CH_BIT, CH_INPUTS, CH_RANKS, CH_STATS = range(1, 7)
+
+
+def input_columns(sort: str, limbs: int) -> tuple[int, int]:
+    """(number of digit rounds, columns a host shares per row): the key limbs, then for
+    the radix sort each round's one-hot digit (2^DIGIT_BITS - 1 columns)."""
+    if sort != "radix":
+        return 0, limbs
+    rounds = RadixSort(digit_bits=DIGIT_BITS).rounds(32 * limbs)
+    return rounds, limbs + rounds * ((1 << DIGIT_BITS) - 1)
+
+
+def _digit_slice(limbs: int, l: int) -> slice:
+    v = (1 << DIGIT_BITS) - 1
+    return slice(limbs + l * v, limbs + (l + 1) * v)
+
+
+# --------------------------------------------------------------------------- computing parties
+
+def run_computing_party(rank: int, config: PartyConfig, endpoint: tuple[str, int], identity, host_keys: list[bytes],
+                        timeout: float, host_names: list[str] | None = None, *, session=None) -> PartyResult:
+    """Run one evaluation as computing party ``rank`` (CrypTen initialised with the
+    ``config.computing`` computing parties): accept the client hosts' links on
+    ``endpoint`` (authenticated against ``host_keys``; ``host_names[h]`` names host h
+    in errors), rank their rows, open the aggregate to the server.  Returns this
+    party's result (estimates at the server).
+
+    With ``config.session``: evaluate again each time the hosts send new inputs,
+    until they say stop; ``session`` (a queue, at the server) receives each
+    evaluation's result (:class:`.session.MPCSession`)."""
+    w = config.computing
+    if backend.world_size() != w:
+        raise ProtocolError(f"world size is {backend.world_size()} but {w} computing parties were configured")
+    helpers = w - 1
+    is_server = rank == 0
+
+    def describe(r):
+        return describe_helpers_rank(r, helpers)
+
+    backend.reset_communication_stats()
+    start = time.perf_counter()
+    agree_public(config, rank, describe)
+
+    names = host_names or [describe_host(h) for h in range(len(host_keys))]
+    listener = listen(*endpoint)
+    try:
+        links = accept_hosts(listener, rank, identity, host_keys, timeout=timeout, describe_me=describe(rank),
+                             describe_host=lambda h: names[h])
+    finally:
+        listener.close()
+    try:
+        if not config.session:
+            hellos = {h: links[h].recv_obj(CH_HELLO) for h in range(len(links))}
+            return _compute(rank, config, links, describe, is_server, start, hellos)
+        done = 0
+        while True:
+            hellos = _next_hellos(links, keep_dealer_alive=is_server, interval=max(1.0, timeout / 3))
+            if any(hello.get("stop") for hello in hellos.values()):
+                return PartyResult(rank=rank, role=describe(rank).split(" (")[0], seconds=0.0, bytes_sent=0,
+                                   rounds=done)
+            backend.reset_communication_stats()
+            result = _compute(rank, config, links, describe, is_server, time.perf_counter(), hellos)
+            done += 1
+            if session is not None:
+                session.put(result)
+    finally:
+        for link in links.values():
+            link.close()
+
+
+def _next_hellos(links, *, keep_dealer_alive: bool, interval: float) -> dict:
+    """Wait, without a time limit, for every host's next message (a session between
+    evaluations); the server pings the dealer every ``interval`` seconds meanwhile, so
+    that the dealer's wait for requests never times out."""
+    from .primitives.dealer import ping_dealer
+
+    out = {}
+    for h in range(len(links)):
+        while not links[h].readable(interval):
+            if keep_dealer_alive:
+                ping_dealer()
+        out[h] = links[h].recv_obj(CH_HELLO)
+    return out
+
+
+def _check_hosts(hellos: dict, config: PartyConfig, rank: int, describe) -> list[list[int]]:
+    """The hosts' client counts, checked: same parameters, clients 0..K-1 in order,
+    and the same counts at every computing party as at the server."""
+    mine = config.public()
+    layout = []
+    next_client = 0
+    for h in range(len(hellos)):
+        hello = hellos[h]
+        who = describe_host(h)
+        if hello.get("public") != mine:
+            keys = sorted(k for k in mine if (hello.get("public") or {}).get(k) != mine[k])
+            raise ProtocolError(f"{who} was started with different parameters: "
+                                + ", ".join(f"{k}={(hello.get('public') or {}).get(k)!r} ({describe(rank)}: {mine[k]!r})"
+                                            for k in keys))
+        sizes = hello.get("sizes")
+        if hello.get("first") != next_client or not isinstance(sizes, list) or not sizes or \
+                any(not isinstance(n, int) or n < 1 for n in sizes):
+            raise ProtocolError(f"{who} announced clients {hello.get('first')}.. with sample counts {sizes!r}; "
+                                f"expected clients from {next_client} on, each with at least one sample")
+        next_client += len(sizes)
+        layout.append(sizes)
+    if next_client != config.clients:
+        raise ProtocolError(f"the client hosts hold {next_client} clients but {config.clients} were configured")
+    server_layout = backend.broadcast_obj(layout if rank == 0 else None, 0)
+    if server_layout != layout:
+        h = next(h for h in range(len(layout)) if h >= len(server_layout) or server_layout[h] != layout[h])
+        raise ProtocolError(f"{describe_host(h)} told {describe(rank)} other sample counts than it told the server")
+    return layout
+
+
+def _compute(rank, config, links, describe, is_server, start, hellos) -> PartyResult:
+    w = config.computing
+    hosts = len(links)
+    bytes_before = sum(link.bytes for link in links.values())
+    layout = _check_hosts(hellos, config, rank, describe)
+    rows = [sum(sizes) for sizes in layout]
+    total = sum(rows)
+    seeds = {h: (bytes.fromhex(hellos[h]["seed"]) if correction_party(h, w) != rank else None) for h in range(hosts)}
+    shares = OutsideShares(rank, w, seeds)
+    mine = shares.corrected_hosts()
+
+    # 2. key width: only [no host has float64 scores] is opened, to the computing parties
+    corr = {h: links[h].recv_array(CH_BIT, (1, 1)) for h in mine}
+    limbs = limbs_from_shared_bits(shares.shares("float32-exact", [1] * hosts, 1, corr))
+    for h in range(hosts):
+        links[h].send_obj(CH_PUBLIC, {"limbs": limbs, "total": total})
+
+    # 3. the rank step on the hosts' shares
+    rank_start = time.perf_counter()
+    rounds, cols = input_columns(config.sort, limbs)
+    corr = {h: links[h].recv_array(CH_INPUTS, (rows[h], cols)) for h in mine}
+    keys = shares.shares("keys", rows, limbs, corr, column_slice=slice(0, limbs))
+    progress = progress_reporter(config.progress and is_server)
+    if config.sort == "radix":
+        def digits(l):
+            return shares.shares(("digit", l), rows, (1 << DIGIT_BITS) - 1, corr, column_slice=_digit_slice(limbs, l))
+
+        twice = radix_midranks_shared(keys, digits, limbs, digit_bits=DIGIT_BITS, progress=progress)
+    else:
+        twice = secure_midranks(keys, progress=progress)
+    del corr, keys
+    rank_seconds = time.perf_counter() - rank_start
+
+    # 4. each host gets the shares of its own rows only
+    twice = twice.numpy()
+    offset = 0
+    for h in range(hosts):
+        links[h].send_array(CH_RANKS, twice[offset : offset + rows[h]])
+        offset += rows[h]
+
+    # 6. the hosts' statistics, summed in shares, opened to the server only
+    width = 2 * len(config.mechanisms)
+    corr = {h: links[h].recv_array(CH_STATS, (1, width)) for h in mine}
+    summed = shares.shares("statistics", [1] * hosts, width, corr).sum(dim=0)
+    opened = open_to(summed, 0)
+
+    result = PartyResult(rank=rank, role=describe(rank).split(" (")[0], seconds=0.0, bytes_sent=0, rounds=0,
+                         rank_seconds=rank_seconds)
+    if is_server:
+        agg = opened.numpy().astype(np.int64)
+        for i, mechanism in enumerate(config.mechanisms):
+            aggregate = Aggregate(int(agg[2 * i]), int(agg[2 * i + 1]), total)
+            result.aggregates.append(aggregate)
+            result.estimates.append(Server(mechanism).estimate(aggregate))
+    stats = backend.communication_stats()
+    result.client_bytes = int(sum(link.bytes for link in links.values()) - bytes_before)
+    result.bytes_sent = int(stats["bytes"]) + result.client_bytes
+    result.rounds = int(stats["rounds"])
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+# --------------------------------------------------------------------------- client hosts
+
+class HostResult(dict):
+    """What a client host reports: ``bytes`` (sent and received over its links),
+    ``seconds``, and with ``keep_ranks`` each client's 2 x mid-ranks (tests)."""
+
+
+def run_client_host(h: int, clients: list[ClientData], first: int, noise_keys: list[int | None], config: PartyConfig,
+                    parties: list[tuple[str, int, bytes]], identity, timeout: float, *,
+                    keep_ranks: bool = False) -> HostResult:
+    """Run one evaluation as client host ``h``, hosting clients ``first ..
+    first + len(clients) - 1``: connect to every computing party ``(addr, port, public
+    key)``, share, receive the own rows' ranks, run each client's role with its own
+    ``noise_keys[k]`` (None: fresh from :mod:`secrets`), share the statistics."""
+    w = len(parties)
+    start = time.perf_counter()
+    me = describe_host(h, range(first, first + len(clients)))
+    links = connect(h, identity, parties, timeout=timeout, describe_party=lambda p: describe_helpers_rank(p, w - 1),
+                    describe_me=me)
+    try:
+        out = _host(h, clients, first, noise_keys, config, links, keep_ranks)
+    finally:
+        for link in links:
+            link.close()
+    out["bytes"] = int(sum(link.bytes for link in links))
+    out["seconds"] = time.perf_counter() - start
+    return out
+
+
+def _host(h, clients, first, noise_keys, config, links, keep_ranks) -> HostResult:
+    w = len(links)
+    sharing = HostSharing(h, w)
+    c = sharing.corrector
+    sizes = [len(d) for d in clients]
+    public = config.public()
+    for p, link in enumerate(links):
+        link.send_obj(CH_HELLO, {"public": public, "first": first, "sizes": sizes,
+                                 "seed": sharing.seeds[p].hex() if p in sharing.seeds else None})
+    scores = np.concatenate([d.scores for d in clients]) if len(clients) > 1 else clients[0].scores
+    bit = np.array([[0 if is_float32_exact(scores) else 1]], dtype=np.int64)
+    links[c].send_array(CH_BIT, sharing.correction(bit, "float32-exact"))
+    answers = [link.recv_obj(CH_PUBLIC) for link in links]
+    if any(a != answers[0] for a in answers):
+        raise ProtocolError(f"the computing parties disagree on the public parameters: {answers}")
+    limbs, total = int(answers[0]["limbs"]), int(answers[0]["total"])
+
+    keys = encode_keys(scores, limbs)
+    rounds, _ = input_columns(config.sort, limbs)
+    blocks = [sharing.correction(keys, "keys")]
+    blocks += [sharing.correction(key_digits(keys, l, DIGIT_BITS), ("digit", l)) for l in range(rounds)]
+    links[c].send_array(CH_INPUTS, np.concatenate(blocks, axis=1))
+    del blocks
+
+    n = len(scores)
+    parts: list = [None] * w
+    errors: list = []
+
+    def receive(p):
+        try:
+            parts[p] = links[p].recv_array(CH_RANKS, (n,))
+        except BaseException as exc:  # noqa: BLE001 - re-raised below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=receive, args=(p,), daemon=True) for p in range(w)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    twice = parts[0].copy()
+    for part in parts[1:]:
+        twice += part
+
+    width = 2 * len(config.mechanisms)
+    stats = np.zeros(width, dtype=np.int64)
+    out = HostResult()
+    offset = 0
+    ranks = []
+    for i, data in enumerate(clients):
+        mine = twice[offset : offset + len(data)]
+        offset += len(data)
+        if keep_ranks:
+            ranks.append(mine.copy())
+        for j, mechanism in enumerate(config.mechanisms):
+            client = Client(first + i, data, mechanism, ClientRngs.from_key(noise_keys[i]))
+            client.set_ranks(mine.astype(np.float64) / 2.0, total)
+            msg = client.statistics_message()
+            stats[2 * j] += msg.local_sum_fixed
+            stats[2 * j + 1] += msg.local_p_fixed
+    links[c].send_array(CH_STATS, sharing.correction(stats.reshape(1, width), "statistics"))
+    if keep_ranks:
+        out["ranks"] = ranks
+    return out
+
+
+# --------------------------------------------------------------------------- process entry points
+
+def computing_job(rank: int, config: PartyConfig, endpoint, identity_raw: bytes, host_keys: list[bytes],
+                  timeout: float, host_names: list[str] | None = None) -> PartyResult:
+    """:func:`run_computing_party` with the identity key as raw bytes (a spawned process's arguments)."""
+    from .comm.roster import identity_from_bytes
+
+    return run_computing_party(rank, config, tuple(endpoint), identity_from_bytes(identity_raw), host_keys, timeout,
+                               host_names)
+
+
+def session_computing_job(rank: int, config: PartyConfig, endpoint, identity_raw: bytes, host_keys: list[bytes],
+                          timeout: float, host_names: list[str], results) -> PartyResult:
+    """A computing party of an :class:`.session.MPCSession` (``results``: the server's queue)."""
+    from .comm.roster import identity_from_bytes
+
+    return run_computing_party(rank, config, tuple(endpoint), identity_from_bytes(identity_raw), host_keys, timeout,
+                               host_names, session=results)
+
+
+def session_host_job(h: int, labels, first: int, config: PartyConfig, parties, identity_raw: bytes, timeout: float,
+                     tasks) -> dict:
+    """A client host of an :class:`.session.MPCSession`: connect once, then evaluate each
+    ``(clients, noise keys)`` taken from ``tasks`` until None."""
+    from .comm.roster import identity_from_bytes
+
+    w = len(parties)
+    me = describe_host(h, range(first, first + len(labels)))
+    links = connect(h, identity_from_bytes(identity_raw), parties, timeout=timeout,
+                    describe_party=lambda p: describe_helpers_rank(p, w - 1), describe_me=me)
+    evaluations = 0
+    try:
+        while True:
+            task = tasks.get()
+            if task is None:
+                for link in links:
+                    link.send_obj(CH_HELLO, {"stop": True})
+                return {"evaluations": evaluations, "bytes": int(sum(link.bytes for link in links))}
+            clients, noise_keys = task
+            _host(h, clients, first, noise_keys, config, links, False)
+            evaluations += 1
+    finally:
+        for link in links:
+            link.close()
+
+
+def host_job(h: int, clients, first: int, noise_keys, config: PartyConfig, parties, identity_raw: bytes,
+             timeout: float, keep_ranks: bool = False) -> HostResult:
+    """:func:`run_client_host` with the identity key as raw bytes (a spawned process's arguments)."""
+    from .comm.roster import identity_from_bytes
+
+    return run_client_host(h, clients, first, noise_keys, config, parties, identity_from_bytes(identity_raw), timeout,
+                           keep_ranks=keep_ranks)

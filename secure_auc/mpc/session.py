@@ -1,0 +1,171 @@
+"""An MPC session: the parties start once, then evaluate new scores each epoch.
+
+Starting the parties (process start-up, CrypTen's rendezvous, the links'
+handshakes) costs seconds; a training loop that evaluates its model every epoch
+pays it once with :class:`MPCSession`.  The session runs the helpers layout
+(:mod:`.input_parties`): the computing parties and the dealer stay up between
+evaluations, and the client hosts keep their links.  Each evaluation draws fresh
+seeds for every share and, unless keys are given, fresh noise keys for every
+client; only the server's result comes back.
+
+Between evaluations the computing parties wait for the hosts' next message
+without a time limit (a host that dies closes its links, and the launcher's
+death kills every party); the server keeps the dealer's channel alive.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue as queue_mod
+import threading
+import time
+
+import numpy as np
+
+from ..data.io import ClientData
+from ..validation import InputError
+from . import RANK_METHODS, MPCError
+from .party import PartyConfig
+
+log = logging.getLogger(__name__)
+
+__all__ = ["MPCSession"]
+
+
+class MPCSession:
+    """Start the MPC parties once for clients whose labels are fixed; evaluate new
+    scores with :meth:`evaluate`.
+
+    Parameters
+    ----------
+    labels : list of array-like
+        Client k's labels (0/1), one array per client, in the order of its samples.
+    mechanism : Mechanism
+        The DP mechanism of every evaluation (:func:`secure_auc.dp.make_mechanism`).
+    computing : {2, 3}, default 3
+        Computing parties (the server and ``computing - 1`` helpers).
+    provider, sort, timeout, hosts
+        As in :func:`secure_auc.mpc.launch.run_mpc_local`.
+
+    Examples
+    --------
+    Used as a context manager, so the parties stop with the block (not run here: it starts
+    processes)::
+
+        with MPCSession([y0, y1], make_mechanism("laplace", 1.0, allocation="adaptive")) as session:
+            for epoch in range(10):
+                train_one_epoch(model)
+                estimate, aggregate, cost = session.evaluate([model(x0), model(x1)])
+    """
+
+    def __init__(self, labels, mechanism, *, computing: int = 3, provider: str = "ttp", sort: str = RANK_METHODS[0],
+                 timeout: float = 60.0, hosts: int | None = None, port: int | None = None):
+        if computing not in (2, 3):
+            raise InputError(f"a session has 2 or 3 computing parties, got {computing}")
+        self.labels = [np.asarray(y) for y in labels]
+        if not self.labels or any(len(y) == 0 for y in self.labels):
+            raise InputError("every client needs at least one sample")
+        self.sizes = [len(y) for y in self.labels]
+        self.config = PartyConfig(mechanisms=(mechanism,), clients=len(self.labels), provider=provider, sort=sort,
+                                  progress=False, computing=computing, session=True)
+        self.timeout = float(timeout)
+        self._closed = False
+        self._error: BaseException | None = None
+        self._start(hosts, port)
+
+    # ------------------------------------------------------------------ processes
+    def _start(self, hosts, port) -> None:
+        import multiprocessing as mp
+
+        from .comm.roster import describe_helpers_rank, describe_host, ephemeral_helpers_roster, identity_bytes
+        from .input_parties import session_computing_job, session_host_job
+        from .launch import free_port, spawn_parties
+
+        ctx = mp.get_context("spawn")
+        w, k = self.config.computing, self.config.clients
+        hosts = max(1, min(int(hosts or 1), k))
+        groups = np.array_split(np.arange(k), hosts)
+        self.groups = [(int(g[0]), int(g[-1]) + 1) for g in groups]
+        roster, world_keys, host_keys = ephemeral_helpers_roster(w - 1, self.config.provider == "ttp", hosts)
+        endpoints = [("127.0.0.1", free_port()) for _ in range(w)]
+        parties = [(a, p, roster.key(r)) for r, (a, p) in enumerate(endpoints)]
+        names = [describe_host(h, range(a, b)) for h, (a, b) in enumerate(self.groups)]
+        self._results = ctx.Queue()
+        self._tasks = [ctx.Queue() for _ in range(hosts)]
+        per_rank = {r: (self.config, endpoints[r], identity_bytes(world_keys[r]), list(roster.clients), self.timeout,
+                        names, self._results if r == 0 else None) for r in range(w)}
+        per_host = [(self.labels[a:b], a, self.config, parties, identity_bytes(host_keys[h]), self.timeout,
+                     self._tasks[h]) for h, (a, b) in enumerate(self.groups)]
+
+        def describe(r):
+            return names[-r - 1] if r < 0 else describe_helpers_rank(r, w - 1)
+
+        def run():
+            try:
+                spawn_parties(session_computing_job, per_rank, w, provider=self.config.provider, timeout=self.timeout,
+                              port=port, identities=(roster, world_keys), describe=describe,
+                              host_job=session_host_job, per_host=per_host)
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller of evaluate()
+                self._error = exc
+
+        self._thread = threading.Thread(target=run, name="secure-auc-session", daemon=True)
+        self._thread.start()
+
+    # ------------------------------------------------------------------ evaluations
+    def evaluate(self, scores, noise_keys: list[int] | None = None):
+        """One evaluation of new ``scores`` (one array per client, aligned with its labels).
+
+        Returns ``(estimate, aggregate, cost)`` as :func:`secure_auc.mpc.launch.run_mpc_local`;
+        ``cost`` has ``seconds``, ``rank_step_seconds`` and the bytes of each computing party."""
+        if self._closed:
+            raise InputError("the session is closed")
+        if self._error is not None:
+            raise self._error
+        scores = [np.asarray(s, dtype=np.float64) for s in scores]
+        if len(scores) != len(self.sizes) or any(len(s) != n for s, n in zip(scores, self.sizes)):
+            raise InputError(f"expected {len(self.sizes)} score arrays of sizes {self.sizes}, got "
+                             f"{[len(s) for s in scores]}")
+        for k, s in enumerate(scores):
+            if not np.isfinite(s).all():
+                raise InputError(f"client {k}: scores must be finite")
+        keys = list(noise_keys) if noise_keys is not None else [None] * len(scores)
+        start = time.perf_counter()
+        for h, (a, b) in enumerate(self.groups):
+            self._tasks[h].put(([ClientData(scores[i], self.labels[i]) for i in range(a, b)], keys[a:b]))
+        result = self._wait()
+        seconds = time.perf_counter() - start
+        cost = {"seconds": round(seconds, 3), "rank_step_seconds": round(result.rank_seconds, 3),
+                "server_bytes": result.bytes_sent}
+        return result.estimates[0], result.aggregates[0], cost
+
+    def _wait(self):
+        while True:
+            try:
+                return self._results.get(timeout=0.2)
+            except queue_mod.Empty:
+                pass
+            if self._error is not None:
+                raise self._error
+            if not self._thread.is_alive():
+                raise MPCError("the session's parties stopped")
+
+    def close(self) -> None:
+        """Stop every party (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        for q in self._tasks:
+            q.put(None)
+        self._thread.join(timeout=self.timeout + 10)
+
+    def __enter__(self) -> "MPCSession":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):  # pragma: no cover - best effort
+        try:
+            self.close()
+        except Exception:
+            pass
