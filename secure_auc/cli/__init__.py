@@ -135,6 +135,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_simulate_parser(sub)
 
+    from .compute import add_client_parser
+
+    add_client_parser(sub)
+
     kg = sub.add_parser(
         "keygen",
         help="write a party's identity key (mode 0600) and print its public key for the roster",

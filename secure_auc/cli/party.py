@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
-def _noise_key(template: str | None, client: int) -> int | None:
+def noise_key_from_file(template: str | None, client: int) -> int | None:
     """This client's noise key from its own file (None: a fresh key)."""
     from ..dp.rng import parse_noise_key
 
@@ -153,7 +153,7 @@ def _run(args) -> int:
         )
     mechanism = mechanism_from_args(args, clients=len(args.files))
     data = read_client_csv(args.files[rank - 1]) if 1 <= rank <= k else None
-    noise_key = _noise_key(args.noise_key_file, rank - 1) if 1 <= rank <= k else None
+    noise_key = noise_key_from_file(args.noise_key_file, rank - 1) if 1 <= rank <= k else None
     identity, roster = _identity_and_roster(args, rank, k)
     init_party(rank=rank, parties=k + 1, master_addr=os.environ["MASTER_ADDR"],
                master_port=int(os.environ["MASTER_PORT"]), provider=args.provider, timeout=args.timeout,

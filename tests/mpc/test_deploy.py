@@ -1,0 +1,65 @@
+"""The helpers layout deployed as separate programs: the computing parties under torchrun,
+each client its own `secure-auc client` process, keys and roster from `secure-auc keygen`."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sklearn.metrics import roc_auc_score
+
+from secure_auc.mpc.launch import free_port
+
+BIN = Path(sys.executable).parent
+
+
+def _keygen(path: Path) -> str:
+    out = subprocess.run([sys.executable, "-m", "secure_auc", "keygen", str(path)], capture_output=True, text=True,
+                         check=True)
+    return out.stdout.strip().split()[-1]
+
+
+@pytest.mark.skipif(not (BIN / "torchrun").exists(), reason="torchrun not installed")
+def test_torchrun_computing_parties_and_client_commands(tmp_path):
+    rng = np.random.default_rng(2)
+    files, scores, labels = [], [], []
+    for k, n in enumerate([70, 1]):
+        s, y = np.round(rng.random(n), 2), (rng.random(n) < 0.5).astype(int)
+        y[0] = k % 2
+        f = tmp_path / f"c{k}.csv"
+        f.write_text("score,label\n" + "".join(f"{a},{b}\n" for a, b in zip(s, y)))
+        files.append(f), scores.append(s), labels.append(y)
+    keys = tmp_path / "keys"
+    keys.mkdir()
+    roles = ["server", "helper1", "helper2", "dealer", "client0", "client1"]
+    pub = {r: _keygen(keys / f"{r}.pem") for r in roles}
+    roster = tmp_path / "roster.json"
+    roster.write_text(json.dumps({"server": pub["server"], "helpers": [pub["helper1"], pub["helper2"]],
+                                  "dealer": pub["dealer"], "clients": [pub["client0"], pub["client1"]]}))
+    base = free_port()
+    common = ["--clients", "2", "--mechanism", "none", "--roster", str(roster), "--timeout", "60"]
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    compute = subprocess.Popen(
+        [str(BIN / "torchrun"), "--nnodes", "1", "--nproc-per-node", "4", "--master-addr", "127.0.0.1",
+         "--master-port", str(free_port()), "-m", "secure_auc.cli.compute", *common,
+         "--identity-template", str(keys / "{role}.pem"), "--client-port", str(base), "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    clients = [subprocess.Popen(
+        [sys.executable, "-m", "secure_auc", "client", str(files[k]), "--client", str(k), *common,
+         "--parties", *[f"127.0.0.1:{base + r}" for r in range(3)], "--identity", str(keys / f"client{k}.pem")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for k in range(2)]
+    try:
+        out, err = compute.communicate(timeout=240)
+        client_out = [c.communicate(timeout=60) for c in clients]
+    finally:
+        for p in [compute, *clients]:
+            if p.poll() is None:
+                p.kill()
+    assert compute.returncode == 0, err[-3000:]
+    assert all(c.returncode == 0 for c in clients), [e[-2000:] for _, e in client_out]
+    report = json.loads(out.strip().splitlines()[-1])
+    assert report["auc"] == pytest.approx(roc_auc_score(np.concatenate(labels), np.concatenate(scores)), abs=1e-12)
+    assert report["layout"] == "helpers" and report["clients"] == 2
