@@ -148,7 +148,7 @@ class Mechanism(abc.ABC):
 
     @abc.abstractmethod
     def privatize(self, stats: LocalStatistics, rng: np.random.Generator, reps: int | None = None,
-                  *, total: int | None = None) -> NoisyStatistics:
+                  *, total: int | None = None, exact: bool = True) -> NoisyStatistics:
         """Noisy statistics of every client in ``stats``: shape (K,), or (reps, K).
 
         Parameters
@@ -162,6 +162,9 @@ class Mechanism(abc.ABC):
             Draw ``reps`` independent releases at once (simulation).
         total : int, optional
             M, for mechanisms whose calibration depends on it.
+        exact : bool, default True
+            Draw with the exact integer samplers (every release); False:
+            faster samplers of the same distributions (simulation only).
 
         Returns
         -------

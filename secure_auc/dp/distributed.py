@@ -463,7 +463,7 @@ class DistributedNoiseMechanism(Mechanism):
         return self.clients
 
     def privatize(self, stats: LocalStatistics, rng: np.random.Generator, reps: int | None = None,
-                  *, total: int | None = None) -> NoisyStatistics:
+                  *, total: int | None = None, exact: bool = True) -> NoisyStatistics:
         """Each client's statistics plus its own shares (module docstring); shape (K,) or (reps, K)."""
         if total is None:
             raise ValueError("distributed noise needs the total number of samples M")
