@@ -445,6 +445,22 @@ class DistributedNoiseMechanism(Mechanism):
         h = self.honest_of(k)
         return _calibrate(self.noise, float(self.epsilon), self.delta, self.split_for(k), int(total), h)
 
+    def privacy_event(self, total: int | None = None) -> dict:
+        """The curator's noise on (D, P): two eps-DP events (discrete Laplace), two Skellam zCDP
+        events (:func:`.events.skellam_zcdp`; needs M or a lower bound of it, which only makes the
+        bound looser) or one Gaussian event with noise multiplier sigma_1 (Gaussian)."""
+        from .events import composed_event, gaussian_event, pure_event, skellam_zcdp
+
+        if self.noise == "discrete_laplace":
+            s = self.split_for()
+            return composed_event([pure_event(s * self.epsilon), pure_event((1.0 - s) * self.epsilon)])
+        if self.noise == "gaussian":
+            return gaussian_event(float(analytic_gaussian_sigma(self.epsilon, self.delta)))
+        if total is None:
+            raise ValueError("the Skellam event needs the number of samples M (or a lower bound)")
+        cal = self.calibration(int(total), self.clients or 1)
+        return composed_event([skellam_zcdp(cal.param_c, total - 1.0), skellam_zcdp(cal.param_p, 1.0)])
+
     def describe(self) -> dict:
         return {"mechanism": "distributed", "epsilon": self.epsilon, "delta": self.delta or 0.0,
                 "allocation": f"{self.noise} shares, split {self.eps_split:.3f}, "

@@ -279,6 +279,39 @@ class StatisticsMechanism(Mechanism):
             "sensitivity": self.sensitivity if self.allocation == "split" else None,
         }
 
+    def privacy_event(self, total: int | None = None) -> dict:
+        """Two releases per evaluation, s1 with eps1 and s2 with eps2 (see :meth:`allocate`).
+
+        Laplace: an eps_i-DP event each (the adaptive allocation, whose split is
+        each client's own, is bounded by one eps-DP event).  Gaussian: each
+        discrete Gaussian noise is at least the continuous analytic Gaussian's
+        sigma_c(eps_i, delta / 2), hence (1 / (2 sigma_c^2))-zCDP; for the
+        adaptive allocation the largest total rho over the per-client split.
+        """
+        from .events import composed_event, pure_event, zcdp_event
+        from .noise import analytic_gaussian_sigma
+
+        eps = self.epsilon
+        if eps == float("inf"):
+            return super().privacy_event(total)
+        if self.allocation == "split":
+            shares = [1.0 - self.alpha, self.alpha]
+        elif self.allocation == "orthogonal":
+            shares = [self.beta, 1.0 - self.beta]
+        else:
+            shares = None
+        if self.noise == "laplace":
+            return pure_event(eps) if shares is None else composed_event([pure_event(s * eps) for s in shares])
+        half = self.delta / 2.0
+
+        def rho(e):
+            return 0.5 / analytic_gaussian_sigma(np.asarray(e, dtype=np.float64), half) ** 2
+        if shares is None:
+            beta = np.linspace(1e-3, 1.0 - 1e-3, 999)
+            worst = max(float(np.max(rho(beta * eps) + rho((1.0 - beta) * eps))), float(rho(eps)))
+            return zcdp_event(worst)
+        return composed_event([zcdp_event(float(rho(s * eps))) for s in shares])
+
     def delta_method_std(self, stats: LocalStatistics, total: int, auc: float) -> float:
         """:func:`.variance.linearised_std` (noisy P included)."""
         from .variance import linearised_std
