@@ -225,6 +225,8 @@ def discrete_laplace(rng: np.random.Generator, scale, shape=None, *, exact: bool
     scale = np.asarray(scale, dtype=np.float64)
     shape = scale.shape if shape is None else _shape(shape)
     scale = np.broadcast_to(scale, shape)
+    if not exact and scale.size and scale.min() > 0:
+        return _dlap_fast(rng, scale)
     out = np.zeros(shape, dtype=np.int64)
     live = scale > 0
     if live.any():

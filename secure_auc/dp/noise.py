@@ -133,6 +133,8 @@ class NoiseFamily:
     def _scale(self, epsilon, sensitivity, grid):
         """Grid-unit parameter: DLap scale t or discrete Gaussian sigma (0 where no noise is needed)."""
         eps, units = np.broadcast_arrays(np.asarray(epsilon, dtype=np.float64), grid_units(sensitivity, grid))
+        if self.name == "laplace" and np.all(units > 0) and np.all(np.isfinite(eps)):
+            return units / eps  # the common case, without masks
         none = np.isinf(eps) | (units == 0)
         e, u = np.where(none, 1.0, eps), np.where(none, 1.0, units)
         if self.name == "laplace":
