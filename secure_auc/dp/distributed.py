@@ -96,6 +96,7 @@ from scipy.stats import nbinom
 from ..local_stats import LocalStatistics
 from ..validation import InputError, check_delta, check_epsilon
 from .base import Mechanism, NoisyStatistics, PrivacyCost
+from .discrete import dlap_variance
 from .noise import analytic_gaussian_sigma
 
 __all__ = [
@@ -127,13 +128,6 @@ RDP_ORDERS = np.unique(np.round(np.geomspace(2, 1e6, 3000)))  # integer Renyi or
 
 # ---------------------------------------------------------------------------------------------
 # distributions
-def dlap_variance(eps_per_unit) -> np.ndarray:
-    """Variance 2q/(1-q)^2 of DLap with q = exp(-eps_per_unit) (eps_per_unit = eps / Delta)."""
-    a = np.asarray(eps_per_unit, dtype=np.float64)
-    q = np.exp(-a)
-    return 2.0 * q / np.expm1(-a) ** 2
-
-
 def dlap_pmf(x, eps_per_unit: float) -> np.ndarray:
     """P(X = x) = (1 - q)/(1 + q) q^|x|, q = exp(-eps_per_unit)."""
     q = math.exp(-eps_per_unit)
