@@ -207,3 +207,13 @@ def test_cli_plan_and_evaluations(tmp_path, capsys):
     assert res["epsilon"] > 0.1 and "each evaluation eps" in res["plan"]
     assert all(d["budget"] == {"epsilon": 10.0, "delta": 1e-6}
                for d in json.loads(path.read_text())["datasets"].values())
+
+
+@pytest.mark.parametrize("name", ["secure_auc.dp.events", "secure_auc.dp.planning", "secure_auc.dp.discrete",
+                                  "secure_auc.dp.noise"])
+def test_examples_of_the_accounting_and_noise_modules_run(name):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 0 and result.failed == 0

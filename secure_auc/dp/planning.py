@@ -56,7 +56,7 @@ def _fits(make, eps1, delta1, t, epsilon, delta, total):
 
 
 def plan_evaluations(make, evaluations: int, epsilon: float, delta: float = 0.0, *, total: int | None = None,
-                     iterations: int = 18) -> Plan:
+                     iterations: int = 14) -> Plan:
     """The largest per-evaluation budget such that ``evaluations`` evaluations fit (eps, delta).
 
     Parameters
