@@ -28,9 +28,10 @@ def add_mechanism_options(p: argparse.ArgumentParser) -> None:
                         "laplace or gaussian (noise on each client's localSum and localP, as in the paper), "
                         "distributed (noise on the aggregate only, in shares: discrete Laplace, or Skellam "
                         "with --delta; MPC protocol only). Default: laplace")
-    g.add_argument("--epsilon", type=float, default=1.0, help="privacy budget eps per evaluation (default 1.0)")
+    g.add_argument("--epsilon", type=float, default=1.0, help="privacy budget eps per evaluation (default 1.0); with --evaluations T, the total of the T")
     g.add_argument("--delta", type=float, default=None,
-                   help="delta in (0, 1) for --mechanism gaussian, or for distributed with Skellam shares")
+                   help="delta in (0, 1) for --mechanism gaussian, or for distributed with Skellam shares; "
+                        "with --evaluations T, the total delta of the T")
     g.add_argument("--allocation", choices=ALLOCATIONS, default="adaptive",
                    help="how laplace/gaussian split eps between localSum and localP: split (alpha), "
                         "orthogonal (shared beta) or adaptive (per-client beta). Default: adaptive")
