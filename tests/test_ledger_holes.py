@@ -206,3 +206,35 @@ def test_a_torchrun_client_charges_its_own_ledger(tmp_path, files):
         assert own.spent(own.datasets()[0]).epsilon == pytest.approx(1.0)
         with pytest.raises(InputError, match="would be exceeded"):
             reserve_client_ledger(args, mech, data, k, 2)
+
+
+def _reserve_forever(path):
+    from secure_auc import make_mechanism
+    from secure_auc.dp.accountant import Ledger, label_commitment
+
+    led, ds = Ledger(path), label_commitment([0, 1, 1, 0])
+    while True:
+        led.reserve([ds], make_mechanism("laplace", 0.01))
+
+
+def test_kill_9_at_any_moment_leaves_a_valid_ledger(tmp_path):
+    import multiprocessing
+    import signal
+    import time
+
+    from secure_auc.dp.accountant import Ledger
+
+    path = tmp_path / "l.json"
+    for delay in (0.0, 0.05, 0.13):
+        proc = multiprocessing.get_context("fork").Process(target=_reserve_forever, args=(path,))
+        proc.start()
+        before = len(path.read_text()) if path.exists() else 0
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and (len(path.read_text()) if path.exists() else 0) == before:
+            time.sleep(0.01)  # until the child has written once
+        time.sleep(delay)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.join()
+        led = Ledger(path)  # parses and validates in full
+        assert all(r["state"] == "reserved" for d in led.data["datasets"].values() for r in d["releases"])
+    assert sum(len(d["releases"]) for d in Ledger(path).data["datasets"].values()) > 0
