@@ -76,29 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
-def reserve_client_ledger(args, mechanism, data, client: int, clients: int, noise_key: int | None = None):
-    """Client ``client`` charges its own labels in its own ledger before the run: (ledger, reservation).
-
-    M is not known yet: the client uses the lower bound n_k + K - 1 (every
-    other client holds a sample), which only makes size-dependent events looser.
-    A fixed noise key is recorded by its hash, so that its reuse is refused.
-    """
-    if args.budget is not None and not args.ledger:
-        raise InputError("--budget needs --ledger")
-    if not args.ledger:
-        return None, None
-    from ..dp.accountant import Ledger, label_commitment
-
-    ledger = Ledger(args.ledger.replace("{client}", str(client)))
-    ds = label_commitment(data.labels)
-    if args.budget is not None:
-        ledger.set_budget(ds, args.budget, args.budget_delta)
-    # sizes=None: a client does not know its index in another run's layout, so RR is charged every run
-    return ledger, ledger.reserve([ds], mechanism, seed=noise_key, total=len(data.labels) + clients - 1,
-                                  note=f"MPC client {client} of {clients} (torchrun)")
-
-
-def _noise_key(template: str | None, client: int) -> int | None:
+def noise_key_from_file(template: str | None, client: int) -> int | None:
     """This client's noise key from its own file (None: a fresh key)."""
     from ..dp.rng import parse_noise_key
 
@@ -180,9 +158,9 @@ def _run(args) -> int:
         )
     mechanism = mechanism_from_args(args, clients=len(args.files))
     data = read_client_csv(args.files[rank - 1]) if 1 <= rank <= k else None
-    noise_key = _noise_key(args.noise_key_file, rank - 1) if 1 <= rank <= k else None
-    ledger, reservation = reserve_client_ledger(args, mechanism, data, rank - 1, k, noise_key) if 1 <= rank <= k else (None, None)
+    noise_key = noise_key_from_file(args.noise_key_file, rank - 1) if 1 <= rank <= k else None
     identity, roster = _identity_and_roster(args, rank, k)
+    ledger, reservation = reserve_client_ledger(args, mechanism, data, rank - 1, k, noise_key) if 1 <= rank <= k else (None, None)
     init_party(rank=rank, parties=k + 1, master_addr=os.environ["MASTER_ADDR"],
                master_port=int(os.environ["MASTER_PORT"]), provider=args.provider, timeout=args.timeout,
                identity=identity, roster=roster, roll_call=True)
@@ -216,6 +194,28 @@ def _run(args) -> int:
     )
     print_report(report, f"{k} client files (torchrun)", args.json)
     return 0
+
+
+def reserve_client_ledger(args, mechanism, data, client: int, clients: int, noise_key: int | None = None):
+    """Client ``client`` charges its own labels in its own ledger before the run: (ledger, reservation).
+
+    M is not known yet: the client uses the lower bound n_k + K - 1 (every
+    other client holds a sample), which only makes size-dependent events looser.
+    A fixed noise key is recorded by its hash, so that its reuse is refused.
+    """
+    if args.budget is not None and not args.ledger:
+        raise InputError("--budget needs --ledger")
+    if not args.ledger:
+        return None, None
+    from ..dp.accountant import Ledger, label_commitment
+
+    ledger = Ledger(args.ledger.replace("{client}", str(client)))
+    ds = label_commitment(data.labels)
+    if args.budget is not None:
+        ledger.set_budget(ds, args.budget, args.budget_delta)
+    # sizes=None: a client does not know its index in another run's layout, so RR is charged every run
+    return ledger, ledger.reserve([ds], mechanism, seed=noise_key, total=len(data.labels) + clients - 1,
+                                  note=f"MPC client {client} of {clients} (torchrun)")
 
 
 if __name__ == "__main__":
