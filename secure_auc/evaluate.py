@@ -291,6 +291,8 @@ def evaluate(
     seed: int | None = None,
     reference: bool = True,
     mpc_options: dict | None = None,
+    ledger=None,
+    dataset_name: str | None = None,
 ) -> EvaluationResult:
     """Run one evaluation; ``reference`` adds the non-private AUC (local runs only).
 
@@ -329,6 +331,12 @@ def evaluate(
     mpc_options : dict, optional
         Keyword arguments of :func:`secure_auc.mpc.launch.run_mpc_local`
         (e.g. ``provider``, ``sort``, ``timeout``, ``port``).
+    ledger : Ledger, optional
+        Charge each client's labels (:func:`secure_auc.dp.accountant.label_commitment`)
+        before the run (:meth:`secure_auc.Ledger.reserve`: refused releases
+        never start); the result's ``extra`` then reports the spent budget.
+    dataset_name : str, optional
+        A name for the clients' datasets in the ledger's report.
 
     Returns
     -------
@@ -383,18 +391,37 @@ def evaluate(
             "distributed noise protects only the aggregate: in the plain protocol the server would see each "
             "client's statistics with only a share of the noise; use --protocol mpc"
         )
-    if protocol == "plain":
-        roles = [Client(k, c, mechanism, client_rngs(seed, k)) for k, c in enumerate(clients)]
-        estimate, aggregate, _ = run_plain(roles, Server(mechanism))
-    elif protocol == "mpc":
-        from .mpc.launch import run_mpc_local  # imports CrypTen only when needed
-
-        keys = None if seed is None else [client_key(seed, k) for k in range(len(clients))]
-        estimate, aggregate, extra = run_mpc_local(clients, mechanism, noise_keys=keys, **(mpc_options or {}))
-        if seed is not None:
-            extra["noise_keys"] = "per client from --seed, each given to its client's process only"
-    else:
+    if protocol not in ("plain", "mpc"):
         raise InputError(f"protocol must be 'plain' or 'mpc', got {protocol!r}")
+    reservation = None
+    if ledger is not None:
+        from .dp.accountant import label_commitment
+
+        reservation = ledger.reserve([label_commitment(c.labels) for c in clients], mechanism, seed=seed,
+                                     total=sum(len(c) for c in clients), sizes=[len(c) for c in clients],
+                                     name=dataset_name, note=f"{protocol} protocol, {len(clients)} clients")
+    try:
+        if protocol == "plain":
+            roles = [Client(k, c, mechanism, client_rngs(seed, k)) for k, c in enumerate(clients)]
+            estimate, aggregate, _ = run_plain(roles, Server(mechanism))
+        else:
+            from .mpc.launch import run_mpc_local  # imports CrypTen only when needed
+
+            keys = None if seed is None else [client_key(seed, k) for k in range(len(clients))]
+            estimate, aggregate, extra = run_mpc_local(clients, mechanism, noise_keys=keys, **(mpc_options or {}))
+            if seed is not None:
+                extra["noise_keys"] = "per client from --seed, each given to its client's process only"
+    except BaseException:
+        if reservation is not None:
+            ledger.finish(reservation, ok=False)  # still charged: the aggregate may have been opened
+        raise
+    if reservation is not None:
+        ledger.finish(reservation)
+        worst = max(reservation.spent, key=lambda sp: sp.epsilon)
+        extra["privacy_spent"] = (f"eps = {worst.epsilon:.6g}, delta = {worst.delta:g} ({worst.accountant}) "
+                                  f"on the most charged client's labels, {worst.releases} release(s)")
+        extra["total_epsilon_spent"] = round(worst.epsilon, 12)
+        extra["total_delta_spent"] = worst.delta
     seconds = time.perf_counter() - start
     ref = _reference_auc(clients) if reference else None
     auc = float(estimate.auc)

@@ -1,120 +1,219 @@
+"""Privacy events, their composition with dp-accounting, the ledger's API and planning."""
+
 import json
+import math
 import multiprocessing
 
+import numpy as np
 import pytest
 
+from secure_auc import make_mechanism
 from secure_auc.cli import main
-from secure_auc.dp.accountant import Ledger
 from secure_auc.cli.ledger import main as ledger_main
+from secure_auc.dp.accountant import Ledger, label_commitment
+from secure_auc.dp.events import compose, gaussian_event, pure_event, skellam_zcdp, zcdp_event
+from secure_auc.dp.distributed import skellam_rdp
+from secure_auc.dp.noise import analytic_gaussian_sigma
+from secure_auc.dp.planning import plan_evaluations
 from secure_auc.validation import InputError
 
+DS = label_commitment([0, 1, 1, 0, 1, 0])
+DS2 = label_commitment([1, 1, 0, 0])
 
-def test_composition_and_persistence(tmp_path):
+
+# ---- composition ---------------------------------------------------------------------------------
+def test_pure_events_at_delta_zero_add_up():
+    c = compose([pure_event(0.3), pure_event(0.7), pure_event(1.0)], 0.0)
+    assert (c.epsilon, c.accountant) == (pytest.approx(2.0), "basic")
+
+
+def test_gaussian_composition_matches_the_analytic_gaussian():
+    """T Gaussians with noise multiplier s compose exactly to one with s / sqrt(T) (reference: Balle-Wang)."""
+    s, t, delta = 20.0, 100, 1e-6
+    c = compose([gaussian_event(s)] * t, delta)
+    # the eps at which the analytic Gaussian's sigma for sensitivity 1 equals s / sqrt(T)
+    lo, hi = 1e-3, 50.0
+    for _ in range(60):
+        mid = math.sqrt(lo * hi)
+        lo, hi = (lo, mid) if float(analytic_gaussian_sigma(mid, delta)) <= s / math.sqrt(t) else (mid, hi)
+    assert c.accountant == "pld"
+    assert c.epsilon == pytest.approx(hi, rel=0.01)
+    assert c.rdp > c.pld  # RDP is the looser of the two for Gaussians
+
+
+def test_pure_events_compose_to_about_sqrt_t():
+    """100 eps = 0.1 releases: PLD much below basic (10), and above the advanced-composition lower bound."""
+    c = compose([pure_event(0.1)] * 100, 1e-6)
+    assert c.basic == (pytest.approx(10.0), 0.0)
+    # Kairouz-Oh-Viswanath: eps_T >= T eps (e^eps - 1)/(e^eps + 1), and the RR-PLD is the optimal composition
+    assert 100 * 0.1 * math.tanh(0.05) < c.epsilon < 5.0
+
+
+def test_skellam_event_bounds_the_skellam_rdp():
+    mu, d = 3.0e4, 40.0
+    ev = skellam_zcdp(mu, d)
+    alphas = np.array([1.5, 2, 10, 100, 1000])
+    assert np.all(ev["xi"] + ev["rho"] * alphas >= skellam_rdp(alphas, mu, d) - 1e-15)
+
+
+@pytest.mark.parametrize("name, kwargs", [("rr", {}), ("laplace", {"allocation": "split"}),
+                                          ("laplace", {"allocation": "adaptive"}),
+                                          ("gaussian", {"delta": 1e-6, "allocation": "adaptive"}),
+                                          ("gaussian", {"delta": 1e-6, "allocation": "orthogonal"}),
+                                          ("distributed", {"clients": 4}),
+                                          ("distributed", {"clients": 4, "delta": 1e-6}),
+                                          ("distributed", {"clients": 4, "delta": 1e-6, "noise": "gaussian"})])
+def test_one_evaluation_spends_at_most_its_nominal_budget(name, kwargs):
+    mech = make_mechanism(name, 0.8, **kwargs)
+    cost = mech.cost
+    c = compose([mech.privacy_event(10_000)], cost.delta or 1e-6, [(cost.epsilon, cost.delta)])
+    assert c.epsilon <= cost.epsilon * (1 + 1e-9)
+    # and the event is not vacuous: the accountants find it costs more than a tenth of it
+    assert max(v for v in (c.rdp, c.pld) if v is not None) > 0.1 * cost.epsilon
+
+
+# ---- ledger API ------------------------------------------------------------------------------------
+def test_reserve_records_and_persists(tmp_path):
     path = tmp_path / "ledger.json"
     led = Ledger(path)
-    led.set_budget("ads", 3.0, 1e-5)
-    led.charge("ads", "laplace", 1.0)
-    led.charge("ads", "gaussian", 0.5, 1e-6)
-    led.charge("other", "distributed", 0.25)
+    led.set_budget(DS, 3.0, 1e-5, name="ads")
+    led.finish(led.reserve([DS], make_mechanism("laplace", 1.0)))
+    led.finish(led.reserve([DS, DS2], make_mechanism("gaussian", 0.5, delta=1e-6)))
     again = Ledger(path)
-    s = again.spent("ads")
-    assert (s.epsilon, s.delta, s.releases) == (1.5, 1e-6, 2)
-    assert again.spent("other").epsilon == 0.25
-    assert again.spent("never").epsilon == 0
-    assert again.budget("ads") == {"epsilon": 3.0, "delta": 1e-5}
-    rel = json.loads(path.read_text())["datasets"]["ads"]["releases"]
-    assert [r["mechanism"] for r in rel] == ["laplace", "gaussian"] and all("time" in r for r in rel)
+    s = again.spent(DS)
+    assert s.releases == 2 and (s.basic_epsilon, s.basic_delta) == (1.5, 1e-6)
+    assert s.epsilon <= 1.5
+    assert again.spent(DS2).releases == 1 and again.spent(label_commitment([0])).releases == 0
+    assert again.budget(DS) == {"epsilon": 3.0, "delta": 1e-5}
+    rel = json.loads(path.read_text())["datasets"][DS]["releases"]
+    assert [r["mechanism"] for r in rel] == ["laplace", "gaussian"] and all(r["state"] == "released" for r in rel)
 
 
-def test_refuses_a_run_over_budget(tmp_path):
+def test_refuses_a_run_over_budget_and_records_nothing(tmp_path):
     led = Ledger(tmp_path / "l.json")
-    led.set_budget("ads", 2.0)
-    led.charge("ads", "laplace", 1.5)
-    with pytest.raises(InputError, match=r"dataset 'ads' would be exceeded: spent eps = 1.5 .* needs eps = 1; "
-                                         r"budget eps = 2"):
-        led.check("ads", "laplace", 1.0)
-    with pytest.raises(InputError, match="would be exceeded"):
-        led.charge("ads", "laplace", 1.0)
-    assert Ledger(tmp_path / "l.json").spent("ads").releases == 1  # the refused run left no trace
-    led.charge("ads", "laplace", 0.5)  # exactly the budget is fine
-    with pytest.raises(InputError, match=r"needs eps = 0.1, delta = 1e-06; budget eps = 2, delta = 0"):
-        led.check("ads", "gaussian", 0.1, 1e-6)
+    led.set_budget(DS, 2.0)
+    led.reserve([DS], make_mechanism("laplace", 1.5))
+    with pytest.raises(InputError, match=r"would be exceeded: spent eps = 1.5 in 1 release\(s\); with this run "
+                                         r"eps = 2.5 \(basic\); budget eps = 2"):
+        led.reserve([DS, DS2], make_mechanism("laplace", 1.0))
+    assert Ledger(tmp_path / "l.json").spent(DS2).releases == 0  # all clients or none
+    led.reserve([DS], make_mechanism("laplace", 0.5))  # exactly the budget
 
 
-def test_budget_is_stored_and_enforced_in_later_runs(tmp_path):
-    path = tmp_path / "l.json"
-    first = Ledger(path)
-    first.set_budget("ads", 1.0)
-    first.save()
-    with pytest.raises(InputError, match="would be exceeded"):
-        Ledger(path).charge("ads", "laplace", 1.5)
+def test_the_ledger_uses_the_tightest_accountant_against_the_budget(tmp_path):
+    """100 evaluations at eps = 0.15 fit (10, 1e-6) by PLD, where basic composition would stop at 66."""
+    led = Ledger(tmp_path / "l.json")
+    led.set_budget(DS, 10.0, 1e-6)
+    mech = make_mechanism("rr", 0.15)
+    for _ in range(100):
+        led.reserve([DS], mech)
+    s = led.spent(DS)
+    assert s.accountant == "pld" and s.basic_epsilon == pytest.approx(15.0) and s.epsilon < 10.0
 
 
 def test_rr_with_the_same_flips_is_charged_once(tmp_path):
     led = Ledger(tmp_path / "l.json")
-    led.set_budget("ads", 1.0)
-    sizes = [100, 250]
-    led.charge("ads", "rr", 1.0, seed=3, layout=sizes)
-    total = led.charge("ads", "rr", 1.0, seed=3, layout=sizes)  # same flipped labels: free
-    assert (total.epsilon, total.releases) == (1.0, 2)
-    for kwargs in (dict(seed=4, layout=sizes),  # new flips
-                   dict(seed=3, layout=[150, 200]),  # other clients: other streams per sample
-                   dict(seed=3),  # layout unknown: cannot tell
-                   dict(layout=sizes)):  # unseeded: fresh flips every run
+    led.set_budget(DS, 1.0)
+    mech = make_mechanism("rr", 1.0)
+    led.reserve([DS], mech, seed=3, sizes=[6])
+    res = led.reserve([DS], mech, seed=3, sizes=[6])  # same labels, seed, eps, size: the same flips
+    assert res.spent[0].epsilon == pytest.approx(1.0) and res.spent[0].releases == 2
+    for kwargs in (dict(seed=4, sizes=[6]), dict(seed=3), dict(sizes=[6])):
         with pytest.raises(InputError, match="would be exceeded"):
-            led.check("ads", "rr", 1.0, **kwargs)
-    with pytest.raises(InputError):
-        led.check("ads", "rr", 0.5, seed=3, layout=sizes)  # other eps: other flips
+            led.reserve([DS], mech, **kwargs)
 
 
-def test_a_noise_seed_is_not_reused(tmp_path):
-    led = Ledger(tmp_path / "l.json")
-    led.charge("ads", "laplace", 1.0, seed=7)
-    with pytest.raises(InputError, match="--seed 7 was already used for laplace noise"):
-        led.check("ads", "distributed", 1.0, seed=7)
-    led.check("ads", "laplace", 1.0, seed=8)
-    led.check("other", "laplace", 1.0, seed=7)
-    led.check("ads", "rr", 1.0, seed=7, layout=[10])  # RR's label stream is independent of the noise stream
-
-
-def _charge_one(path):
-    Ledger(path).charge("ads", "laplace", 0.1)
-
-
-def test_concurrent_runs_lose_no_charge(tmp_path):
-    path = tmp_path / "l.json"
-    with multiprocessing.get_context("fork").Pool(4) as pool:
-        pool.map(_charge_one, [path] * 20)
-    assert Ledger(path).spent("ads").releases == 20
-
-
-def test_report(tmp_path, capsys):
+def test_a_noise_seed_is_not_reused_and_is_not_stored(tmp_path):
     path = tmp_path / "l.json"
     led = Ledger(path)
-    led.set_budget("ads", 4.0)
-    led.charge("ads", "laplace", 1.0)
+    led.reserve([DS], make_mechanism("laplace", 1.0), seed=7)
+    with pytest.raises(InputError, match="this seed was already used for laplace noise"):
+        led.reserve([DS], make_mechanism("distributed", 1.0, clients=1), seed=7, total=6)
+    led.reserve([DS], make_mechanism("laplace", 1.0), seed=8)
+    led.reserve([DS2], make_mechanism("laplace", 1.0), seed=7)
+    assert '"seed": 7' not in path.read_text() and "seed_tag" in path.read_text()
+
+
+def _reserve_one(path):
+    try:
+        Ledger(path).reserve([DS], make_mechanism("laplace", 0.5))
+        return True
+    except InputError:
+        return False
+
+
+def test_concurrent_runs_cannot_overspend(tmp_path):
+    path = tmp_path / "l.json"
+    Ledger(path).set_budget(DS, 2.0)
+    with multiprocessing.get_context("fork").Pool(4) as pool:
+        ok = pool.map(_reserve_one, [path] * 12)
+    assert sum(ok) == 4
+    assert Ledger(path).spent(DS).releases == 4 and Ledger(path).spent(DS).epsilon == pytest.approx(2.0)
+
+
+def test_report_and_cli_show(tmp_path, capsys):
+    path = tmp_path / "l.json"
+    led = Ledger(path)
+    led.set_budget(DS, 4.0, name="ads")
+    led.reserve([DS], make_mechanism("laplace", 1.0))
     assert ledger_main([str(path)]) == 0
     out = capsys.readouterr().out
-    assert "ads: eps = 1, delta = 0 in 1 release(s); budget eps = 4, delta = 0; left eps = 3" in out
+    assert f"ads ({DS[:12]}...): eps = 1, delta = 0 (basic) in 1 release(s); basic composition eps = 1; " \
+           "budget eps = 4, delta = 0; left eps = 3" in out
+    assert main(["ledger", "show", str(path)]) == 0
+    assert "left eps = 3" in capsys.readouterr().out
 
 
-def test_cli_ledger(tmp_path, capsys):
+def test_cli_ledger_charges_each_clients_labels(tmp_path, capsys):
     path = tmp_path / "ledger.json"
-    args = ["evaluate", "--samples", "2000", "--epsilon", "1", "--ledger", str(path), "--dataset", "d",
-            "--budget", "2.5", "--json"]
+    args = ["evaluate", "--samples", "2000", "--clients", "3", "--epsilon", "1", "--ledger", str(path),
+            "--dataset", "d", "--budget", "2.5", "--json"]
     for expected in (1.0, 2.0):
         assert main(args) == 0
         assert json.loads(capsys.readouterr().out)["total_epsilon_spent"] == expected
     assert main(args) == 2
     err = capsys.readouterr().err
-    assert "privacy budget of dataset 'd' would be exceeded: spent eps = 2" in err
-    assert len(json.loads(path.read_text())["datasets"]["d"]["releases"]) == 2
+    assert "privacy budget of dataset d (" in err and "would be exceeded: spent eps = 2" in err
+    data = json.loads(path.read_text())["datasets"]
+    assert len(data) == 3 and all(len(d["releases"]) == 2 for d in data.values())
 
 
-@pytest.mark.parametrize("text, match", [("{not json", "bad.json: not a privacy ledger"),
-                                         ("[1, 2]", "bad.json: not a privacy ledger")])
-def test_corrupt_ledger_is_named(tmp_path, text, match):
-    p = tmp_path / "bad.json"
-    p.write_text(text)
-    with pytest.raises(InputError, match=match):
-        Ledger(p)
+# ---- planning --------------------------------------------------------------------------------------
+def test_planning_fits_t_evaluations_and_beats_basic_composition():
+    p = plan_evaluations(lambda e, d: make_mechanism("distributed", e, delta=d, clients=3), 100, 10.0, 1e-6,
+                         total=20_000)
+    c = compose([p.mechanism.privacy_event(20_000)] * 100, 1e-6)
+    assert c.epsilon <= 10.0 * (1 + 1e-9)
+    assert p.per_epsilon > 5 * 0.1  # about sqrt(T) times the basic-composition budget
+    # one step more per evaluation would not fit
+    more = make_mechanism("distributed", p.per_epsilon * 1.01, delta=1e-8, clients=3)
+    assert compose([more.privacy_event(20_000)] * 100, 1e-6).epsilon > 10.0
+
+
+def test_planning_with_pure_noise_and_no_delta_is_basic_composition():
+    p = plan_evaluations(lambda e: make_mechanism("laplace", e), 10, 2.0)
+    assert p.per_epsilon == pytest.approx(0.2) and p.composition.accountant == "basic"
+
+
+def test_cli_plan_and_evaluations(tmp_path, capsys):
+    assert main(["ledger", "plan", "--mechanism", "rr", "--evaluations", "100", "--epsilon", "10",
+                 "--delta", "1e-6"]) == 0
+    out = capsys.readouterr().out
+    assert "100 evaluations within eps = 10, delta = 1e-06: each evaluation eps = " in out and "(pld)" in out
+    path = tmp_path / "l.json"
+    assert main(["evaluate", "--samples", "2000", "--clients", "2", "--mechanism", "rr", "--evaluations", "100",
+                 "--epsilon", "10", "--delta", "1e-6", "--ledger", str(path), "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["epsilon"] > 0.1 and "each evaluation eps" in res["plan"]
+    assert all(d["budget"] == {"epsilon": 10.0, "delta": 1e-6}
+               for d in json.loads(path.read_text())["datasets"].values())
+
+
+@pytest.mark.parametrize("name", ["secure_auc.dp.events", "secure_auc.dp.planning", "secure_auc.dp.discrete",
+                                  "secure_auc.dp.noise"])
+def test_examples_of_the_accounting_and_noise_modules_run(name):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 0 and result.failed == 0

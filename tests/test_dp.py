@@ -101,7 +101,7 @@ def test_rr_closed_form_variance(data):
 
 
 def _sum_noise_std(mech, stats, total, p, n, reps, seed):
-    noisy = mech.privatize(stats, np.random.default_rng(seed), reps, total=total)
+    noisy = mech.privatize(stats, np.random.default_rng(seed), reps, total=total, exact=False)
     return ((noisy.local_sum - stats.local_sum).sum(axis=1) / (p * n)).std(ddof=1)
 
 
@@ -207,3 +207,109 @@ def test_analytic_gaussian_is_tight(eps, delta):
 def test_parameters_checked(kwargs, match):
     with pytest.raises(InputError, match=match):
         StatisticsMechanism(**kwargs)
+
+
+# ---- integer noise on the fixed-point grid ----------------------------------------------------
+from scipy.stats import chisquare  # noqa: E402
+
+from secure_auc.dp.discrete import (  # noqa: E402
+    bernoulli_exp,
+    dgauss_delta,
+    dgauss_sigma,
+    discrete_gaussian,
+    discrete_laplace,
+)
+from secure_auc.dp.noise import GRID  # noqa: E402
+from secure_auc.dp.rng import ClientRngs  # noqa: E402
+from secure_auc.protocol.messages import FRACTION_BITS  # noqa: E402
+
+
+def _chi2_against(x, pmf_of, lo, hi):
+    ks = np.arange(lo, hi + 1)
+    counts = np.array([(x == k).sum() for k in ks] + [((x < lo) | (x > hi)).sum()])
+    probs = pmf_of(ks)
+    expected = np.append(probs, 1 - probs.sum()) * len(x)
+    return chisquare(counts, expected).pvalue
+
+
+@pytest.mark.parametrize("exact", [True, False])
+def test_discrete_laplace_has_the_geometric_pmf(exact):
+    t = 2.5
+    q = np.exp(-1 / t)
+    x = discrete_laplace(ClientRngs.from_key(5).noise, t, (60_000,), exact=exact)
+    assert x.dtype == np.int64
+    assert _chi2_against(x, lambda k: (1 - q) / (1 + q) * q ** np.abs(k), -8, 8) > 1e-3
+
+
+@pytest.mark.parametrize("exact", [True, False])
+def test_discrete_gaussian_has_its_pmf(exact):
+    sigma = 2.2
+    k = np.arange(-60, 61)
+    w = np.exp(-k**2 / (2 * sigma**2))
+    z = w.sum()
+    x = discrete_gaussian(ClientRngs.from_key(6).noise, sigma, (60_000,), exact=exact)
+    assert _chi2_against(x, lambda ks: np.exp(-ks**2 / (2 * sigma**2)) / z, -6, 6) > 1e-3
+
+
+def test_bernoulli_exp_with_big_integers_is_exact_in_mean():
+    rng = np.random.default_rng(3)
+    num = np.array([3 * 10**30] * 40_000, dtype=object)
+    den = np.array([2 * 10**30] * 40_000, dtype=object)
+    assert abs(bernoulli_exp(rng, num, den).mean() - np.exp(-1.5)) < 0.01
+
+
+def test_discrete_gaussian_delta_against_a_direct_sum():
+    sigma, sens = 5.5, 3
+    k = np.arange(-400, 401)
+    p = np.exp(-k**2 / (2 * sigma**2))
+    p /= p.sum()
+    # privacy loss of x vs x + sens at each output: delta = sum max(0, P(o) - e^eps P'(o))
+    shifted = np.exp(-(k - sens) ** 2 / (2 * sigma**2))
+    shifted /= shifted.sum()
+    for eps in (0.5, 1.0, 2.0):
+        direct = np.maximum(0, p - np.exp(eps) * shifted).sum()
+        assert float(dgauss_delta(sigma, sens, eps)) == pytest.approx(direct, rel=1e-9, abs=1e-15)
+    # large sigma (tail approximation) against the direct sum, too
+    sigma, sens = 40.0, 64
+    k = np.arange(-2000, 2001)
+    p, shifted = np.exp(-k**2 / (2 * sigma**2)), np.exp(-(k - sens) ** 2 / (2 * sigma**2))
+    p, shifted = p / p.sum(), shifted / shifted.sum()
+    direct = np.maximum(0, p - np.exp(1.0) * shifted).sum()
+    assert float(dgauss_delta(sigma, sens, 1.0)) == pytest.approx(direct, rel=1e-6)
+    s = float(dgauss_sigma(sens, 1.0, direct))
+    assert s == pytest.approx(sigma, rel=1e-6)
+
+
+class _NoFloatNoise:
+    """A generator that refuses the floating-point Laplace / normal samplers."""
+
+    def __init__(self, rng):
+        self._rng = rng
+
+    def __getattr__(self, name):
+        if name in ("laplace", "normal", "standard_normal", "exponential", "random", "standard_exponential"):
+            raise AssertionError(f"floating-point sampler {name} used in a release")
+        return getattr(self._rng, name)
+
+
+@pytest.mark.parametrize("kwargs", [dict(allocation="split", sensitivity="local"),
+                                    dict(allocation="split", sensitivity="global"),
+                                    dict(allocation="orthogonal"), dict(allocation="adaptive"),
+                                    dict(allocation="adaptive", noise="gaussian", delta=1e-6),
+                                    dict(allocation="split", noise="gaussian", delta=1e-6)])
+def test_release_noise_is_integer_on_the_fixed_point_grid(data, kwargs):
+    scores, labels, ranks = data
+    assert GRID == 2.0**-FRACTION_BITS
+    k = 20
+    stats = LocalStatistics.from_owner(ranks, labels, partition_owner(scores, k, "noniid", seed=0), k)
+    mech = StatisticsMechanism(1.0, **kwargs)
+    noisy = mech.privatize(stats, _NoFloatNoise(ClientRngs.from_key(9).noise), 3, total=len(labels))
+    e_p = (noisy.local_p - stats.local_p) / GRID
+    assert np.array_equal(e_p, np.rint(e_p)) and np.any(e_p != 0)
+    if kwargs["allocation"] == "split":
+        e_s = (noisy.local_sum - stats.local_sum) / GRID
+    else:  # the noise on n_k <v, y> is on the grid
+        n = stats.n
+        x = n * stats.local_sum - n * stats.mean_rank * stats.local_p
+        e_s = (n * (noisy.local_sum - stats.mean_rank * noisy.local_p) - x) / GRID
+    assert np.allclose(e_s, np.rint(e_s), rtol=0, atol=1e-3)

@@ -13,6 +13,8 @@ from ..dp.mechanisms import ALLOCATIONS, SENSITIVITIES
 from ..dp.registry import make_mechanism
 from ..mpc import RANK_METHODS, MPCError, rank_method_help
 from ..validation import InputError
+from .ledger import add_ledger_options, add_planning_options
+from .ledger import add_parser as add_ledger_parser
 
 __all__ = ["main", "build_parser"]
 
@@ -26,9 +28,10 @@ def add_mechanism_options(p: argparse.ArgumentParser) -> None:
                         "laplace or gaussian (noise on each client's localSum and localP, as in the paper), "
                         "distributed (noise on the aggregate only, in shares: discrete Laplace, or Skellam "
                         "with --delta; MPC protocol only). Default: laplace")
-    g.add_argument("--epsilon", type=float, default=1.0, help="privacy budget eps per evaluation (default 1.0)")
+    g.add_argument("--epsilon", type=float, default=1.0, help="privacy budget eps per evaluation (default 1.0); with --evaluations T, the total of the T")
     g.add_argument("--delta", type=float, default=None,
-                   help="delta in (0, 1) for --mechanism gaussian, or for distributed with Skellam shares")
+                   help="delta in (0, 1) for --mechanism gaussian, or for distributed with Skellam shares; "
+                        "with --evaluations T, the total delta of the T")
     g.add_argument("--allocation", choices=ALLOCATIONS, default="adaptive",
                    help="how laplace/gaussian split eps between localSum and localP: split (alpha), "
                         "orthogonal (shared beta) or adaptive (per-client beta). Default: adaptive")
@@ -106,6 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     add_mpc_options(ev)
     add_ledger_options(ev)
+    add_planning_options(ev)
 
     cmp = sub.add_parser(
         "compare",
@@ -134,6 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .simulate import add_parser as add_simulate_parser
 
     add_simulate_parser(sub)
+    add_ledger_parser(sub, add_mechanism_options, planned_mechanism)
 
     from .compute import add_client_parser
 
@@ -161,23 +166,27 @@ def _fmt(x, spec=".6f"):
     return "-" if x is None else format(x, spec)
 
 
-def mechanism_from_args(args, clients: int | None = None):
+def mechanism_from_args(args, clients: int | None = None, *, epsilon: float | None = None,
+                        delta: float | None = None):
+    """The mechanism the options describe (``epsilon``/``delta``: a planned evaluation's own)."""
     return make_mechanism(
-        args.mechanism, args.epsilon, delta=args.delta, allocation=args.allocation,
+        args.mechanism, args.epsilon if epsilon is None else epsilon,
+        delta=args.delta if epsilon is None else delta, allocation=args.allocation,
         sensitivity=args.sensitivity, alpha=args.alpha, beta=args.beta, clients=clients,
         honest_fraction=args.honest_fraction, split=args.split,
     )
 
 
-def add_ledger_options(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("privacy accounting across runs")
-    g.add_argument("--ledger", default=None, metavar="FILE",
-                   help="JSON file that records the privacy spent per dataset (created if missing)")
-    g.add_argument("--dataset", default=None,
-                   help="name of the labelled dataset in the ledger (default: 'built-in' or the client file names)")
-    g.add_argument("--budget", type=float, default=None,
-                   help="total eps allowed for --dataset; a run that would exceed it is refused")
-    g.add_argument("--budget-delta", type=float, default=0.0, help="total delta allowed (default 0)")
+def planned_mechanism(args, clients: int, total: int | None):
+    """With --evaluations T: the plan (--epsilon/--delta the total); otherwise None."""
+    if getattr(args, "evaluations", None) is None:
+        return None
+    from ..dp.planning import plan_evaluations
+
+    takes_delta = args.mechanism in ("gaussian", "distributed") and args.delta is not None
+    return plan_evaluations(
+        lambda e, d: mechanism_from_args(args, clients, epsilon=e, delta=d if takes_delta else None),
+        args.evaluations, args.epsilon, args.delta or 0.0, total=total)
 
 
 def json_safe(value):
@@ -248,28 +257,28 @@ def cmd_evaluate(args) -> int:
 
     check_run_options(args)
 
+    if args.budget is not None and not args.ledger:
+        raise InputError("--budget needs --ledger (the file where the budget and the releases are kept)")
     if args.files:
         clients = load_clients(args.files)
         source = f"{len(args.files)} client file(s)"
-        dataset = args.dataset or ",".join(sorted(args.files))
     else:
         clients = builtin_clients(args.clients, args.partition, samples=args.samples,
                                   auc=args.data_auc, base_rate=args.base_rate, data_seed=args.data_seed)
         source = f"built-in Criteo-like dataset, {args.partition} split"
-        dataset = args.dataset or "built-in"
-    mechanism = mechanism_from_args(args, clients=len(clients))
+    total = sum(len(c) for c in clients)
+    plan = planned_mechanism(args, len(clients), total)
+    mechanism = plan.mechanism if plan else mechanism_from_args(args, clients=len(clients))
     ledger = None
     if args.ledger:
-        from ..dp.accountant import Ledger
+        from ..dp.accountant import Ledger, label_commitment
 
         ledger = Ledger(args.ledger)
-        if args.budget is not None:
-            ledger.set_budget(dataset, args.budget, args.budget_delta)
-        cost = mechanism.cost
-        layout = [len(c) for c in clients]  # RR flips depend on (seed, client, size): same layout, same flips
-        ledger_seed = args.seed if args.protocol == "plain" else None  # an MPC run's ledger keeps no seed
-        if args.mechanism != "none":
-            ledger.check(dataset, args.mechanism, cost.epsilon, cost.delta, seed=ledger_seed, layout=layout)
+        budget = (args.budget, args.budget_delta) if args.budget is not None else (
+            (args.epsilon, args.delta or 0.0) if plan else None)
+        if budget is not None:
+            for c in clients:
+                ledger.set_budget(label_commitment(c.labels), *budget, name=args.dataset)
     mpc_options = None
     if args.protocol == "mpc":
         mpc_options = {"provider": args.provider, "sort": args.sort, "timeout": args.timeout,
@@ -280,15 +289,10 @@ def cmd_evaluate(args) -> int:
                   "(seed, k) and handed to client k's process only; the server and the dealer never receive it. "
                   "Whoever knows the seed can recompute every client's noise: use it for tests and reproductions, "
                   "never in a deployment", file=sys.stderr)
-    result = evaluate(clients, mechanism, protocol=args.protocol, seed=args.seed, mpc_options=mpc_options)
-    if ledger is not None and args.mechanism != "none":
-        cost = mechanism.cost
-        total = ledger.charge(dataset, args.mechanism, cost.epsilon, cost.delta, seed=ledger_seed, layout=layout,
-                              note=f"{args.protocol} protocol, {len(clients)} clients")
-        ledger.save()
-        result.extra["dataset"] = dataset
-        result.extra["total_epsilon_spent"] = round(total.epsilon, 12)
-        result.extra["total_delta_spent"] = total.delta
+    result = evaluate(clients, mechanism, protocol=args.protocol, seed=args.seed, mpc_options=mpc_options,
+                      ledger=ledger, dataset_name=args.dataset)
+    if plan:
+        result.extra["plan"] = plan.summary()
     print_report(result, source, args.json)
     return 0
 

@@ -50,6 +50,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "processes can take a rank")
     p.add_argument("--identity", metavar="KEY.pem", default=None,
                    help="this party's identity key (secure-auc keygen KEY.pem), with --roster")
+    p.add_argument("--ledger", metavar="PATH", default=None,
+                   help="a client charges its own labels in its own privacy ledger before the run "
+                        "('{client}' in PATH is replaced by the client's index); refused releases never start")
+    p.add_argument("--budget", type=float, default=None, help="with --ledger: the client's total eps (set once)")
+    p.add_argument("--budget-delta", type=float, default=0.0, help="with --ledger: the client's total delta")
     p.add_argument("--seed", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--json", action="store_true", help="the server prints one JSON object")
     return p
@@ -155,6 +160,7 @@ def _run(args) -> int:
     data = read_client_csv(args.files[rank - 1]) if 1 <= rank <= k else None
     noise_key = noise_key_from_file(args.noise_key_file, rank - 1) if 1 <= rank <= k else None
     identity, roster = _identity_and_roster(args, rank, k)
+    ledger, reservation = reserve_client_ledger(args, mechanism, data, rank - 1, k, noise_key) if 1 <= rank <= k else (None, None)
     init_party(rank=rank, parties=k + 1, master_addr=os.environ["MASTER_ADDR"],
                master_port=int(os.environ["MASTER_PORT"]), provider=args.provider, timeout=args.timeout,
                identity=identity, roster=roster, roll_call=True)
@@ -164,8 +170,15 @@ def _run(args) -> int:
         return 0
     start = time.perf_counter()
     config = PartyConfig(mechanisms=(mechanism,), clients=k, provider=args.provider, sort=args.sort)
-    with forbid_crypten_randomness():
-        result = run_party(rank, config, data, noise_key)
+    try:
+        with forbid_crypten_randomness():
+            result = run_party(rank, config, data, noise_key)
+    except BaseException:
+        if reservation is not None:
+            ledger.finish(reservation, ok=False)  # still charged
+        raise
+    if reservation is not None:
+        ledger.finish(reservation)
     shutdown_party()
     if rank != 0:
         return 0
@@ -181,6 +194,28 @@ def _run(args) -> int:
     )
     print_report(report, f"{k} client files (torchrun)", args.json)
     return 0
+
+
+def reserve_client_ledger(args, mechanism, data, client: int, clients: int, noise_key: int | None = None):
+    """Client ``client`` charges its own labels in its own ledger before the run: (ledger, reservation).
+
+    M is not known yet: the client uses the lower bound n_k + K - 1 (every
+    other client holds a sample), which only makes size-dependent events looser.
+    A fixed noise key is recorded by its hash, so that its reuse is refused.
+    """
+    if args.budget is not None and not args.ledger:
+        raise InputError("--budget needs --ledger")
+    if not args.ledger:
+        return None, None
+    from ..dp.accountant import Ledger, label_commitment
+
+    ledger = Ledger(args.ledger.replace("{client}", str(client)))
+    ds = label_commitment(data.labels)
+    if args.budget is not None:
+        ledger.set_budget(ds, args.budget, args.budget_delta)
+    # sizes=None: a client does not know its index in another run's layout, so RR is charged every run
+    return ledger, ledger.reserve([ds], mechanism, seed=noise_key, total=len(data.labels) + clients - 1,
+                                  note=f"MPC client {client} of {clients} (torchrun)")
 
 
 if __name__ == "__main__":

@@ -1,334 +1,493 @@
-"""Privacy accounting across repeated evaluations, persisted in a JSON file the user names.
+"""The label owners' privacy ledger: reserve before every release, compose with dp-accounting.
 
-A user who evaluates every epoch spends budget every time.  The ledger keeps,
-per dataset (a name the user chooses for one set of clients' labels), every
-release with its time, mechanism, (eps, delta) and seed, and reports the total
-by basic composition:
+A user who evaluates every epoch spends budget every time.  The ledger is a
+JSON file that records, per *dataset*, every release with its time, mechanism,
+nominal (eps, delta) and privacy event (:mod:`.events`), and reports the
+total with the tightest of basic composition, the RDP and the PLD
+accountants of Google's ``dp-accounting`` (:func:`.events.compose`).
 
-    eps_total = sum_i eps_i,   delta_total = sum_i delta_i.
+Datasets.  A dataset is one client's labels, identified by a content hash of
+them (:func:`label_commitment`: SHA-256 of the 0/1 labels in row order), never
+by a file name: ``a.csv``, ``./a.csv`` and a copy elsewhere are the same
+dataset.  A name is an optional alias shown in reports.  Each client charges
+its own dataset (its labels are the ones a release spends); a run over K
+clients charges K datasets, atomically.
 
-Basic composition is valid for any mix of the project's mechanisms (Laplace,
-Gaussian, randomized response, distributed discrete Laplace / Skellam /
-Gaussian), which is why it is what is reported and enforced.  It is an upper
-bound: Gaussian-type releases compose more tightly under zCDP/RDP, which this
-ledger does not apply.
+Reserve, then release.  :meth:`Ledger.reserve` checks the budget and records
+the release *before* it happens, under an exclusive lock, and writes the file
+atomically (``mkstemp`` in the same directory, mode 0600, ``fsync``,
+``os.replace``): concurrent runs cannot overspend, and a kill at any point
+leaves either the old file or the new one with the reservation counted.
+:meth:`Ledger.finish` marks it released or failed; a failed run stays
+charged (its aggregate may have been opened).  The ledger and its lock file
+are created with mode 0600, and a ledger path that is a symbolic link is
+refused.
 
-Randomized response.  The flipped labels are a one-off release: every later
-evaluation on the same flipped labels is post-processing and costs nothing
-(paper: "all labels are only flipped once").  The clients do not store their
-flips; instead the flips are regenerated: client k flips its n_k labels with
-its own stream derived from (seed, k) (:mod:`secure_auc.dp.rng`), so with the
-same ``--seed``, the same eps and the same client sizes (n_1, ..., n_K) the
-flips are bit-identical.  The ledger therefore charges RR once per
-(dataset, eps, seed, client sizes) -- the ``layout`` argument -- and then
-nothing.  Without a seed every run flips afresh and is charged again, and so
-is a run whose layout is not given (we cannot tell it reuses the flips).
+What is refused (:class:`InputError`, one line):
 
-Noise mechanisms and seeds.  Laplace, Gaussian and distributed noise draw
-fresh noise each run; the sum composes.  But a fixed ``--seed`` gives the
-*same* noise: two releases of different statistics (e.g. two models' scores)
-with the same noise reveal their exact difference, which basic composition
-does not cover.  The ledger refuses a noise mechanism with a seed already
-used by a noise mechanism on the same dataset.
+* a release that would take a dataset over its budget;
+* ``none`` (the exact AUC) on a dataset with a budget; without a budget it is
+  recorded with eps = inf, after which no budget can be met;
+* a noise mechanism whose seed was already used for noise on the dataset
+  (same seed, same noise: two releases then reveal their exact difference);
+* randomized response with a seed already used for RR at another eps: with
+  the same stream the flips at two eps are nested, and the labels on which the
+  two releases differ are revealed exactly;
+* a budget that differs from the recorded one unless changed explicitly
+  (:meth:`Ledger.set_budget` with ``change=True``; ``secure-auc ledger budget``);
+* a ledger file that is empty, not JSON, of another version, or whose entries
+  are not well-formed (NaN or negative eps, wrong types): nothing is charged
+  against a ledger that cannot be read in full.
 
-Budgets.  ``set_budget`` stores (eps, delta) for a dataset; :meth:`Ledger.charge`
-refuses, with an :class:`InputError` naming the dataset, the spent and the
-requested budget, a release that would take the total over it.  Call it
-*before* the evaluation (it reserves the budget; a run that then fails stays
-charged, which errs on the safe side).  Every update re-reads the file under
-an exclusive lock and replaces it atomically, so concurrent runs cannot lose
-each other's charges or jointly overshoot the budget.
+Randomized response reuse.  Client k's flips are a function of its stream
+(seed, k), eps and its labels; the ledger stores the seed's hash, never the
+seed.  A later RR release with the same seed, eps, client index and size on
+the same dataset -- the same label hash, so the same labels -- reuses the same
+flipped labels: post-processing, free.  Changed labels are another dataset and
+are charged anew.
 
-    python -m secure_auc.cli.ledger LEDGER.json        # prints the totals per dataset
+    secure-auc ledger show LEDGER.json           # totals per dataset
+    secure-auc ledger budget LEDGER.json DATASET --epsilon E [--delta D]
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import math
 import os
+import stat
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..validation import InputError
+import numpy as np
 
-__all__ = ["Ledger", "Spent", "NOISE_MECHANISMS"]
+from ..validation import InputError
+from .events import NONE_EVENT, NOOP_EVENT, check_event, compose
+
+__all__ = ["Ledger", "Spent", "Reservation", "label_commitment", "seed_tag", "NOISE_MECHANISMS"]
 
 NOISE_MECHANISMS = ("laplace", "gaussian", "distributed")
-VERSION = 1
+VERSION = 2
+STATES = ("reserved", "released", "failed")
+REPORT_DELTA = 1e-6  # delta at which (eps, delta) events are reported when the dataset has no delta budget
+
+
+def label_commitment(labels) -> str:
+    """The dataset identity of one client's labels: SHA-256 of the 0/1 labels in row order (hex).
+
+    Examples
+    --------
+    >>> from secure_auc.dp.accountant import label_commitment
+    >>> label_commitment([0, 1, 1]) == label_commitment([0.0, 1.0, 1.0]), label_commitment([0, 1, 1])[:12]
+    (True, '9451dac64fb2')
+    >>> label_commitment([0, 1, 1]) != label_commitment([1, 0, 1])
+    True
+    """
+    y = np.asarray(labels).astype(np.uint8)
+    h = hashlib.sha256(b"secure-auc labels v1|" + str(len(y)).encode() + b"|")
+    h.update(np.packbits(y).tobytes())
+    return h.hexdigest()
+
+
+def seed_tag(seed: int | None) -> str | None:
+    """A one-way tag of a noise seed (the ledger detects reuse without storing the seed)."""
+    if seed is None:
+        return None
+    return hashlib.blake2b(f"secure-auc seed|{int(seed)}".encode(), digest_size=12).hexdigest()
 
 
 @dataclass(frozen=True)
 class Spent:
-    """The total (eps, delta) of a dataset's releases by basic composition, and their number."""
+    """What a dataset has spent: (eps, delta) of the tightest accountant, and by basic composition."""
 
     epsilon: float
     delta: float
     releases: int
+    accountant: str = "basic"
+    basic_epsilon: float = 0.0
+    basic_delta: float = 0.0
 
 
-def _layout_key(layout) -> str | None:
-    if layout is None:
-        return None
-    if isinstance(layout, str):
-        return layout
-    return ",".join(str(int(n)) for n in layout)
+@dataclass(frozen=True)
+class Reservation:
+    """Releases recorded before a run: (dataset, index of the release) per client."""
+
+    entries: tuple
+    spent: tuple  # Spent per dataset after the reservation
+
+
+def _fail(path, msg: str):
+    raise InputError(f"{path}: not a valid privacy ledger: {msg}")
+
+
+def _check_budget(b, where, path):
+    if b is None:
+        return
+    if not isinstance(b, dict):
+        _fail(path, f"{where}: budget must be an object")
+    e, d = b.get("epsilon"), b.get("delta", 0.0)
+    if isinstance(e, bool) or not isinstance(e, (int, float)) or not (math.isfinite(e) and e > 0):
+        _fail(path, f"{where}: budget epsilon must be a finite number > 0, got {e!r}")
+    if isinstance(d, bool) or not isinstance(d, (int, float)) or not (0.0 <= d < 1.0):
+        _fail(path, f"{where}: budget delta must be in [0, 1), got {d!r}")
+
+
+def _check_release(r, where, path):
+    if not isinstance(r, dict):
+        _fail(path, f"{where}: a release must be an object")
+    if not isinstance(r.get("mechanism"), str):
+        _fail(path, f"{where}: mechanism must be a string")
+    e, d = r.get("epsilon"), r.get("delta")
+    if e is not None and (isinstance(e, bool) or not isinstance(e, (int, float)) or not math.isfinite(e) or e < 0):
+        _fail(path, f"{where}: epsilon must be a finite number >= 0 (or null for a non-private run), got {e!r}")
+    if isinstance(d, bool) or not isinstance(d, (int, float)) or not (0.0 <= d < 1.0):
+        _fail(path, f"{where}: delta must be in [0, 1), got {d!r}")
+    try:
+        check_event(r.get("event"))
+    except ValueError as exc:
+        _fail(path, f"{where}: {exc}")
+    if (e is None) != (r["event"]["kind"] == "none"):
+        _fail(path, f"{where}: epsilon null must go with a non-private event")
+    if r.get("state") not in STATES:
+        _fail(path, f"{where}: state must be one of {', '.join(STATES)}")
+    for key in ("seed_tag", "rr_key"):
+        if r.get(key) is not None and not isinstance(r[key], str):
+            _fail(path, f"{where}: {key} must be a string")
+
+
+def _validate(data, path) -> dict:
+    if not isinstance(data, dict) or not isinstance(data.get("datasets"), dict):
+        _fail(path, "no 'datasets' object")
+    if data.get("version") != VERSION:
+        _fail(path, f"version {data.get('version')!r}, this program reads version {VERSION}")
+    for key, ds in data["datasets"].items():
+        where = f"dataset {key[:16]}"
+        if not isinstance(ds, dict) or not isinstance(ds.get("releases"), list):
+            _fail(path, f"{where}: needs a 'releases' list")
+        _check_budget(ds.get("budget"), where, path)
+        names = ds.get("names", [])
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            _fail(path, f"{where}: names must be a list of strings")
+        for i, r in enumerate(ds["releases"]):
+            _check_release(r, f"{where} release {i + 1}", path)
+    return data
 
 
 class Ledger:
-    """One JSON ledger file: ``{"version": 1, "datasets": {name: {"budget": ..., "releases": [...]}}}``.
-
-    Creating a ledger reads the file if it exists (a missing file is an empty
-    ledger); :meth:`charge` and :meth:`save` write it.  Totals are by basic
-    composition (see the module docstring).
+    """One JSON ledger file (see the module docstring).
 
     Parameters
     ----------
     path : str or pathlib.Path
-        The ledger file; its directory also holds ``<name>.lock``.
+        The ledger file (created on the first write); ``<path>.lock`` next to it
+        is the lock file.
 
     Raises
     ------
     InputError
-        If the file exists but cannot be read or is not a ledger.
+        If the file exists but is not a valid ledger, or is a symbolic link.
 
     Examples
     --------
+    One client's labels, a budget of eps = 2 and two Laplace evaluations:
+
     >>> import tempfile
     >>> from pathlib import Path
-    >>> from secure_auc import Ledger
+    >>> from secure_auc import Ledger, make_mechanism
+    >>> from secure_auc.dp.accountant import label_commitment
     >>> tmp = tempfile.TemporaryDirectory()
-    >>> path = Path(tmp.name) / "ledger.json"
-    >>> ledger = Ledger(path)
-    >>> ledger.set_budget("clicks", 2.0)
-    >>> ledger.charge("clicks", "laplace", 1.0, seed=1)
-    Spent(epsilon=1.0, delta=0.0, releases=1)
-
-    Randomized response with a seed and the clients' sizes is charged once;
-    the same flips again are post-processing:
-
-    >>> ledger.charge("clicks", "rr", 0.5, seed=3, layout=[10, 20])
-    Spent(epsilon=1.5, delta=0.0, releases=2)
-    >>> ledger.charge("clicks", "rr", 0.5, seed=3, layout=[10, 20])
-    Spent(epsilon=1.5, delta=0.0, releases=3)
-    >>> Ledger(path).spent("clicks")  # persisted
-    Spent(epsilon=1.5, delta=0.0, releases=3)
-    >>> ledger.charge("clicks", "laplace", 1.0)
+    >>> ledger = Ledger(Path(tmp.name) / "ledger.json")
+    >>> ds = label_commitment([0, 1, 1, 0, 1])
+    >>> ledger.set_budget(ds, 2.0, name="clicks")
+    >>> res = ledger.reserve([ds], make_mechanism("laplace", 1.0))
+    >>> ledger.finish(res)
+    >>> ledger.reserve([ds], make_mechanism("laplace", 1.0)).spent[0]
+    Spent(epsilon=2.0, delta=0.0, releases=2, accountant='basic', basic_epsilon=2.0, basic_delta=0.0)
+    >>> ledger.reserve([ds], make_mechanism("laplace", 0.5))
     Traceback (most recent call last):
         ...
-    secure_auc.validation.InputError: privacy budget of dataset 'clicks' would be exceeded: spent eps = 1.5 ... budget eps = 2
-    >>> ledger.charge("clicks", "laplace", 0.25, seed=1)
+    secure_auc.validation.InputError: privacy budget of dataset clicks (26e57e9bef9b...) would be exceeded: ...
+    >>> ledger.reserve([ds], make_mechanism("none"))
     Traceback (most recent call last):
         ...
-    secure_auc.validation.InputError: dataset 'clicks': --seed 1 was already used for laplace noise ...
-    >>> ledger.report().splitlines()[1]
-    '  clicks: eps = 1.5, delta = 0 in 3 release(s); budget eps = 2, delta = 0; left eps = 0.5'
+    secure_auc.validation.InputError: dataset clicks (26e57e9bef9b...) has a privacy budget: --mechanism none ...
     >>> tmp.cleanup()
     """
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        self._pending_budgets: dict[str, dict] = {}
         self.data = self._read()
 
     # -- file ---------------------------------------------------------------------------------------
     def _read(self) -> dict:
-        if not self.path.exists():
-            return {"version": VERSION, "datasets": {}}
         try:
-            data = json.loads(self.path.read_text() or "{}")
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{self.path}: not a privacy ledger (invalid JSON: {exc.msg})") from None
+            st = os.lstat(self.path)
+        except FileNotFoundError:
+            return {"version": VERSION, "datasets": {}}
         except OSError as exc:
             raise InputError(f"{self.path}: cannot read the privacy ledger ({exc.strerror})") from None
-        if not isinstance(data, dict) or not isinstance(data.get("datasets", {}), dict):
-            raise InputError(f"{self.path}: not a privacy ledger (no 'datasets' object)")
-        data.setdefault("version", VERSION)
-        data.setdefault("datasets", {})
-        return data
+        if stat.S_ISLNK(st.st_mode):
+            raise InputError(f"{self.path}: the privacy ledger is a symbolic link; give the file itself")
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW)
+            with os.fdopen(fd, "rb") as f:
+                raw = f.read()
+        except OSError as exc:
+            raise InputError(f"{self.path}: cannot read the privacy ledger ({exc.strerror})") from None
+        if not raw.strip():
+            raise InputError(f"{self.path}: the privacy ledger is empty (a written ledger never is): restore it, "
+                             "or remove it only if it never recorded a release")
+        try:
+            data = json.loads(raw, parse_constant=lambda c: _fail(self.path, f"{c} is not a number"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise InputError(f"{self.path}: not a privacy ledger (invalid JSON: {getattr(exc, 'msg', exc)})") from None
+        return _validate(data, self.path)
+
+    def _write(self) -> None:
+        text = json.dumps(self.data, indent=1, allow_nan=False) + "\n"
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")  # 0600, O_EXCL
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)  # atomic: a kill leaves the old or the new file
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        with contextlib.suppress(OSError):
+            dfd = os.open(self.path.parent, os.O_RDONLY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
 
     @contextlib.contextmanager
     def _locked(self):
         """Exclusive lock on LEDGER.lock; reload the file, yield, write it back atomically."""
         lock_path = self.path.with_name(self.path.name + ".lock")
         try:
-            fd = os.open(lock_path, os.O_CREAT | os.O_RDWR, 0o600)
+            fd = os.open(lock_path, os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW, 0o600)
         except OSError as exc:
             raise InputError(f"{self.path}: cannot lock the privacy ledger ({exc.strerror})") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             self.data = self._read()
-            for name, budget in self._pending_budgets.items():
-                self._entry(name)["budget"] = budget
             yield
-            tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(self.data, indent=1) + "\n")
-            os.replace(tmp, self.path)  # atomic: a crash never leaves a half-written ledger
-            self._pending_budgets.clear()
+            try:
+                self._write()
+            except OSError as exc:
+                raise InputError(f"{self.path}: cannot write the privacy ledger ({exc.strerror})") from None
         finally:
             os.close(fd)  # releases the lock
 
-    def save(self) -> None:
-        """Persist budget changes (charges are persisted by :meth:`charge` itself)."""
-        with self._locked():
-            pass
-
     # -- queries ---------------------------------------------------------------------------------------
     def _entry(self, dataset: str) -> dict:
-        if not dataset:
-            raise InputError("a dataset name is needed to account for privacy")
-        return self.data["datasets"].setdefault(dataset, {"budget": None, "releases": []})
+        if not dataset or not isinstance(dataset, str):
+            raise InputError("a dataset identity (label_commitment of the client's labels) is needed")
+        return self.data["datasets"].setdefault(dataset, {"names": [], "budget": None, "releases": []})
 
     def _releases(self, dataset: str) -> list:
         return self.data["datasets"].get(dataset, {}).get("releases", [])
 
+    def _label(self, dataset: str) -> str:
+        names = self.data["datasets"].get(dataset, {}).get("names") or []
+        return (f"{'/'.join(names)} ({dataset[:12]}...)" if names else f"{dataset[:12]}...")
+
+    def datasets(self) -> list[str]:
+        """The dataset identities in the ledger, sorted."""
+        return sorted(self.data["datasets"])
+
+    def find(self, name_or_prefix: str) -> str:
+        """The dataset whose alias is ``name_or_prefix`` or whose hash starts with it."""
+        hits = [k for k, v in self.data["datasets"].items()
+                if name_or_prefix in v.get("names", []) or k.startswith(name_or_prefix)]
+        if len(hits) != 1:
+            raise InputError(f"{self.path}: {'no' if not hits else 'more than one'} dataset matches {name_or_prefix!r}")
+        return hits[0]
+
     def budget(self, dataset: str) -> dict | None:
-        """The budget ``{"epsilon": ..., "delta": ...}`` of ``dataset``, or None if it has none."""
-        if dataset in self._pending_budgets:
-            return self._pending_budgets[dataset]
+        """The budget ``{"epsilon": ..., "delta": ...}`` of ``dataset``, or None."""
         return self.data["datasets"].get(dataset, {}).get("budget")
 
-    def set_budget(self, dataset: str, epsilon: float, delta: float = 0.0) -> None:
-        """Total (eps, delta) allowed for ``dataset``; persisted by the next charge or :meth:`save`.
+    def spent(self, dataset: str, extra_events=(), extra_nominal=()) -> Spent:
+        """The dataset's total (the tightest accountant, at the budget's delta or 1e-6 without one)."""
+        rel = self._releases(dataset)
+        events = [r["event"] for r in rel] + list(extra_events)
+        nominal = [(math.inf if r["epsilon"] is None else r["epsilon"], r["delta"]) for r in rel] + list(extra_nominal)
+        if not events:
+            return Spent(0.0, 0.0, 0, "basic", 0.0, 0.0)
+        b = self.budget(dataset)
+        basic = (math.fsum(n[0] for n in nominal), math.fsum(n[1] for n in nominal))
+        target = b["delta"] if b and b.get("delta") else (0.0 if basic[1] == 0 else REPORT_DELTA)
+        if basic[1] > 0 and target == 0:
+            target = REPORT_DELTA
+        try:
+            c = compose(events, target, nominal)
+        except ValueError:  # (eps, delta) events at delta 0: only basic composition applies
+            return Spent(basic[0], basic[1], len(events), "basic", basic[0], basic[1])
+        return Spent(c.epsilon, c.delta, len(events), c.accountant, basic[0], basic[1])
 
-        Parameters
-        ----------
-        dataset : str
-            The name of one set of clients' labels.
-        epsilon : float
-            Finite, > 0.
-        delta : float, default 0.0
-            In [0, 1).
+    # -- budgets ------------------------------------------------------------------------------------------
+    def set_budget(self, dataset: str, epsilon: float, delta: float = 0.0, *, name: str | None = None,
+                   change: bool = False) -> None:
+        """Set the total (eps, delta) allowed for ``dataset`` (written at once).
+
+        A dataset without a budget gets it; a different budget replaces the
+        recorded one only with ``change=True`` (an explicit decision of the label
+        owner: ``secure-auc ledger budget``).
 
         Raises
         ------
         InputError
-            On an empty dataset name or a budget out of range.
+            On a budget out of range, or a change without ``change=True``.
         """
-        if not (epsilon > 0) or math.isinf(epsilon):
+        if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0):
             raise InputError(f"budget epsilon must be a finite number > 0, got {epsilon}")
-        if not (0.0 <= delta < 1.0):
+        if not (isinstance(delta, (int, float)) and 0.0 <= delta < 1.0):
             raise InputError(f"budget delta must be in [0, 1), got {delta}")
-        self._entry(dataset)
-        self._pending_budgets[dataset] = {"epsilon": float(epsilon), "delta": float(delta)}
+        with self._locked():
+            entry = self._entry(dataset)
+            if name and name not in entry["names"]:
+                entry["names"].append(name)
+            new = {"epsilon": float(epsilon), "delta": float(delta)}
+            old = entry["budget"]
+            if old is not None and old != new and not change:
+                raise InputError(
+                    f"dataset {self._label(dataset)} already has the budget eps = {old['epsilon']:g}, delta = "
+                    f"{old['delta']:g}; change it explicitly with: secure-auc ledger budget {self.path} "
+                    f"{dataset[:12]} --epsilon {epsilon:g} --delta {delta:g}")
+            entry["budget"] = new
 
-    def spent(self, dataset: str) -> Spent:
-        """The total of ``dataset``'s recorded releases (zero for an unknown dataset)."""
+    # -- releases -------------------------------------------------------------------------------------------
+    def _refusals(self, dataset: str, mech_name: str, cost, tag, rr_key) -> None:
         rel = self._releases(dataset)
-        return Spent(math.fsum(r["epsilon"] for r in rel), math.fsum(r["delta"] for r in rel), len(rel))
-
-    def datasets(self) -> list[str]:
-        """The names of the datasets in the ledger, sorted."""
-        return sorted(self.data["datasets"])
-
-    @staticmethod
-    def _rr_key(epsilon: float, seed: int | None, layout) -> str | None:
-        lk = _layout_key(layout)
-        if seed is None or lk is None:
-            return None
-        return f"rr:eps={float(epsilon)!r}:seed={int(seed)}:sizes={lk}"
-
-    def cost_of(self, dataset: str, mechanism: str, epsilon: float, delta: float = 0.0, *,
-                seed: int | None = None, layout=None) -> tuple[float, float]:
-        """(eps, delta) this release would add: 0 for RR on flipped labels already released."""
-        if mechanism == "rr":
-            key = self._rr_key(epsilon, seed, layout)
-            if key and any(r.get("key") == key for r in self._releases(dataset)):
-                return 0.0, 0.0
-        return float(epsilon), float(delta)
-
-    def check(self, dataset: str, mechanism: str, epsilon: float, delta: float = 0.0, *,
-              seed: int | None = None, layout=None) -> None:
-        """Raise InputError if the release would exceed the dataset's budget or reuse a noise seed."""
-        if not (epsilon > 0) or math.isinf(epsilon):
-            raise InputError(f"cannot account for eps = {epsilon} (a non-private run spends an unbounded budget)")
-        if mechanism in NOISE_MECHANISMS and seed is not None:
-            for i, r in enumerate(self._releases(dataset)):
-                if r.get("mechanism") in NOISE_MECHANISMS and r.get("seed") == int(seed):
+        label = self._label(dataset)
+        if mech_name in NOISE_MECHANISMS and tag is not None:
+            for i, r in enumerate(rel):
+                if r["mechanism"] in NOISE_MECHANISMS and r.get("seed_tag") == tag:
                     raise InputError(
-                        f"dataset {dataset!r}: --seed {seed} was already used for {r['mechanism']} noise "
-                        f"(release {i + 1}, {r.get('time', '?')}); the same seed gives the same noise, and two "
-                        "releases with the same noise reveal their exact difference. Use another seed or none"
-                    )
-        budget = self.budget(dataset)
-        if budget is None:
-            return
-        add_e, add_d = self.cost_of(dataset, mechanism, epsilon, delta, seed=seed, layout=layout)
-        s = self.spent(dataset)
-        over_e = s.epsilon + add_e > budget["epsilon"] * (1 + 1e-12)
-        over_d = s.delta + add_d > budget["delta"] * (1 + 1e-12)
-        if over_e or over_d:
-            raise InputError(
-                f"privacy budget of dataset {dataset!r} would be exceeded: spent eps = {s.epsilon:g}"
-                + (f", delta = {s.delta:g}" if s.delta or add_d else "")
-                + f" in {s.releases} release(s); this run needs eps = {add_e:g}"
-                + (f", delta = {add_d:g}" if add_d else "")
-                + f"; budget eps = {budget['epsilon']:g}"
-                + (f", delta = {budget['delta']:g}" if budget["delta"] or add_d else "")
-            )
+                        f"dataset {label}: this seed was already used for {r['mechanism']} noise (release {i + 1}, "
+                        f"{r.get('time', '?')}); the same seed gives the same noise, and two releases with the "
+                        "same noise reveal their exact difference. Use another seed or none")
+        if mech_name == "rr" and tag is not None:
+            for i, r in enumerate(rel):
+                if r["mechanism"] == "rr" and r.get("seed_tag") == tag and r["epsilon"] is not None \
+                        and r.get("requested_epsilon", r["epsilon"]) != cost.epsilon:
+                    raise InputError(
+                        f"dataset {label}: this seed was already used for randomized response at eps = "
+                        f"{r.get('requested_epsilon', r['epsilon']):g} (release {i + 1}); flips of one stream at two "
+                        "eps are nested and together reveal every label on which they differ. Use another seed")
 
-    def charge(self, dataset: str, mechanism: str, epsilon: float, delta: float = 0.0, *,
-               seed: int | None = None, layout=None, note: str = "") -> Spent:
-        """Check, record and persist one release (under the file lock); returns the new total.
+    def reserve(self, datasets, mechanism, *, seed: int | None = None, total: int | None = None,
+                sizes=None, name: str | None = None, note: str = "") -> Reservation:
+        """Check and record one evaluation for each client's dataset, before it runs (atomically).
 
         Parameters
         ----------
-        dataset : str
-            The name of one set of clients' labels.
-        mechanism : str
-            ``rr``, ``laplace``, ``gaussian`` or ``distributed`` (the family).
-        epsilon, delta : float
-            The release's (eps, delta), as the mechanism's cost gives it.
+        datasets : list of str
+            Each client's :func:`label_commitment`, in client order.
+        mechanism : Mechanism
+            Its :attr:`~.base.Mechanism.cost` and :meth:`~.base.Mechanism.privacy_event`
+            are recorded.
         seed : int, optional
-            The seed of the clients' noise keys, if one was fixed.
-        layout : sequence of int or str, optional
-            The clients' sizes (n_1, ..., n_K); with ``seed`` it identifies
-            flips that randomized response already released.
+            The user's seed of the noise keys, if any (only its hash is kept).
+        total : int, optional
+            M or a lower bound (events that depend on it: Skellam shares).
+        sizes : list of int, optional
+            The clients' sizes n_k, for randomized response reuse.
+        name : str, optional
+            An alias of the datasets for reports.
         note : str, optional
-            Free text stored with the release.
 
         Returns
         -------
-        Spent
-            The dataset's total including this release.
+        Reservation
 
         Raises
         ------
         InputError
-            If :meth:`check` refuses the release (nothing is recorded), or the
-            ledger file cannot be locked or read.
+            If any client's release is refused (nothing is recorded then), or
+            the ledger cannot be locked, read or written.
         """
+        datasets = list(datasets)
+        cost = mechanism.cost
+        mech_name = mechanism.name
+        tag = seed_tag(seed)
+        private = cost.epsilon != math.inf
+        event = mechanism.privacy_event(total) if private else dict(NONE_EVENT)
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         with self._locked():
-            self.check(dataset, mechanism, epsilon, delta, seed=seed, layout=layout)
-            add_e, add_d = self.cost_of(dataset, mechanism, epsilon, delta, seed=seed, layout=layout)
-            rel = {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "mechanism": mechanism,
-                   "epsilon": add_e, "delta": add_d, "requested_epsilon": float(epsilon),
-                   "requested_delta": float(delta), "seed": None if seed is None else int(seed)}
-            key = self._rr_key(epsilon, seed, layout) if mechanism == "rr" else None
-            if key:
-                rel["key"] = key
-            if mechanism == "rr" and add_e == 0.0:
-                note = (note + "; " if note else "") + "reuses labels already flipped with this seed: free"
-            if note:
-                rel["note"] = note
-            self._entry(dataset)["releases"].append(rel)
-        return self.spent(dataset)
+            plans = []
+            for k, ds in enumerate(datasets):
+                entry = self._entry(ds)
+                if name and name not in entry["names"]:
+                    entry["names"].append(name)
+                label = self._label(ds)
+                budget = entry["budget"]
+                if not private and budget is not None:
+                    raise InputError(f"dataset {label} has a privacy budget: --mechanism none releases the exact "
+                                     "AUC, which no budget covers; choose a private mechanism")
+                rr_key = None
+                if mech_name == "rr" and tag is not None and sizes is not None:
+                    rr_key = f"eps={float(cost.epsilon)!r}|seed={tag}|client={k}|n={int(sizes[k])}"
+                self._refusals(ds, mech_name, cost, tag, rr_key)
+                free = rr_key is not None and any(r.get("rr_key") == rr_key for r in entry["releases"])
+                rec = {"time": stamp, "mechanism": mech_name, "state": "reserved",
+                       "epsilon": None if not private else (0.0 if free else float(cost.epsilon)),
+                       "delta": 0.0 if free else float(cost.delta),
+                       "requested_epsilon": None if not private else float(cost.epsilon),
+                       "event": dict(NOOP_EVENT) if free else event, "seed_tag": tag, "rr_key": rr_key}
+                if free:
+                    rec["note"] = "reuses labels already flipped with this seed, eps and labels: free"
+                if note:
+                    rec["note"] = (rec.get("note", "") + "; " if rec.get("note") else "") + note
+                if budget is not None and private and not free:
+                    after = self.spent(ds, [event], [(float(cost.epsilon), float(cost.delta))])
+                    if after.epsilon > budget["epsilon"] * (1 + 1e-9) or after.delta > budget["delta"] * (1 + 1e-9):
+                        now = self.spent(ds)
+                        raise InputError(
+                            f"privacy budget of dataset {label} would be exceeded: spent eps = {now.epsilon:.6g}"
+                            + (f", delta = {now.delta:g}" if now.delta else "")
+                            + f" in {now.releases} release(s); with this run eps = {after.epsilon:.6g}"
+                            + (f", delta = {after.delta:g}" if after.delta else "")
+                            + f" ({after.accountant}); budget eps = {budget['epsilon']:g}"
+                            + (f", delta = {budget['delta']:g}" if budget["delta"] or after.delta else ""))
+                plans.append((ds, rec))
+            entries = []
+            for ds, rec in plans:
+                self._entry(ds)["releases"].append(rec)
+                entries.append((ds, len(self._releases(ds)) - 1))
+            spent = tuple(self.spent(ds) for ds in datasets)
+        return Reservation(tuple(entries), spent)
+
+    def finish(self, reservation: Reservation, ok: bool = True) -> None:
+        """Mark a reservation's releases ``released`` (or ``failed``: still charged)."""
+        with self._locked():
+            for ds, i in reservation.entries:
+                rel = self._releases(ds)
+                if i < len(rel) and rel[i]["state"] == "reserved":
+                    rel[i]["state"] = "released" if ok else "failed"
 
     # -- report -----------------------------------------------------------------------------------------
     def report(self) -> str:
-        """One line per dataset: spent (eps, delta), releases, budget and what is left."""
-        lines = [f"privacy ledger {self.path} (basic composition: eps and delta add up)"]
+        """One line per dataset: spent (eps, delta) and the accountant, basic composition, budget left."""
+        lines = [f"privacy ledger {self.path} (tightest of basic composition, RDP and PLD accounting)"]
         if not self.data["datasets"]:
             lines.append("  no releases recorded")
-        for name in self.datasets():
-            s = self.spent(name)
-            b = self.budget(name)
-            line = f"  {name}: eps = {s.epsilon:g}, delta = {s.delta:g} in {s.releases} release(s)"
+        for ds in self.datasets():
+            s = self.spent(ds)
+            b = self.budget(ds)
+            line = (f"  {self._label(ds)}: eps = {s.epsilon:.6g}, delta = {s.delta:g} ({s.accountant}) in "
+                    f"{s.releases} release(s); basic composition eps = {s.basic_epsilon:.6g}")
             if b:
-                line += f"; budget eps = {b['epsilon']:g}, delta = {b['delta']:g}; " \
-                        f"left eps = {max(0.0, b['epsilon'] - s.epsilon):g}"
+                line += (f"; budget eps = {b['epsilon']:g}, delta = {b['delta']:g}; "
+                         f"left eps = {max(0.0, b['epsilon'] - s.epsilon):.6g}")
             lines.append(line)
         return "\n".join(lines)

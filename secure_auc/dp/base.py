@@ -4,6 +4,8 @@ A mechanism is one privacy event per evaluation (in the style of Google's
 dp-accounting: the mechanism says what it spends, an accountant composes):
 
 * :attr:`Mechanism.cost` — the (eps, delta)-label-DP spent by one evaluation;
+* :meth:`Mechanism.privacy_event` — the privacy event of one evaluation that
+  the accountants compose (:mod:`.events`);
 * :meth:`Mechanism.prepare_labels` — what the client does to its labels before
   anything leaves it (randomized response flips them; others keep them);
 * :meth:`Mechanism.privatize` — the client's noisy (localSum'_k, localP'_k)
@@ -148,7 +150,7 @@ class Mechanism(abc.ABC):
 
     @abc.abstractmethod
     def privatize(self, stats: LocalStatistics, rng: np.random.Generator, reps: int | None = None,
-                  *, total: int | None = None) -> NoisyStatistics:
+                  *, total: int | None = None, exact: bool = True) -> NoisyStatistics:
         """Noisy statistics of every client in ``stats``: shape (K,), or (reps, K).
 
         Parameters
@@ -162,12 +164,38 @@ class Mechanism(abc.ABC):
             Draw ``reps`` independent releases at once (simulation).
         total : int, optional
             M, for mechanisms whose calibration depends on it.
+        exact : bool, default True
+            Draw with the exact integer samplers (every release); False:
+            faster samplers of the same distributions (simulation only).
 
         Returns
         -------
         NoisyStatistics
             localSum'_k, localP'_k of shape (K,) or (reps, K), and n_k.
         """
+
+    def privacy_event(self, total: int | None = None) -> dict:
+        """The privacy event of one evaluation (:mod:`.events`), known before any data is.
+
+        Parameters
+        ----------
+        total : int, optional
+            M, or a lower bound of it, for events whose calibration depends on it
+            (Skellam shares).
+
+        Returns
+        -------
+        dict
+            A privacy event; the default is an eps-DP release of :attr:`cost`.
+        """
+        from .events import NONE_EVENT, pure_event
+
+        cost = self.cost
+        if cost.epsilon == float("inf"):
+            return dict(NONE_EVENT)
+        if cost.delta:
+            raise NotImplementedError(f"{type(self).__name__} must describe its (eps, delta) event")
+        return pure_event(cost.epsilon)
 
     def estimate(self, global_sum, positives, total: int) -> Estimate:
         """Eq. (1) on the aggregated sums (vectorised over repetitions).

@@ -96,6 +96,7 @@ from scipy.stats import nbinom
 from ..local_stats import LocalStatistics
 from ..validation import InputError, check_delta, check_epsilon
 from .base import Mechanism, NoisyStatistics, PrivacyCost
+from .discrete import dlap_variance
 from .noise import analytic_gaussian_sigma
 
 __all__ = [
@@ -127,13 +128,6 @@ RDP_ORDERS = np.unique(np.round(np.geomspace(2, 1e6, 3000)))  # integer Renyi or
 
 # ---------------------------------------------------------------------------------------------
 # distributions
-def dlap_variance(eps_per_unit) -> np.ndarray:
-    """Variance 2q/(1-q)^2 of DLap with q = exp(-eps_per_unit) (eps_per_unit = eps / Delta)."""
-    a = np.asarray(eps_per_unit, dtype=np.float64)
-    q = np.exp(-a)
-    return 2.0 * q / np.expm1(-a) ** 2
-
-
 def dlap_pmf(x, eps_per_unit: float) -> np.ndarray:
     """P(X = x) = (1 - q)/(1 + q) q^|x|, q = exp(-eps_per_unit)."""
     q = math.exp(-eps_per_unit)
@@ -445,6 +439,22 @@ class DistributedNoiseMechanism(Mechanism):
         h = self.honest_of(k)
         return _calibrate(self.noise, float(self.epsilon), self.delta, self.split_for(k), int(total), h)
 
+    def privacy_event(self, total: int | None = None) -> dict:
+        """The curator's noise on (D, P): two eps-DP events (discrete Laplace), two Skellam zCDP
+        events (:func:`.events.skellam_zcdp`; needs M or a lower bound of it, which only makes the
+        bound looser) or one Gaussian event with noise multiplier sigma_1 (Gaussian)."""
+        from .events import composed_event, gaussian_event, pure_event, skellam_zcdp
+
+        if self.noise == "discrete_laplace":
+            s = self.split_for()
+            return composed_event([pure_event(s * self.epsilon), pure_event((1.0 - s) * self.epsilon)])
+        if self.noise == "gaussian":
+            return gaussian_event(float(analytic_gaussian_sigma(self.epsilon, self.delta)))
+        if total is None:
+            raise ValueError("the Skellam event needs the number of samples M (or a lower bound)")
+        cal = self.calibration(int(total), self.clients or 1)
+        return composed_event([skellam_zcdp(cal.param_c, total - 1.0), skellam_zcdp(cal.param_p, 1.0)])
+
     def describe(self) -> dict:
         return {"mechanism": "distributed", "epsilon": self.epsilon, "delta": self.delta or 0.0,
                 "allocation": f"{self.noise} shares, split {self.eps_split:.3f}, "
@@ -463,7 +473,7 @@ class DistributedNoiseMechanism(Mechanism):
         return self.clients
 
     def privatize(self, stats: LocalStatistics, rng: np.random.Generator, reps: int | None = None,
-                  *, total: int | None = None) -> NoisyStatistics:
+                  *, total: int | None = None, exact: bool = True) -> NoisyStatistics:
         """Each client's statistics plus its own shares (module docstring); shape (K,) or (reps, K)."""
         if total is None:
             raise ValueError("distributed noise needs the total number of samples M")

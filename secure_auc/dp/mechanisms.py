@@ -80,7 +80,8 @@ class NoNoise(Mechanism):
     def cost(self) -> PrivacyCost:
         return PrivacyCost(float("inf"))
 
-    def privatize(self, stats: LocalStatistics, rng, reps: int | None = None, *, total: int | None = None):
+    def privatize(self, stats: LocalStatistics, rng, reps: int | None = None, *, total: int | None = None,
+                  exact: bool = True):
         shape = (stats.clients,) if reps is None else (reps, stats.clients)
         return NoisyStatistics(
             np.broadcast_to(stats.local_sum, shape).copy(),
@@ -175,6 +176,7 @@ class Allocation:
     eps2: np.ndarray
     c1: np.ndarray
     c2: np.ndarray
+    scale2: np.ndarray | None = None  # the second noise is on scale2 x its statistic (n_k for <v, y>)
 
 
 @dataclass(frozen=True)
@@ -277,6 +279,39 @@ class StatisticsMechanism(Mechanism):
             "sensitivity": self.sensitivity if self.allocation == "split" else None,
         }
 
+    def privacy_event(self, total: int | None = None) -> dict:
+        """Two releases per evaluation, s1 with eps1 and s2 with eps2 (see :meth:`allocate`).
+
+        Laplace: an eps_i-DP event each (the adaptive allocation, whose split is
+        each client's own, is bounded by one eps-DP event).  Gaussian: each
+        discrete Gaussian noise is at least the continuous analytic Gaussian's
+        sigma_c(eps_i, delta / 2), hence (1 / (2 sigma_c^2))-zCDP; for the
+        adaptive allocation the largest total rho over the per-client split.
+        """
+        from .events import composed_event, pure_event, zcdp_event
+        from .noise import analytic_gaussian_sigma
+
+        eps = self.epsilon
+        if eps == float("inf"):
+            return super().privacy_event(total)
+        if self.allocation == "split":
+            shares = [1.0 - self.alpha, self.alpha]
+        elif self.allocation == "orthogonal":
+            shares = [self.beta, 1.0 - self.beta]
+        else:
+            shares = None
+        if self.noise == "laplace":
+            return pure_event(eps) if shares is None else composed_event([pure_event(s * eps) for s in shares])
+        half = self.delta / 2.0
+
+        def rho(e):
+            return 0.5 / analytic_gaussian_sigma(np.asarray(e, dtype=np.float64), half) ** 2
+        if shares is None:
+            beta = np.linspace(1e-3, 1.0 - 1e-3, 999)
+            worst = max(float(np.max(rho(beta * eps) + rho((1.0 - beta) * eps))), float(rho(eps)))
+            return zcdp_event(worst)
+        return composed_event([zcdp_event(float(rho(s * eps))) for s in shares])
+
     def delta_method_std(self, stats: LocalStatistics, total: int, auc: float) -> float:
         """:func:`.variance.linearised_std` (noisy P included)."""
         from .variance import linearised_std
@@ -325,19 +360,33 @@ class StatisticsMechanism(Mechanism):
             a, b = np.cbrt(rbar**2), np.cbrt(vmax**2)
             with np.errstate(invalid="ignore", divide="ignore"):
                 beta = np.where(b == 0, 1.0, a / (a + b))
-        return Allocation(eps1=beta * eps, eps2=(1.0 - beta) * eps, c1=rbar, c2=vmax)
+        return Allocation(eps1=beta * eps, eps2=(1.0 - beta) * eps, c1=rbar, c2=vmax, scale2=stats.n.astype(np.float64))
 
     def privatize(
-        self, stats: LocalStatistics, rng: np.random.Generator, reps: int | None = None, *, total: int | None = None
+        self, stats: LocalStatistics, rng: np.random.Generator, reps: int | None = None, *, total: int | None = None,
+        exact: bool = True,
     ) -> NoisyStatistics:
-        """Add noise; with ``reps`` the result has shape (reps, clients)."""
+        """Add integer noise on the fixed-point grid; with ``reps`` the result has shape (reps, clients).
+
+        ``split``: localP' = localP + s1 and localSum' = localSum + s2, each
+        statistic on the grid (localSum is a sum of half-integer mid-ranks) with
+        its own sensitivity (1 and c2).  ``orthogonal``/``adaptive``: the
+        released pair is (localP + s1, X + s2) with X = n_k <v, y> =
+        n_k localSum - (sum_i r_i) localP, a multiple of 1/2 with sensitivity
+        n_k ||v||_inf; localSum' = rbar (localP + s1) + (X + s2) / n_k is
+        computed from the released pair only (post-processing).
+        """
         al = self.allocate(stats, total)
         shape = (stats.clients,) if reps is None else (reps, stats.clients)
         fam = self.family
-        s1 = fam.sample(al.eps1, rng, shape)
-        s2 = np.where(al.c2 == 0, 0.0, fam.sample(np.where(al.c2 == 0, 1.0, al.eps2), rng, shape))
-        return NoisyStatistics(
-            local_sum=stats.local_sum + al.c1 * s1 + al.c2 * s2,
-            local_p=stats.local_p + s1,
-            n=stats.n,
-        )
+        s1 = fam.sample(al.eps1, rng, shape, sensitivity=1.0, exact=exact)
+        p_noisy = stats.local_p + s1
+        if al.scale2 is None:
+            return NoisyStatistics(local_sum=stats.local_sum + fam.sample(al.eps2, rng, shape, sensitivity=al.c2, exact=exact),
+                                   local_p=p_noisy, n=stats.n)
+        n = al.scale2
+        twice_total = np.rint(2.0 * n * stats.mean_rank)  # 2 sum_i r_i: an integer
+        x = (np.rint(2.0 * n * stats.local_sum) - twice_total * stats.local_p) / 2.0  # n <v, y>, on the 1/2 grid
+        x_noisy = x + fam.sample(al.eps2, rng, shape, sensitivity=np.rint(2.0 * n * al.c2) / 2.0,
+                                   exact=exact)
+        return NoisyStatistics(local_sum=al.c1 * p_noisy + x_noisy / n, local_p=p_noisy, n=stats.n)

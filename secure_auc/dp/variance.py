@@ -17,7 +17,10 @@ AUC(S, P) = (S - P(P-1)/2) / (P (M - P)) around the true values,
 and with dS = sum_k c1_k s1_k + c2_k s2_k, dP = sum_k s1_k (see
 :mod:`secure_auc.dp.mechanisms`),
 
-    Var(AUC) ~= sum_k [(c1_k - g)^2 Var(s1_k) + c2_k^2 Var(s2_k)] / (P N)^2.
+    Var(AUC) ~= sum_k [(c1_k - g)^2 Var(s1_k) + c2_k^2 Var(s2_k)] / (P N)^2,
+
+with the variances of the discrete noises actually drawn (:class:`.noise.NoiseFamily`;
+for unit sensitivity c2_k^2 Var(s2_k) is the variance of the noise on localSum).
 """
 
 from __future__ import annotations
@@ -100,7 +103,10 @@ def linearised_std(mechanism, stats: LocalStatistics, total: int, auc: float) ->
     g = p - 0.5 + auc * (n - p)
     al = mechanism.allocate(stats, total)
     fam = mechanism.family
-    v1 = fam.std(al.eps1) ** 2
-    v2 = np.where(al.c2 == 0, 0.0, fam.std(np.where(al.c2 == 0, 1.0, al.eps2)) ** 2)
-    var = np.sum((al.c1 - g) ** 2 * v1 + al.c2**2 * v2)
+    v1 = fam.std(al.eps1, sensitivity=1.0) ** 2
+    if al.scale2 is None:
+        v2 = fam.std(al.eps2, sensitivity=al.c2) ** 2
+    else:  # noise on n_k <v, y>, divided by n_k
+        v2 = (fam.std(al.eps2, sensitivity=np.rint(2.0 * al.scale2 * al.c2) / 2.0) / al.scale2) ** 2
+    var = np.sum((al.c1 - g) ** 2 * v1 + v2)
     return float(np.sqrt(var) / (p * n))

@@ -7,7 +7,8 @@ server's estimator (``Mechanism.estimate``); only the transport is skipped.
   and their Gaussian versions): the clients' exact statistics depend only on
   the data and the partition, so they are computed once
   (:meth:`LocalStatistics.from_owner`) and every repetition draws only the
-  noise, one (K,)-vector per noise, with the mechanism's own ``privatize``.
+  noise, with the mechanism's own ``privatize`` on chunks of repetitions at
+  once (the fast samplers of the same integer distributions, ``exact=False``).
 * Randomized response: every repetition flips all M labels.  With
   w_i = r_i (1 - 2 y_i), the rank sum on flipped labels is
   sum_i r_i y~_i = S + <w, f>, and P~ = P + <1 - 2y, f>, for the flip
@@ -20,8 +21,9 @@ server's estimator (``Mechanism.estimate``); only the transport is skipped.
   server uses the true P and N.
 
 Repetition r uses its own generator, seeded from
-``SeedSequence(seed).spawn(R)[r]``, so results are reproducible and each
-repetition is independent.  Repetitions with a large draw (K or M of 20,000
+``SeedSequence(seed).spawn(R)[r]`` (statistics mechanisms: chunk c of
+repetitions uses ``SeedSequence(seed).spawn(C)[c]``), so results are
+reproducible and each repetition is independent.  Repetitions with a large draw (K or M of 20,000
 and more) run on a thread pool (numpy's generators release the GIL while
 filling arrays); each keeps its own generator and its slot in the output, so
 the results do not depend on the number of threads.
@@ -36,7 +38,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from ..data.partition import partition_owner
-from ..dp.base import Mechanism
+from ..dp.base import Mechanism, NoisyStatistics
 from ..dp.randomized_response import debias_auc, flip_probability
 from ..dp.registry import METHODS, make_mechanism
 from ..dp.variance import (
@@ -59,6 +61,7 @@ def rep_generators(seed: int, reps: int) -> list[np.random.Generator]:
 
 # below this many values drawn per repetition, threads cost more than they save
 THREAD_MIN_DRAW = 20_000
+CHUNK_DRAW = 1 << 16  # values per noise and chunk for the exact integer samplers
 
 
 def default_workers() -> int:
@@ -153,10 +156,8 @@ class Simulator:
                 return centred + float(e_c) + rbar * p, p
             draw = 1
         else:
-            def one(rng):
-                noisy = mechanism.privatize(st, rng, total=self.m)
-                return noisy.local_sum.sum(), noisy.local_p.sum()
-            draw = 2 * clients
+            return self._chunked_estimates(lambda rng, r: mechanism.privatize(st, rng, r, total=self.m, exact=False), clients,
+                                           reps, seed, exact_p=False)
         sums = self._map_reps(one, seed, reps, draw)
         return auc_from_sums(sums[:, 0], sums[:, 1], self.m - sums[:, 1])
 
@@ -166,11 +167,36 @@ class Simulator:
         st = self.stats(clients, partition)
         c2 = mechanism.exact_p_sensitivity(st, self.m)
         fam, eps = mechanism.family, mechanism.epsilon
-        exact = float(st.local_sum.sum())
 
-        def one(rng):
-            return exact + float(c2 @ fam.sample(eps, rng, (clients,)))
-        return auc_from_sums(self._map_reps(one, seed, reps, clients), self.p, self.n)
+        def draw(rng, r):
+            return NoisyStatistics(st.local_sum + fam.sample(eps, rng, (r, clients), sensitivity=c2, exact=False), st.local_p, st.n)
+        return self._chunked_estimates(draw, clients, reps, seed, exact_p=True)
+
+    def _chunked_estimates(self, draw, clients: int, reps: int, seed: int, *, exact_p: bool) -> np.ndarray:
+        """Estimates of ``reps`` repetitions of ``draw(rng, r) -> NoisyStatistics`` of shape (r, K).
+
+        The exact integer samplers work on whole arrays, so repetitions are drawn
+        in chunks of about CHUNK_DRAW values, chunk c with generator c of
+        :func:`rep_generators` (results do not depend on the number of threads).
+        """
+        per = max(1, CHUNK_DRAW // clients)
+        sizes = [min(per, reps - i) for i in range(0, reps, per)]
+
+        def one(args):
+            rng, r = args
+            noisy = draw(rng, r)
+            return noisy.local_sum.sum(axis=-1), np.broadcast_to(noisy.local_p, noisy.local_sum.shape).sum(axis=-1)
+        jobs = list(zip(rep_generators(seed, len(sizes)), sizes))
+        if self.workers == 1 or len(jobs) < 2:
+            parts = [one(j) for j in jobs]
+        else:
+            with ThreadPoolExecutor(min(self.workers, len(jobs))) as ex:
+                parts = list(ex.map(one, jobs))
+        sums = np.concatenate([p[0] for p in parts])
+        if exact_p:
+            return auc_from_sums(sums, self.p, self.n)
+        pos = np.concatenate([p[1] for p in parts])
+        return auc_from_sums(sums, pos, self.m - pos)
 
     # ---- randomized response -----------------------------------------------------
     def rr_sums(self, epsilon: float, reps: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -218,7 +244,7 @@ class Simulator:
         st = self.stats(clients, partition)
         if exact_p:  # linear in the noise: this "delta-method" std is exact
             c2 = mech.exact_p_sensitivity(st, self.m)
-            lin = float(np.sqrt(np.sum(c2**2)) * mech.family.std(epsilon) / (self.p * self.n))
+            lin = float(np.sqrt(np.sum(mech.family.std(epsilon, sensitivity=c2) ** 2)) / (self.p * self.n))
         else:
             lin = mech.delta_method_std(st, self.m, self.true_auc)
         return Cell(method, partition, clients, float(epsilon), reps, self.true_auc,

@@ -1,0 +1,417 @@
+"""Exact integer noise: discrete Laplace and discrete Gaussian (Canonne, Kamath, Steinke 2020).
+
+Floating-point Laplace and Gaussian samplers have a porous support (Mironov
+2012): which doubles can come out depends on the value noised, and that leaks
+it.  Here every noise is an integer multiple of a grid step g (the protocol's
+fixed point, 2^-8), drawn *exactly* with integer arithmetic only from a stream
+of uniform integers (the client's AES-CTR stream, :mod:`.rng`):
+
+* :func:`bernoulli_exp` draws Bernoulli(exp(-gamma)) for a rational gamma
+  (CKS Algorithm 1: Bernoulli(gamma / k) for k = 1, 2, ... as long as it
+  succeeds; the result is 1 iff the number of trials is odd);
+* :func:`discrete_laplace` draws DLap(t / s), P(x) proportional to exp(-|x| s / t)
+  on the integers (CKS Algorithm 2);
+* :func:`discrete_gaussian` draws N_Z(0, sigma^2), P(x) proportional to
+  exp(-x^2 / (2 sigma^2)) on the integers, by rejection from a discrete
+  Laplace (CKS Algorithm 3).
+
+Each works on whole arrays (one entry per client and repetition), with the
+rejection loops running over the entries not yet accepted.  The uniform
+integers come from ``Generator.integers``, which is exactly uniform (Lemire's
+rejection); ratios too large for int64 are compared bit by bit (the lazy
+binary expansion of num / den), exactly.
+
+Privacy on the grid.  A statistic x on the grid gZ with sensitivity
+Delta = k g (k an integer) plus g DLap(t) with t >= k / eps is eps-DP: the
+released value is on the grid for every input, and the ratio of probabilities
+of any output is at most exp(k / t).  With g N_Z(0, s^2) it is (eps, delta)-DP
+for the delta of :func:`dgauss_delta` (CKS Theorem 7, exact), and
+(k^2 / (2 s^2))-zCDP (CKS Theorem 4), the same as the continuous Gaussian.
+
+Parameters are rounded *up* to rationals (scale t / s with s = 2^20 or, for
+scales beyond 2^32, the largest power of two keeping t below 2^52; variance a / 2^20): the noise is then at least as large as the calibration asks.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.special import log_ndtr
+
+__all__ = [
+    "DENOMINATOR",
+    "bernoulli_exp",
+    "discrete_laplace",
+    "discrete_gaussian",
+    "dlap_variance",
+    "dgauss_variance",
+    "dgauss_delta",
+    "dgauss_sigma",
+]
+
+DENOMINATOR = 1 << 20  # denominators of the rational parameters
+_INT64_SAFE = 1 << 62
+
+
+def _uniform_below(rng: np.random.Generator, high: np.ndarray) -> np.ndarray:
+    """Exactly uniform integers in [0, high) (int64 ``high`` >= 1, elementwise)."""
+    return rng.integers(0, high, dtype=np.int64)
+
+
+def _bernoulli_ratio(rng: np.random.Generator, num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """Bernoulli(num / den) for integers 0 <= num <= den, exactly (elementwise)."""
+    num = np.asarray(num)
+    den = np.asarray(den)
+    if num.size == 0:
+        return np.zeros(num.shape, dtype=bool)
+    if num.dtype != object and den.dtype != object and int(den.max()) < _INT64_SAFE:
+        return _uniform_below(rng, den.astype(np.int64)) < num
+    # lazy binary expansion: compare uniform bits with the bits of num / den until they differ
+    r = num.astype(object).ravel().copy()
+    d = np.broadcast_to(den, num.shape).astype(object).ravel()
+    out = np.zeros(r.shape, dtype=bool)
+    todo = np.arange(r.size)
+    while todo.size:
+        r2 = r[todo] * 2
+        pbit = r2 >= d[todo]
+        r[todo] = np.where(pbit, r2 - d[todo], r2)
+        bit = rng.integers(0, 2, size=todo.size).astype(bool)
+        decided = bit != pbit
+        out[todo[decided]] = pbit[decided]  # uniform bit 0 < p bit 1: U < p
+        todo = todo[~decided]
+    return out.reshape(num.shape)
+
+
+def _bernoulli_exp_unit(rng, num, den) -> np.ndarray:
+    """Bernoulli(exp(-num/den)) for 0 <= num <= den (CKS Algorithm 1)."""
+    out = np.zeros(num.shape, dtype=bool)
+    k = np.ones(num.shape, dtype=np.int64)
+    todo = np.arange(num.size)
+    numf, denf = num.ravel(), den.ravel()
+    while todo.size:
+        a = _bernoulli_ratio(rng, numf[todo], denf[todo] * k.ravel()[todo])
+        kr = k.ravel()
+        kr[todo[a]] += 1
+        stop = todo[~a]
+        out.ravel()[stop] = kr[stop] % 2 == 1
+        todo = todo[a]
+    return out
+
+
+def bernoulli_exp(rng: np.random.Generator, num, den) -> np.ndarray:
+    """Bernoulli(exp(-num / den)) for integers num >= 0, den >= 1, exactly (CKS Algorithm 1).
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        The source of uniform integers.
+    num, den : array-like of int (int64 or Python ints)
+        gamma = num / den, elementwise.
+
+    Returns
+    -------
+    numpy.ndarray of bool
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from secure_auc.dp.discrete import bernoulli_exp
+    >>> b = bernoulli_exp(np.random.default_rng(0), np.full(100_000, 1), np.full(100_000, 2))
+    >>> bool(abs(b.mean() - np.exp(-0.5)) < 0.005)
+    True
+    """
+    num = np.asarray(num)
+    den = np.broadcast_to(np.asarray(den), num.shape)
+    big = num.dtype == object or den.dtype == object
+    whole = num // den
+    frac = num - whole * den
+    out = np.ones(num.shape, dtype=bool)
+    # exp(-gamma) = exp(-1)^floor(gamma) exp(-frac(gamma))
+    wmax = int(whole.max()) if whole.size else 0
+    for j in range(wmax):
+        live = out & (whole > j)
+        idx = np.flatnonzero(live)
+        if not idx.size:
+            break
+        one = np.ones(idx.size, dtype=np.int64)
+        out.ravel()[idx] = _bernoulli_exp_unit(rng, one, one)
+    idx = np.flatnonzero(out)
+    if idx.size:
+        fn, fd = frac.ravel()[idx], den.ravel()[idx]
+        if not big:
+            fn, fd = fn.astype(np.int64), fd.astype(np.int64)
+        out.ravel()[idx] = _bernoulli_exp_unit(rng, fn, fd)
+    return out
+
+
+def _shape(shape) -> tuple:
+    return tuple(int(n) for n in shape) if isinstance(shape, (tuple, list)) else (int(shape),)
+
+
+def _rational_up(x) -> tuple[np.ndarray, np.ndarray]:
+    """(t, s) int64 with t / s >= x: s = 2^20, or a smaller power of two keeping t below 2^52."""
+    x = np.asarray(x, dtype=np.float64)
+    if np.any(~np.isfinite(x)) or np.any(x >= 2.0**52):
+        raise ValueError("noise scale too large for exact sampling")
+    bits = np.clip(52 - np.ceil(np.log2(np.maximum(x, 1.0))), 0, 20)
+    s = np.exp2(bits)
+    return np.ceil(x * s).astype(np.int64), s.astype(np.int64)
+
+
+def _dlap_ts(rng, t: np.ndarray, s) -> np.ndarray:
+    """DLap(t / s) for int64 arrays t >= 1 and s >= 1 (CKS Algorithm 2)."""
+    t = t.ravel()
+    s = np.broadcast_to(np.asarray(s, dtype=np.int64), t.shape)
+    out = np.zeros(t.size, dtype=np.int64)
+    todo = np.arange(t.size)
+    while todo.size:
+        tt = t[todo]
+        u = _uniform_below(rng, tt)
+        ok = bernoulli_exp(rng, u, tt)
+        # V: number of Bernoulli(exp(-1)) successes before the first failure (geometric)
+        v = np.zeros(tt.size, dtype=np.int64)
+        live = np.arange(tt.size)
+        while live.size:
+            one = np.ones(live.size, dtype=np.int64)
+            a = _bernoulli_exp_unit(rng, one, one)
+            v[live[a]] += 1
+            live = live[a]
+        y = (u + tt * v) // s[todo]
+        neg = rng.integers(0, 2, size=tt.size).astype(bool)
+        ok &= ~(neg & (y == 0))
+        out[todo[ok]] = np.where(neg, -y, y)[ok]
+        todo = todo[~ok]
+    return out
+
+
+def _dlap_fast(rng, scale: np.ndarray) -> np.ndarray:
+    # floor(t E) for E ~ Exp(1) is geometric: P(floor(t E) >= k) = exp(-k / t)
+    g1 = np.floor(rng.standard_exponential(scale.shape) * scale)
+    g2 = np.floor(rng.standard_exponential(scale.shape) * scale)
+    return (g1 - g2).astype(np.int64)
+
+
+def discrete_laplace(rng: np.random.Generator, scale, shape=None, *, exact: bool = True) -> np.ndarray:
+    """Exact DLap(scale): P(x) = (1 - q) / (1 + q) q^|x| on the integers, q = exp(-1 / scale).
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+    scale : float or array-like
+        t > 0 (rounded up to a multiple of 2^-20), broadcast against ``shape``;
+        ``inf`` is not allowed, 0 gives 0.
+    shape : tuple, optional
+        Output shape (default: the shape of ``scale``).
+    exact : bool, default True
+        False: the same distribution as floor(t E1) - floor(t E2) with E1, E2
+        standard exponentials from numpy (floating point; analysis and
+        simulation only, much faster).
+
+    Returns
+    -------
+    numpy.ndarray of int64
+
+    Examples
+    --------
+    The variance is 2 q / (1 - q)^2:
+
+    >>> import numpy as np
+    >>> from secure_auc.dp.discrete import discrete_laplace, dlap_variance
+    >>> x = discrete_laplace(np.random.default_rng(1), 3.0, (200_000,))
+    >>> x.dtype, bool(abs(x.var() / dlap_variance(1 / 3.0) - 1) < 0.03)
+    (dtype('int64'), True)
+    """
+    scale = np.asarray(scale, dtype=np.float64)
+    shape = scale.shape if shape is None else _shape(shape)
+    scale = np.broadcast_to(scale, shape)
+    if not exact and scale.size and scale.min() > 0:
+        return _dlap_fast(rng, scale)
+    out = np.zeros(shape, dtype=np.int64)
+    live = scale > 0
+    if live.any():
+        out[live] = _dlap_ts(rng, *_rational_up(scale[live])) if exact else _dlap_fast(rng, scale[live])
+    return out
+
+
+def discrete_gaussian(rng: np.random.Generator, sigma, shape=None, *, exact: bool = True) -> np.ndarray:
+    """Exact N_Z(0, sigma^2): P(x) proportional to exp(-x^2 / (2 sigma^2)) on the integers.
+
+    CKS Algorithm 3: draw Y ~ DLap(t) with t = floor(sigma) + 1, accept with
+    probability exp(-(|Y| - sigma^2 / t)^2 / (2 sigma^2)) (exactly, with
+    sigma^2 rounded up to a multiple of 2^-20).
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+    sigma : float or array-like
+        sigma >= 0, broadcast against ``shape``; 0 gives 0.
+    shape : tuple, optional
+    exact : bool, default True
+        False: the same algorithm with the fast discrete Laplace and a
+        floating-point acceptance test (analysis and simulation only).
+
+    Returns
+    -------
+    numpy.ndarray of int64
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from secure_auc.dp.discrete import discrete_gaussian
+    >>> x = discrete_gaussian(np.random.default_rng(2), 4.0, (100_000,))
+    >>> bool(abs(x.mean()) < 0.05), bool(abs(x.std() / 4.0 - 1) < 0.01)
+    (True, True)
+    """
+    sigma = np.asarray(sigma, dtype=np.float64)
+    shape = sigma.shape if shape is None else _shape(shape)
+    sigma = np.broadcast_to(sigma, shape)
+    out = np.zeros(shape, dtype=np.int64)
+    live = np.flatnonzero(sigma > 0)
+    if not live.size:
+        return out
+    s2 = np.ceil(sigma.ravel()[live] ** 2 * DENOMINATOR)  # sigma^2 = a / DENOMINATOR
+    a = np.array([int(v) for v in s2], dtype=object)
+    t = np.floor(np.sqrt(s2 / DENOMINATOR)).astype(np.int64) + 1
+    todo = np.arange(live.size)
+    res = np.zeros(live.size, dtype=np.int64)
+    if not exact:
+        s2f = s2 / DENOMINATOR
+        while todo.size:
+            tt = t[todo]
+            y = _dlap_fast(rng, tt.astype(np.float64))
+            ok = rng.random(tt.size) < np.exp(-((np.abs(y) - s2f[todo] / tt) ** 2) / (2 * s2f[todo]))
+            res[todo[ok]] = y[ok]
+            todo = todo[~ok]
+    while todo.size:
+        tt = t[todo]
+        y = _dlap_ts(rng, tt, 1)
+        at, tobj = a[todo], tt.astype(object)
+        # gamma = (|y| - sigma^2/t)^2 / (2 sigma^2) = (|y| t D - a)^2 / (2 a D t^2)
+        diff = np.abs(y).astype(object) * tobj * DENOMINATOR - at
+        ok = bernoulli_exp(rng, diff * diff, 2 * at * DENOMINATOR * tobj * tobj)
+        res[todo[ok]] = y[ok]
+        todo = todo[~ok]
+    out.ravel()[live] = res
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# moments and privacy
+def dlap_variance(eps_per_unit) -> np.ndarray:
+    """Variance 2q/(1-q)^2 of DLap with q = exp(-eps_per_unit) (eps_per_unit = 1 / scale = eps / Delta).
+
+    Examples
+    --------
+    >>> from secure_auc.dp.discrete import dlap_variance
+    >>> round(float(dlap_variance(1e-3) * 1e-6), 6)  # the Laplace limit 2 / a^2
+    2.0
+    """
+    a = np.asarray(eps_per_unit, dtype=np.float64)
+    with np.errstate(divide="ignore"):
+        return 2.0 * np.exp(-a) / np.expm1(-a) ** 2
+
+
+def _dgauss_brute(sigma: float):
+    r = int(math.ceil(40 * sigma)) + 40
+    k = np.arange(-r, r + 1, dtype=np.float64)
+    w = np.exp(-k * k / (2 * sigma * sigma))
+    return k, w / w.sum()
+
+
+def dgauss_variance(sigma) -> np.ndarray:
+    """Variance of N_Z(0, sigma^2): sigma^2 up to exp(-2 pi^2 sigma^2) for sigma >= 1 (exact sum below).
+
+    Examples
+    --------
+    >>> from secure_auc.dp.discrete import dgauss_variance
+    >>> float(dgauss_variance(10.0))
+    100.0
+    >>> bool(dgauss_variance(0.3) < 0.3**2)
+    True
+    """
+    s = np.asarray(sigma, dtype=np.float64)
+    flat = (s * s).ravel()
+    for i in np.flatnonzero(((s > 0) & (s < 1.5)).ravel()):
+        k, p = _dgauss_brute(float(s.ravel()[i]))
+        flat[i] = float(p @ (k * k))
+    return flat.reshape(s.shape)
+
+
+_SQRT2PI = math.sqrt(2 * math.pi)
+
+
+def _dgauss_tail(a: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """P[Y >= a] for integer a, Y ~ N_Z(0, s^2), s >= 16: Euler-Maclaurin to the third derivative.
+
+    sum_{k >= a} f(k) = int_a^inf f + f(a)/2 - f'(a)/12 + f'''(a)/720 - ...,
+    f(x) = exp(-x^2 / (2 s^2)), and sum_k f(k) = s sqrt(2 pi) (1 + O(exp(-2 pi^2 s^2))).
+    The next term is O(f(a) / s^5) relative to f(a) / s.
+    """
+    x = a / s
+    phi_over = np.exp(-0.5 * x * x) / (_SQRT2PI * s)  # f(a) / Z
+    upper = np.exp(log_ndtr(-x))
+    return upper + phi_over * (0.5 + x / (12 * s) + (3 * x - x**3) / (720 * s**3))
+
+
+def dgauss_delta(sigma, sensitivity, epsilon) -> np.ndarray:
+    """delta(eps) of N_Z(0, sigma^2) for an integer sensitivity (CKS 2020, Theorem 7, exact):
+
+        delta = P[Y > eps sigma^2 / Delta - Delta / 2] - e^eps P[Y > eps sigma^2 / Delta + Delta / 2].
+
+    Parameters
+    ----------
+    sigma, sensitivity, epsilon : float or array-like
+        In grid units (sensitivity an integer >= 1).
+
+    Returns
+    -------
+    numpy.ndarray
+
+    Examples
+    --------
+    Close to the continuous Gaussian's delta once sigma is many grid steps:
+
+    >>> from secure_auc.dp.discrete import dgauss_delta
+    >>> from secure_auc.dp.noise import analytic_gaussian_sigma
+    >>> s = float(analytic_gaussian_sigma(1.0, 1e-6))
+    >>> round(float(dgauss_delta(256 * s, 256, 1.0)) * 1e6, 4)
+    1.0
+    """
+    s, d, e = np.broadcast_arrays(*(np.asarray(v, dtype=np.float64) for v in (sigma, sensitivity, epsilon)))
+    shape = s.shape
+    lo = np.floor(e * s * s / d - d / 2) + 1  # P[Y > x] = P[Y >= floor(x) + 1]
+    hi = np.floor(e * s * s / d + d / 2) + 1
+    s, lo, hi, e = (v.ravel() for v in (s, lo, hi, e))
+    out = np.empty(s.shape)
+    big = s >= 16
+    out[big] = _dgauss_tail(lo[big], s[big]) - np.exp(e[big]) * _dgauss_tail(hi[big], s[big])
+    for i in np.flatnonzero(~big):
+        k, p = _dgauss_brute(float(s[i]))
+        out[i] = p[k >= lo[i]].sum() - math.exp(e[i]) * p[k >= hi[i]].sum()
+    return np.maximum(out, 0.0).reshape(shape)
+
+
+def dgauss_sigma(sensitivity, epsilon, delta: float) -> np.ndarray:
+    """Smallest sigma (grid units) making N_Z(0, sigma^2) (eps, delta)-DP for an integer sensitivity.
+
+    Bisection on :func:`dgauss_delta` (decreasing in sigma), vectorised over
+    arrays of sensitivities and budgets.
+
+    Examples
+    --------
+    >>> from secure_auc.dp.discrete import dgauss_sigma, dgauss_delta
+    >>> s = dgauss_sigma(256, 1.0, 1e-6)
+    >>> bool(dgauss_delta(s, 256, 1.0) <= 1e-6 < dgauss_delta(s * 0.999, 256, 1.0))
+    True
+    """
+    d, e = np.broadcast_arrays(np.asarray(sensitivity, dtype=np.float64), np.asarray(epsilon, dtype=np.float64))
+    lo = np.full(d.shape, 1e-3)
+    hi = d * (1 + np.sqrt(2 * math.log(1.25 / delta)) / e)  # classical bound, loose: private
+    while np.any(bad := dgauss_delta(hi, d, e) > delta):
+        hi = np.where(bad, hi * 2, hi)
+    for _ in range(80):
+        mid = np.sqrt(lo * hi)
+        ok = dgauss_delta(mid, d, e) <= delta
+        hi, lo = np.where(ok, mid, hi), np.where(ok, lo, mid)
+    return hi
