@@ -70,7 +70,7 @@ class EvaluationResult:
         method, from public quantities and the noisy aggregate only); None
         without noise or when the noisy P' leaves (0, M).
     ci_low, ci_high : float or None
-        The 95 % interval ``auc -/+ 1.96 std``, clipped to [0, 1].
+        The 95 % interval ``auc -/+ 1.96 std`` (not clipped to [0, 1], like ``auc``).
     extra : dict
         Protocol-specific details (MPC: seconds, bytes and rounds per party).
 
@@ -308,7 +308,7 @@ def error_bars(mechanism, auc: float, positives: float, total: int, sizes) -> tu
     clients holding bands of scores the calibration, hence the std, differs);
     for randomized response, :func:`~secure_auc.dp.variance.rr_linearised_std`
     at the debiased (P, AUC) with distinct ranks 0..M-1.  The interval is
-    ``auc -/+ 1.96 std`` (normal approximation), clipped to [0, 1].
+    ``auc -/+ 1.96 std`` (normal approximation), like the estimate not clipped to [0, 1].
 
     Parameters
     ----------
@@ -361,7 +361,7 @@ def error_bars(mechanism, auc: float, positives: float, total: int, sizes) -> tu
     if std is None or not np.isfinite(std):
         return None, None, None
     std = float(std)
-    return std, max(0.0, float(auc) - Z95 * std), min(1.0, float(auc) + Z95 * std)
+    return std, float(auc) - Z95 * std, float(auc) + Z95 * std
 
 
 FIXED_POINT_LIMIT = 2.0**54  # |value| of a released statistic: 64-bit integers with 8 fractional bits, 2 bits spare
