@@ -18,7 +18,7 @@ import numpy as np
 
 from ..validation import InputError
 
-__all__ = ["ClientData", "read_client_file", "read_client_csv", "write_client_csv", "same_files"]
+__all__ = ["ClientData", "read_client_file", "read_client_csv", "write_client_csv", "same_files", "write_client_file"]
 
 _LABELS = {"0": 0, "1": 1, "false": 0, "true": 1, "0.0": 0, "1.0": 1}
 
@@ -356,6 +356,49 @@ def same_files(paths) -> None:
         seen[key] = p
 
 
+def write_client_file(path: str | Path, scores, labels) -> None:
+    """Write a client file in the form its name asks for: ``.parquet`` (needs pyarrow),
+    ``.gz`` (gzip-compressed CSV), anything else CSV (:func:`write_client_csv`).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from secure_auc.data.io import read_client_file, write_client_file
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     write_client_file(Path(tmp) / "c.csv.gz", [0.25, 0.5], [0, 1])
+    ...     back = read_client_file(Path(tmp) / "c.csv.gz")
+    >>> back.scores.tolist(), back.labels.tolist()
+    ([0.25, 0.5], [0, 1])
+    """
+    import gzip
+    import io
+
+    path = Path(path)
+    if path.suffix.lower() == ".parquet":
+        try:
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+        except ImportError:
+            raise InputError(f"{path}: writing Parquet needs pyarrow: pip install 'secure-auc[parquet]'") from None
+        pq.write_table(pa.table({"score": np.asarray(scores, dtype=np.float64),
+                                 "label": np.asarray(labels, dtype=np.int8)}), path)
+        return
+    if path.suffix.lower() == ".gz":
+        text = io.StringIO(newline="")
+        _write_csv(text, scores, labels)
+        with gzip.open(path, "wt", encoding="utf-8", newline="") as handle:
+            handle.write(text.getvalue())
+        return
+    write_client_csv(path, scores, labels)
+
+
+def _write_csv(handle, scores, labels) -> None:
+    w = csv.writer(handle)
+    w.writerow(["score", "label"])
+    w.writerows(zip((repr(float(s)) for s in scores), (int(y) for y in labels)))
+
+
 def write_client_csv(path: str | Path, scores, labels) -> None:
     """Write a client file; float scores are written with full (round-trip) precision.
 
@@ -381,8 +424,5 @@ def write_client_csv(path: str | Path, scores, labels) -> None:
     >>> back.scores.tolist() == [1 / 3, 0.5], back.labels.tolist()
     (True, [1, 0])
     """
-    path = Path(path)
-    with open(path, "w", newline="", encoding="utf-8") as handle:
-        w = csv.writer(handle)
-        w.writerow(["score", "label"])
-        w.writerows(zip((repr(float(s)) for s in scores), (int(y) for y in labels)))
+    with open(Path(path), "w", newline="", encoding="utf-8") as handle:
+        _write_csv(handle, scores, labels)

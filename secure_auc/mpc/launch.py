@@ -47,20 +47,57 @@ def check_port_free(host: str, port: int) -> None:
             raise InputError(f"port {port} on {host} is busy ({exc.strerror}); choose another with --port") from None
 
 
-def _die_with_parent() -> None:
+def _die_with_parent(launcher: int | None = None) -> None:
     """Linux: the kernel kills this party when the launcher dies, however it dies
-    (SIGKILL included), so no party goes on computing on private data, orphaned."""
+    (SIGKILL included), so no party goes on computing on private data, orphaned.
+
+    ``launcher`` is the launcher's pid as the launcher gave it: if this process's
+    parent is no longer it, the launcher died before the request took effect (while
+    this process was importing its modules) and the process exits at once.  Where
+    ``setpriv`` exists, :func:`_spawn_executable` has already made the kernel's
+    request before Python started, which covers that start-up too."""
     import ctypes
 
-    parent = os.getppid()
+    parent = os.getppid() if launcher is None else launcher
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         pr_set_pdeathsig = 1
-        libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+        libc.prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0)
     except (OSError, AttributeError):
         return
     if os.getppid() != parent:  # the launcher died before the request took effect
         os._exit(1)
+
+
+def _spawn_executable() -> str | None:
+    """A wrapper that starts the party's Python under ``setpriv --pdeathsig KILL`` (util-linux),
+    so that the kernel kills the party when the launcher dies even while the party is still
+    importing its modules (seconds on a busy machine), before :func:`_die_with_parent` runs.
+    None where there is no ``setpriv`` (not Linux); the parties then rely on
+    :func:`_die_with_parent` alone."""
+    import shutil
+    import sys
+    import tempfile
+
+    setpriv = shutil.which("setpriv")
+    if not sys.platform.startswith("linux") or setpriv is None:
+        return None
+    folder = os.path.join(tempfile.gettempdir(), f"secure-auc-{os.getuid()}")
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    script = f"#!/bin/sh\nexec {setpriv} --pdeathsig KILL -- {sys.executable} \"$@\"\n"
+    path = os.path.join(folder, f"party-python-{abs(hash(script)):x}")
+    try:
+        with open(path) as f:
+            if f.read() == script:
+                return path
+    except OSError:
+        pass
+    tmp = f"{path}.{os.getpid()}"
+    with open(tmp, "w") as f:
+        f.write(script)
+    os.chmod(tmp, 0o700)
+    os.replace(tmp, path)
+    return path
 
 
 def _log_to_stderr(level: int | None) -> None:
@@ -81,13 +118,13 @@ def _parent_log_level() -> int | None:
 
 
 def _party_process(rank, parties, addr, port, provider, timeout, job, args, after_dealer, record, results,
-                   log_level=None, identity=None, roster=None):
+                   log_level=None, identity=None, roster=None, launcher=None):
     """Body of one party's process: ``job(rank, *args)``, or the dealer's service; with
     ``record``, also every buffer the process receives (:func:`.audit.record_received`)."""
     try:
         import contextlib
 
-        _die_with_parent()
+        _die_with_parent(launcher)
         _log_to_stderr(log_level)
         from .audit import forbid_crypten_randomness, record_received
         from .comm.runtime import init_party, shutdown_party
@@ -278,15 +315,24 @@ def spawn_parties(job, per_rank: dict[int, tuple], parties: int, *, provider: st
     results = ctx.Queue()
     ranks = list(range(parties)) + ([parties] if provider == "ttp" else [])
     procs = {}
-    for r in ranks:
-        p = ctx.Process(target=_party_process, name=f"secure-auc-party-{r}",
-                        args=(r, parties, addr, port, provider, timeout, job, per_rank.get(r, ()),
-                              after_dealer, received is not None and (record_ranks is None or r in record_ranks),
-                              results, _parent_log_level(),
-                              None if insecure_links else identity_bytes(keys[r]),
-                              None if insecure_links else roster), daemon=True)
-        p.start()
-        procs[r] = p
+    from multiprocessing import spawn as mp_spawn
+
+    python = mp_spawn.get_executable()
+    wrapper = _spawn_executable()
+    try:
+        if wrapper is not None:
+            mp_spawn.set_executable(wrapper)  # only for these starts (restored below)
+        for r in ranks:
+            p = ctx.Process(target=_party_process, name=f"secure-auc-party-{r}",
+                            args=(r, parties, addr, port, provider, timeout, job, per_rank.get(r, ()),
+                                  after_dealer, received is not None and (record_ranks is None or r in record_ranks),
+                                  results, _parent_log_level(),
+                                  None if insecure_links else identity_bytes(keys[r]),
+                                  None if insecure_links else roster, os.getpid()), daemon=True)
+            p.start()
+            procs[r] = p
+    finally:
+        mp_spawn.set_executable(python)
     done: dict = {}
     end = None if deadline is None else time.monotonic() + deadline
     try:
