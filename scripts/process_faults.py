@@ -64,13 +64,16 @@ def _env():
     return dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
 
 
+AFTER = [3.0]  # seconds between the parties' start and the fault (--after)
+
+
 def _party_pids(launcher: int, expect: int, wait: float = 60.0) -> list[int]:
     """The launcher's party processes (python children that are not the resource tracker), once all started."""
     end = time.monotonic() + wait
     while time.monotonic() < end:
         kids = [p for p in _descendants(launcher) if "resource_tracker" not in _cmdline(p)]
         if len(kids) >= expect and all(_cmdline(p) for p in kids):
-            time.sleep(3.0)  # let them import CrypTen and meet
+            time.sleep(AFTER[0])  # let them import CrypTen and meet
             return [p for p in _descendants(launcher)]
         time.sleep(0.1)
     raise RuntimeError("the parties did not start")
@@ -133,8 +136,11 @@ def main() -> int:
     ap.add_argument("--samples", type=int, default=20000)
     ap.add_argument("--clients", type=int, default=3)
     ap.add_argument("--timeout", type=float, default=10.0)
-    ap.add_argument("--only", nargs="*", default=None)
+    ap.add_argument("--only", nargs="*", default=None, help="run only the faults whose name contains one of these")
+    ap.add_argument("--after", type=float, default=3.0,
+                    help="seconds from the parties' start to the fault (default 3: while they import and meet)")
     args = ap.parse_args()
+    AFTER[0] = args.after
     rows = []
     tests = {
         "launcher SIGINT": lambda: launcher_killed(args, signal.SIGINT),

@@ -364,7 +364,7 @@ def cmd_evaluate(args) -> int:
     mpc_options = None
     if args.protocol == "mpc":
         mpc_options = {"provider": args.provider, "sort": args.sort, "timeout": args.timeout,
-                       "port": args.port or None, "progress": progress_enabled(args)}
+                       "port": args.port or None, "progress": not args.quiet}
         if args.seed is not None and not args.quiet:
             print(f"[secure-auc] --seed {args.seed} with --protocol mpc: client k's noise key is derived from "
                   "(seed, k) and handed to client k's process only; the server and the dealer never receive it. "

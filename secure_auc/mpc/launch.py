@@ -14,6 +14,7 @@ party.  Ctrl-C stops every party.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing as mp
 import os
@@ -40,7 +41,10 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def check_port_free(host: str, port: int) -> None:
+    """Refuse a port another process listens on; a port left in TIME_WAIT by a finished
+    run is free (SO_REUSEADDR, as torch's own listener binds it)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
         except OSError as exc:
@@ -125,6 +129,7 @@ def _party_process(rank, parties, addr, port, provider, timeout, job, args, afte
         import contextlib
 
         _die_with_parent(launcher)
+        _start_heartbeat(results, rank)
         _log_to_stderr(log_level)
         from .audit import forbid_crypten_randomness, record_received
         from .comm.runtime import init_party, shutdown_party
@@ -133,7 +138,7 @@ def _party_process(rank, parties, addr, port, provider, timeout, job, args, afte
 
         init_party(rank=rank, parties=parties, master_addr=addr, master_port=port, provider=provider,
                    timeout=timeout, identity=None if identity is None else identity_from_bytes(identity),
-                   roster=roster, insecure=roster is None)
+                   roster=roster, insecure=roster is None, on_ready=lambda: results.put(("ready", rank)))
         received: list = []
         with forbid_crypten_randomness(), (record_received(received) if record else contextlib.nullcontext()):
             if rank == parties:  # the dealer serves correlated randomness until told to stop
@@ -156,16 +161,74 @@ def _party_process(rank, parties, addr, port, provider, timeout, job, args, afte
         os._exit(1)
 
 
-_CONSEQUENTIAL = ("another party disconnected", "no answer from another party")
+HEARTBEAT = 0.5  # seconds between a party's signs of life to the launcher
 
 
-def _failure(results, errors: dict, dead: list, procs: dict, k: int) -> MPCError:
+def _start_heartbeat(results, rank: int) -> None:
+    """A sign of life to the launcher every HEARTBEAT seconds, from a thread of its own, so that
+    a party that stops (SIGSTOP, a debugger, a frozen host process) is named by the launcher."""
+    import threading
+
+    def beat():
+        while True:
+            try:
+                results.put(("alive", rank))
+            except (OSError, ValueError):  # the queue is closed: the process is ending
+                return
+            time.sleep(HEARTBEAT)
+
+    threading.Thread(target=beat, name="secure-auc-heartbeat", daemon=True).start()
+
+
+def _process_state(pid: int) -> str | None:
+    """The kernel's one-letter state of ``pid`` (Linux ``/proc``; None elsewhere): T = stopped."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+def _silent_parties(procs: dict, last_seen: dict, started: float, quiet_for: float, k: int) -> list[str]:
+    """The parties, still running, that are stopped or have sent no sign of life for ``quiet_for``
+    seconds, each named with its rank and role and how long it has been silent."""
+    now = time.monotonic()
+    out = []
+    for r, p in sorted(procs.items()):
+        if p.exitcode is not None or r not in last_seen:  # not yet started: named by the rendezvous' failure
+            continue
+        silent = now - last_seen[r]
+        if silent > quiet_for:
+            what = "no sign of life"
+            stopped = " (the process is stopped: SIGSTOP or a debugger)" if _process_state(p.pid) == "T" else ""
+            out.append(f"{role_name(r, k)} stopped answering: {what} for {silent:.0f} s{stopped}")
+    return out
+
+
+_CONSEQUENTIAL = ("another party disconnected", "no answer from another party", "not all")
+
+
+def _consequential(text: str) -> bool:
+    return text.startswith(_CONSEQUENTIAL) or "parties joined at" in text
+
+
+def errors_are_consequential(errors: dict) -> bool:
+    return all(_consequential(m[2]) for m in errors.values())
+
+
+def _failure(results, errors: dict, dead: list, procs: dict, k: int, last_seen: dict | None = None,
+             started: float | None = None, ready: set | None = None) -> MPCError:
     """Collect the reports that arrive within a moment and name the root cause.
 
-    When one party fails, the others fail too ("another party disconnected");
-    the error to show is the one that is not such a consequence.
+    When one party fails, the others fail too ("another party disconnected", "no
+    answer", "not all parties joined"); the error to show is the one that is not such
+    a consequence, else a party that died without a report, else a party that is
+    stopped or silent (no heartbeat) while the others gave up waiting for it.
     """
-    deadline = time.monotonic() + 2.0
+    last_seen = {} if last_seen is None else last_seen
+    ready = set(procs) if ready is None else ready
+    started = time.monotonic() if started is None else started
+    deadline = time.monotonic() + (0.5 if errors and not errors_are_consequential(errors) else 2.0)
     while time.monotonic() < deadline:
         try:
             msg = results.get(timeout=0.1)
@@ -173,13 +236,27 @@ def _failure(results, errors: dict, dead: list, procs: dict, k: int) -> MPCError
             continue
         if msg[0] == "error":
             errors.setdefault(msg[1], msg)
+        elif msg[0] in ("alive", "ready"):
+            last_seen[msg[1]] = time.monotonic()
+            if msg[0] == "ready":
+                ready.add(msg[1])
     if os.environ.get("SECURE_AUC_DEBUG"):
         for r, p in procs.items():
             log.debug("%s: exit code %s; %s", role_name(r, k), p.exitcode, errors[r][2] if r in errors else "no report")
-    causes = [m for m in errors.values() if not m[2].startswith(_CONSEQUENTIAL)]
+    causes = [m for m in errors.values() if not _consequential(m[2])]
     # a process that died without reporting (a signal, an abort in native code) is the cause
     silent = sorted((r for r, p in procs.items() if r not in errors and p.exitcode not in (None, 0)),
                     key=lambda r: procs[r].exitcode >= 0)  # killed by a signal first
+    if not causes and not silent:
+        quiet = _silent_parties({r: p for r, p in procs.items() if r not in errors}, last_seen, started,
+                                3 * HEARTBEAT + 1.0, k)
+        if quiet:
+            return MPCError("; ".join(quiet) + "; the other parties gave up waiting for it")
+        late = [r for r, p in sorted(procs.items()) if r not in ready and r not in errors and p.exitcode is None]
+        if late and any("parties joined at" in m[2] for m in errors.values()):
+            names = ", ".join(role_name(r, k) for r in late)
+            return MPCError(f"{names} never reached the rendezvous within the timeout (still starting up: "
+                            "on a busy machine, raise --timeout)")
     if errors and (causes or not silent):
         _, r, text, tb = (causes or list(errors.values()))[0]
         if os.environ.get("SECURE_AUC_DEBUG"):
@@ -319,7 +396,10 @@ def spawn_parties(job, per_rank: dict[int, tuple], parties: int, *, provider: st
 
     python = mp_spawn.get_executable()
     wrapper = _spawn_executable()
+    cpp_log = os.environ.get("TORCH_CPP_LOG_LEVEL")
     try:
+        if cpp_log is None:  # torch's C++ warnings (pages of frames when a peer goes away): errors only
+            os.environ["TORCH_CPP_LOG_LEVEL"] = "ERROR"
         if wrapper is not None:
             mp_spawn.set_executable(wrapper)  # only for these starts (restored below)
         for r in ranks:
@@ -333,29 +413,49 @@ def spawn_parties(job, per_rank: dict[int, tuple], parties: int, *, provider: st
             procs[r] = p
     finally:
         mp_spawn.set_executable(python)
+        if cpp_log is None:
+            os.environ.pop("TORCH_CPP_LOG_LEVEL", None)
     done: dict = {}
-    end = None if deadline is None else time.monotonic() + deadline
+    started = time.monotonic()
+    last_seen: dict = {}
+    ready: set = set()
+    end = None if deadline is None else started + deadline
+    next_check = started
     try:
         while len(done) < len(ranks):
             try:
                 msg = results.get(timeout=0.2)
             except queue_mod.Empty:
-                dead = [r for r, p in procs.items() if r not in done and p.exitcode not in (None, 0)]
-                if dead:
-                    raise _failure(results, {}, dead, procs, k) from None
-                if end is not None and time.monotonic() > end:
-                    late = ", ".join(role_name(r, k) for r in ranks if r not in done)
-                    raise MPCError(f"{late} did not finish within {deadline:g} s") from None
+                msg = None
+            if msg is not None and msg[0] in ("alive", "ready"):
+                last_seen[msg[1]] = time.monotonic()
+                if msg[0] == "ready":
+                    ready.add(msg[1])
+            elif msg is not None and msg[0] == "error":
+                raise _failure(results, {msg[1]: msg}, [], procs, k, last_seen, started, ready) from None
+            elif msg is not None:
+                done[msg[1]] = msg[2]
+                if received is not None and msg[3] is not None:
+                    received[msg[1]] = msg[3]
+            if time.monotonic() < next_check:
                 continue
-            if msg[0] == "error":
-                raise _failure(results, {msg[1]: msg}, [], procs, k) from None
-            done[msg[1]] = msg[2]
-            if received is not None and msg[3] is not None:
-                received[msg[1]] = msg[3]
+            next_check = time.monotonic() + 0.2
+            dead = [r for r, p in procs.items() if r not in done and p.exitcode not in (None, 0)]
+            if dead:
+                raise _failure(results, {}, dead, procs, k, last_seen, started, ready) from None
+            # a party that stopped, or never started, for as long as the others wait for it: named now
+            quiet = _silent_parties({r: p for r, p in procs.items() if r not in done}, last_seen, started, timeout, k)
+            if quiet:
+                raise MPCError("; ".join(quiet)) from None
+            if end is not None and time.monotonic() > end:
+                late = ", ".join(role_name(r, k) for r in ranks if r not in done)
+                raise MPCError(f"{late} did not finish within {deadline:g} s") from None
     finally:
         for p in procs.values():
             if p.is_alive():
                 p.terminate()
+                with contextlib.suppress(OSError):
+                    os.kill(p.pid, signal.SIGCONT)  # a stopped process acts on SIGTERM only once continued
         for p in procs.values():
             p.join(timeout=5)
             if p.is_alive():

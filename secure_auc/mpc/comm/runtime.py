@@ -79,7 +79,8 @@ def _keep_freed_memory() -> None:
 
 def init_party(*, rank: int, parties: int, master_addr: str, master_port: int,
                provider: str = "ttp", timeout: float = 60.0, threads: int = 1,
-               identity=None, roster=None, insecure: bool = False, roll_call: bool = False) -> None:
+               identity=None, roster=None, insecure: bool = False, roll_call: bool = False,
+               on_ready=None) -> None:
     """Initialise CrypTen for party ``rank`` of ``parties`` computing parties (+ dealer),
     then authenticate every peer against ``roster`` with this party's ``identity``
     (an Ed25519 private key) and route every message over encrypted links
@@ -89,7 +90,9 @@ def init_party(*, rank: int, parties: int, master_addr: str, master_port: int,
     ``insecure=True`` skips the links: plain gloo TCP, only for tests that need to
     see the unprotected transport.  ``roll_call=True`` (parties started separately, as
     under torchrun): first every party checks in at a store on ``master_port + 1`` run
-    by rank 0, so that a party that never starts is named (:func:`roll_call`)."""
+    by rank 0, so that a party that never starts is named (:func:`roll_call`).  ``on_ready()``
+    (optional) is called once this party's modules are loaded, just before it waits for the
+    others: a launcher uses it to name the parties that never got that far."""
     import torch
     import torch.distributed.distributed_c10d as c10d
 
@@ -120,6 +123,8 @@ def init_party(*, rank: int, parties: int, master_addr: str, master_port: int,
     total = parties + (1 if provider == "ttp" else 0)
     if roll_call:
         _ROLL_CALL.append(_roll_call(rank, total, parties - 1, str(master_addr), int(master_port) + 1, timeout))
+    if on_ready is not None:
+        on_ready()
     try:
         backend.init(provider.upper())
     except Exception as exc:  # torch raises RuntimeError/DistStoreError/DistNetworkError
