@@ -4,6 +4,8 @@ stderr line.
 
     python scripts/process_faults.py [--samples 20000] [--clients 3] [--timeout 10]
 
+Seconds: for a fault of the launcher or a party, from the fault until every party process
+has exited; for the port cases, the wall time of the (second) run.
 Faults: the launcher stopped by SIGINT (Ctrl-C), SIGTERM, SIGHUP and SIGKILL while the
 parties compute; one client party stopped (SIGSTOP) or killed (SIGKILL); a re-run on the
 same --port right after a clean run; two runs started together on one --port; --port 0.
@@ -128,7 +130,38 @@ def party_stopped(args, sig, which: int) -> tuple:
         time.sleep(0.02)
     if sig == signal.SIGSTOP and _alive(victim):
         os.kill(victim, signal.SIGKILL)
-    return time.monotonic() - t0, proc.returncode, _last_line(err), launcher
+    return time.monotonic() - t0, proc.returncode, _last_line(err), None
+
+
+def _run(args, *extra) -> tuple:
+    start = time.monotonic()
+    proc = subprocess.run(_cmd(args, *extra), env=_env(), capture_output=True, text=True, timeout=600)
+    return time.monotonic() - start, proc.returncode, _last_line(proc.stderr) if proc.returncode else "ok"
+
+
+def port_reused(args) -> tuple:
+    from secure_auc.mpc.launch import free_port
+
+    port = str(free_port())
+    first = _run(args, "--port", port)
+    second = _run(args, "--port", port)  # right after: the first run's connections are in TIME_WAIT
+    return second[0], second[1], f"first run: {first[2]}; second run: {second[2]}", None
+
+
+def same_port_together(args) -> tuple:
+    from secure_auc.mpc.launch import free_port
+
+    port = str(free_port())
+    start = time.monotonic()
+    procs = [subprocess.Popen(_cmd(args, "--port", port), env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    lines = [("ok" if p.returncode == 0 else _last_line(e)) for p, (o, e) in zip(procs, outs)]
+    return time.monotonic() - start, max(p.returncode for p in procs), " | ".join(lines), None
+
+
+def port_zero(args) -> tuple:
+    return (*_run(args, "--port", "0"), None)
 
 
 def main() -> int:
@@ -149,13 +182,16 @@ def main() -> int:
         "launcher SIGKILL": lambda: launcher_killed(args, signal.SIGKILL),
         "client party SIGSTOP": lambda: party_stopped(args, signal.SIGSTOP, 2),
         "client party SIGKILL": lambda: party_stopped(args, signal.SIGKILL, 2),
+        "same --port re-run": lambda: port_reused(args),
+        "same --port together": lambda: same_port_together(args),
+        "--port 0": lambda: port_zero(args),
     }
     for name, fn in tests.items():
         if args.only and not any(o in name for o in args.only):
             continue
         res = fn()
         rows.append((name, *res))
-        print(f"{name:<22} all parties gone after {res[0]:6.2f} s  exit {res[1]:>4}  {res[2]}", flush=True)
+        print(f"{name:<22} {res[0]:6.2f} s  exit {res[1]:>4}  {res[2]}", flush=True)
         if isinstance(res[3], str):
             print(f"{'':<22} ({res[3]})", flush=True)
     return 0

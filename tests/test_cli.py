@@ -134,7 +134,7 @@ def test_the_same_file_twice_is_refused(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("args, match", [
-    (["--protocol", "mpc", "--port", "70000"], "--port must be in 1..65535"),
+    (["--protocol", "mpc", "--port", "70000"], "--port must be in 1..65534"),
     (["--seed", "-1"], "--seed must be between 0"),
     (["--protocol", "mpc", "--timeout", "inf"], "--timeout must be"),
     (["--epsilon", "1e-300"], "epsilon must be between"),

@@ -54,11 +54,12 @@ def test_builtin_data_options_with_files_are_refused(tmp_path, capsys):
     (["--timeout", "0"], "--timeout must be"),
     (["--timeout", "-3"], "--timeout must be"),
     (["--timeout", "inf"], "--timeout must be"),
-    (["--port", "65536"], "--port must be in 1..65535"),
-    (["--port", "-1"], "--port must be in 1..65535"),
+    (["--port", "65535"], "--port must be in 1..65534"),
+    (["--port", "-1"], "--port must be in 1..65534"),
     (["--seed", str(2**63)], "--seed must be between 0 and 2^63 - 1"),
     (["--epsilon", "1e-16"], "beyond the range of the released fixed-point statistics"),
     (["--epsilon", "nan"], "epsilon must be > 0"),
+    (["--data-seed", "-1"], "--data-seed must be between 0 and 2^63 - 1"),
 ])
 def test_mpc_ranges_checked_before_any_party_starts(capsys, args, match):
     start = time.perf_counter()

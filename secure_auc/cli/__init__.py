@@ -122,7 +122,7 @@ def add_mpc_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--timeout", type=float, default=None,
                    help="seconds a party waits for the others before the run fails, in (0, 86400] (default 60)")
     g.add_argument("--port", type=int, default=None,
-                   help="TCP port on 127.0.0.1 where the local parties meet, 1..65535 (default, or 0: a free one)")
+                   help="TCP port on 127.0.0.1 where the local parties meet, and the next port, 1..65534 (default, or 0: a free pair)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -305,15 +305,16 @@ def check_run_options(args) -> None:
     """Numbers that would fail (or overflow) only after the parties started: checked first."""
     import math
 
-    seed = getattr(args, "seed", None)
-    if seed is not None and not 0 <= seed < 2**63:
-        raise InputError(f"--seed must be between 0 and 2^63 - 1, got {seed}")
+    for name in ("seed", "data_seed"):
+        value = getattr(args, name, None)
+        if value is not None and not 0 <= value < 2**63:
+            raise InputError(f"--{name.replace('_', '-')} must be between 0 and 2^63 - 1, got {value}")
     timeout = getattr(args, "timeout", None)
     if timeout is not None and not (math.isfinite(timeout) and 0 < timeout <= 86400):
         raise InputError(f"--timeout must be a number of seconds in (0, 86400], got {timeout}")
     port = getattr(args, "port", None)
-    if port is not None and not 0 <= port <= 65535:
-        raise InputError(f"--port must be in 1..65535 (or 0 for a free one), got {port}")
+    if port is not None and not 0 <= port <= 65534:
+        raise InputError(f"--port must be in 1..65534 (a local run uses it and the next port), or 0 for a free one, got {port}")
 
 
 def check_evaluate_options(args) -> None:
@@ -392,8 +393,7 @@ def cmd_make_data(args) -> int:
     same_files(args.files)
     if len(set(map(str, args.files))) != len(args.files):
         raise InputError("each file may be named once")
-    if not 0 <= args.data_seed < 2**32:
-        raise InputError(f"--data-seed must be between 0 and 2^32 - 1, got {args.data_seed}")
+    check_run_options(args)
     for f in args.files:
         p = Path(f)
         if p.exists() and not args.force:

@@ -132,8 +132,8 @@ def _check_applicable(args) -> None:
     resolve_defaults(args, {"alpha": 0.5, "beta": 0.5, "honest_fraction": 1.0})
     if not 0 <= args.seed < 2**63:
         raise InputError(f"--seed must be between 0 and 2^63 - 1, got {args.seed}")
-    if not 0 <= args.data_seed < 2**32:
-        raise InputError(f"--data-seed must be between 0 and 2^32 - 1, got {args.data_seed}")
+    if not 0 <= args.data_seed < 2**63:
+        raise InputError(f"--data-seed must be between 0 and 2^63 - 1, got {args.data_seed}")
 
 
 def _cmd(args) -> int:

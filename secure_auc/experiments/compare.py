@@ -208,7 +208,7 @@ def compare(sizes, parties_list, mechanism, mechanism_args, *, seed=0, provider=
 
 def format_table(rows: list[ComparisonRow]) -> str:
     head = (f"{'M':>7} {'parties':>7} {'AUC plain':>10} {'AUC mpc':>10} {'=sklearn':>8} {'DP plain':>10} {'DP mpc':>10} "
-            f"{'equal':>5} {'plain s':>8} {'mpc s':>8} {'slowdown':>9} {'MB/party mpc':>13} {'rounds mpc':>10}")
+            f"{'equal':>5} {'plain s':>8} {'mpc s':>8} {'slowdown':>9} {'MB sent+recv':>13} {'rounds mpc':>10}")
     lines = [head]
     for r in rows:
         lines.append(
@@ -216,6 +216,7 @@ def format_table(rows: list[ComparisonRow]) -> str:
             f"{r.plain_dp_auc:>10.6f} {r.mpc_dp_auc:>10.6f} {str(r.dp_equal):>5} {r.plain_seconds:>8.4f} "
             f"{r.mpc_seconds:>8.2f} {r.slowdown:>8.0f}x {max(r.mpc_bytes_per_party) / 1e6:>13.1f} {max(r.mpc_rounds_per_party):>10}"
         )
+    lines.append("MB sent+recv: megabytes (10^6) sent plus received by the busiest party of the MPC run")
     lines.append("")
     lines.append("Label-guessing attack (server marks its top-k scores positive): precision")
     ks = sorted({k for r in rows for k in r.attack_precision_plain})

@@ -35,9 +35,19 @@ __all__ = ["MPCError", "run_mpc_local", "launch_local", "spawn_parties", "free_p
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+    """A port that is free, with the next one free too (a local run uses both: the
+    rendezvous and the run's claim, :func:`.comm.runtime._claim_port`)."""
+    for _ in range(100):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind((host, 0))
+            port = s.getsockname()[1]
+        if port < 65535:
+            try:
+                check_port_free(host, port + 1)
+                return port
+            except InputError:
+                continue
+    raise InputError(f"no two consecutive free ports on {host}")
 
 
 def check_port_free(host: str, port: int) -> None:
@@ -122,7 +132,7 @@ def _parent_log_level() -> int | None:
 
 
 def _party_process(rank, parties, addr, port, provider, timeout, job, args, after_dealer, record, results,
-                   log_level=None, identity=None, roster=None, launcher=None):
+                   log_level=None, identity=None, roster=None, launcher=None, run_token=None):
     """Body of one party's process: ``job(rank, *args)``, or the dealer's service; with
     ``record``, also every buffer the process receives (:func:`.audit.record_received`)."""
     try:
@@ -138,7 +148,8 @@ def _party_process(rank, parties, addr, port, provider, timeout, job, args, afte
 
         init_party(rank=rank, parties=parties, master_addr=addr, master_port=port, provider=provider,
                    timeout=timeout, identity=None if identity is None else identity_from_bytes(identity),
-                   roster=roster, insecure=roster is None, on_ready=lambda: results.put(("ready", rank)))
+                   roster=roster, insecure=roster is None, on_ready=lambda: results.put(("ready", rank)),
+                   run_token=run_token)
         received: list = []
         with forbid_crypten_randomness(), (record_received(received) if record else contextlib.nullcontext()):
             if rank == parties:  # the dealer serves correlated randomness until told to stop
@@ -384,10 +395,16 @@ def spawn_parties(job, per_rank: dict[int, tuple], parties: int, *, provider: st
     if port is None:
         port = free_port(addr)
     else:
+        if port >= 65535:
+            raise InputError(f"port {port}: a local run uses --port and the next one; choose one below 65535")
         check_port_free(addr, port)
+        check_port_free(addr, port + 1)
     from .comm.roster import ephemeral_roster, identity_bytes
 
     roster, keys = ephemeral_roster(k, provider == "ttp")
+    import secrets
+
+    run_token = secrets.token_hex(16)  # this run's claim on the port (comm.runtime._claim_port)
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
     ranks = list(range(parties)) + ([parties] if provider == "ttp" else [])
@@ -408,7 +425,7 @@ def spawn_parties(job, per_rank: dict[int, tuple], parties: int, *, provider: st
                                   after_dealer, received is not None and (record_ranks is None or r in record_ranks),
                                   results, _parent_log_level(),
                                   None if insecure_links else identity_bytes(keys[r]),
-                                  None if insecure_links else roster, os.getpid()), daemon=True)
+                                  None if insecure_links else roster, os.getpid(), run_token), daemon=True)
             p.start()
             procs[r] = p
     finally:

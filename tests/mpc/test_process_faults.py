@@ -122,6 +122,20 @@ def test_a_port_is_free_again_right_after_a_clean_run():
     c = ClientData(np.array([0.1, 0.7, 0.4]), np.array([0, 1, 1], dtype=np.int8), "c")
     config = PartyConfig(mechanisms=(NoNoise(),), clients=1, provider="tfp", progress=False)
     for _ in range(2):  # the first run leaves connections in TIME_WAIT on the port
-        res = launch_local([c], config, timeout=30, port=port)
+        res = launch_local([c], config, timeout=60, port=port)
         assert float(res[0].estimates[0].auc) == 1.0
     check_port_free("127.0.0.1", port)
+    check_port_free("127.0.0.1", port + 1)
+
+
+def test_two_runs_on_one_port_never_meet():
+    port = str(free_port())
+    procs = [_cli("--samples", "2000", "--clients", "2", "--mechanism", "none", "--port", port, "--json")
+             for _ in range(2)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    codes = sorted(p.returncode for p in procs)
+    assert codes == [0, 1], outs
+    err = next(e for p, (o, e) in zip(procs, outs) if p.returncode == 1).strip().splitlines()[-1]
+    assert "in use by another run started on the same port" in err or f"port {int(port) + 1} on 127.0.0.1 is busy" in err, err
+    ok = next(o for p, (o, e) in zip(procs, outs) if p.returncode == 0)
+    assert '"auc"' in ok
