@@ -23,7 +23,7 @@ if ! .venv/bin/python -c "import torch" 2>/dev/null; then
   "${PIP[@]}" "torch==2.13.0+cpu" 2>/dev/null \
     || "${PIP[@]}" --index-url https://download.pytorch.org/whl/cpu "torch==2.13.0"
 fi
-"${PIP[@]}" -e ".[test,plots]"
+"${PIP[@]}" -e ".[test,plots,parquet]"
 # last, so that pip's resolver does not complain about CrypTen's declared extras
 "${PIP[@]}" --no-deps "crypten==0.4.1" 2>&1 | grep -v -e "dependency resolver" -e "^crypten .* requires" >&2 || true
 .venv/bin/python -c "import importlib.util as u, sys; sys.exit(u.find_spec('crypten') is None)"

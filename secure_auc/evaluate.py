@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .data.io import ClientData, read_client_csv
+from .data.io import ClientData, read_client_file, same_files
 from .data.partition import partition_indices
 from .data.synthetic import make_ctr_dataset
 from .dp.mechanisms import NoNoise
@@ -24,9 +24,13 @@ from .metrics import rank_auc
 from .protocol.client import Client
 from .protocol.server import Server
 from .protocol.plain import run_plain
+from .local_stats import LocalStatistics
 from .validation import InputError
 
-__all__ = ["EvaluationResult", "builtin_clients", "load_clients", "check_clients", "evaluate", "describe"]
+__all__ = ["EvaluationResult", "builtin_clients", "load_clients", "check_clients", "evaluate", "describe",
+           "error_bars", "check_fixed_point_range"]
+
+Z95 = 1.959963984540054  # the standard normal's 97.5 % quantile
 
 
 @dataclass
@@ -61,6 +65,12 @@ class EvaluationResult:
     seed : int or None
         The seed of the clients' noise keys (plain protocol only; an MPC
         result keeps nothing to recompute the noise from).
+    std : float or None
+        Standard deviation of the DP estimate (:func:`error_bars`: the delta
+        method, from public quantities and the noisy aggregate only); None
+        without noise or when the noisy P' leaves (0, M).
+    ci_low, ci_high : float or None
+        The 95 % interval ``auc -/+ 1.96 std`` (not clipped to [0, 1], like ``auc``).
     extra : dict
         Protocol-specific details (MPC: seconds, bytes and rounds per party).
 
@@ -72,7 +82,7 @@ class EvaluationResult:
     >>> result.auc, result.mechanism, result.samples
     (1.0, 'none', 2)
     >>> sorted(result.to_dict())[:4]
-    ['abs_error', 'allocation', 'auc', 'clients']
+    ['abs_error', 'allocation', 'auc', 'ci_high']
     """
 
     auc: float
@@ -90,6 +100,9 @@ class EvaluationResult:
     samples: int
     seconds: float
     seed: int | None
+    std: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
     extra: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
@@ -176,13 +189,16 @@ def builtin_clients(
     return [ClientData(scores[i], labels[i], f"built-in client {k}") for k, i in enumerate(parts)]
 
 
-def load_clients(paths: list[str | Path]) -> list[ClientData]:
-    """Read one client file per path with :func:`secure_auc.read_client_csv`.
+def load_clients(paths: list[str | Path], *, score_column: str | None = None,
+                 label_column: str | None = None) -> list[ClientData]:
+    """Read one client file per path with :func:`secure_auc.data.io.read_client_file`.
 
     Parameters
     ----------
     paths : list of str or pathlib.Path
-        One CSV per client (columns ``score`` and ``label``), in client order.
+        One file per client (CSV, gzip-compressed CSV or Parquet), in client order.
+    score_column, label_column : str, optional
+        The columns of the scores and labels (default ``score`` and ``label``).
 
     Returns
     -------
@@ -192,7 +208,8 @@ def load_clients(paths: list[str | Path]) -> list[ClientData]:
     Raises
     ------
     InputError
-        From the first file that cannot be read, naming it.
+        From the first file that cannot be read, naming it, or if one file is
+        given twice (under any spelling: :func:`secure_auc.data.io.same_files`).
 
     Examples
     --------
@@ -208,16 +225,9 @@ def load_clients(paths: list[str | Path]) -> list[ClientData]:
     >>> [len(c) for c in clients]
     [2, 1]
     """
-    seen: dict = {}
-    for p in paths:
-        try:
-            key = Path(p).resolve()
-        except OSError:
-            key = Path(p)
-        if key in seen:
-            raise InputError(f"{p}: the same file as {seen[key]}; each client file may be given once")
-        seen[key] = p
-    return [read_client_csv(p) for p in paths]
+    same_files(paths)
+    return [read_client_file(p, score_column=score_column or "score", label_column=label_column or "label")
+            for p in paths]
 
 
 def check_clients(clients: list[ClientData]) -> None:
@@ -275,6 +285,135 @@ def describe(mechanism) -> dict:
     {'mechanism': 'laplace', 'epsilon': 1.0, 'delta': 0.0, 'allocation': 'split', 'sensitivity': 'global'}
     """
     return mechanism.describe()
+
+
+def _public_statistics(sizes, positives: float, total: int) -> LocalStatistics:
+    """The rank summaries the server can state without any client's data: client k's public
+    size n_k, its ranks spread evenly over 0..M-1 (an IID layout: mean rank and largest
+    deviation (M-1)/2, largest rank M-1), and P' shared in proportion to n_k."""
+    n = np.asarray(sizes, dtype=np.float64)
+    half = np.full(len(n), (total - 1) / 2.0)
+    return LocalStatistics(local_sum=half * positives * n / n.sum(), local_p=positives * n / n.sum(), n=n,
+                           max_rank=np.full(len(n), float(total - 1)), mean_rank=half, max_dev=half)
+
+
+def error_bars(mechanism, auc: float, positives: float, total: int, sizes) -> tuple[float | None, ...]:
+    """Standard deviation and 95 % interval of a DP estimate, from public quantities
+    (M, K, the clients' sizes n_k, the mechanism) and the noisy aggregate only.
+
+    The delta method of :mod:`secure_auc.dp.variance`, evaluated at the estimate:
+    for noise on the statistics, :meth:`Mechanism.delta_method_std` with the noisy
+    P' and the clients' calibration as it is for an IID layout (each client's
+    ranks spread over 0..M-1; a client's true rank summary is private, so with
+    clients holding bands of scores the calibration, hence the std, differs);
+    for randomized response, :func:`~secure_auc.dp.variance.rr_linearised_std`
+    at the debiased (P, AUC) with distinct ranks 0..M-1.  The interval is
+    ``auc -/+ 1.96 std`` (normal approximation), like the estimate not clipped to [0, 1].
+
+    Parameters
+    ----------
+    mechanism : Mechanism
+    auc : float
+        The reported (debiased) estimate.
+    positives : float
+        P' as the server received it (for RR: the number of flipped positives).
+    total : int
+        M.
+    sizes : sequence of int
+        n_k, the number of samples of each client.
+
+    Returns
+    -------
+    (std, ci_low, ci_high)
+        All None without noise, or when P' (debiased for RR) is not in (0, M).
+
+    Examples
+    --------
+    >>> from secure_auc import make_mechanism
+    >>> from secure_auc.evaluate import error_bars
+    >>> std, lo, hi = error_bars(make_mechanism("laplace", 1.0), 0.75, 25_000.0, 100_000, [50_000, 50_000])
+    >>> f"{std:.2e}", round(lo, 4), round(hi, 4)
+    ('2.52e-04', 0.7495, 0.7505)
+    >>> error_bars(make_mechanism("none"), 0.75, 25_000.0, 100_000, [100_000])
+    (None, None, None)
+    """
+    from .dp.mechanisms import RandomizedResponse
+
+    if mechanism.cost.epsilon is None or type(mechanism) is NoNoise:
+        return None, None, None
+    a = min(max(float(auc), 0.0), 1.0)
+    if isinstance(mechanism, RandomizedResponse):
+        from .dp.randomized_response import debias_auc
+        from .dp.variance import rr_linearised_std
+
+        p = float(debias_auc(0.5, positives, total - positives, mechanism.epsilon).positives)
+        if not 0 < p < total:
+            return None, None, None
+        p_int = min(max(int(round(p)), 1), total - 1)
+        start = int(round(a * (total - p_int)))  # P positives at ranks start.. give rank sum AUC P N + P(P-1)/2
+        labels = np.zeros(total)
+        labels[start:start + p_int] = 1.0
+        std = rr_linearised_std(np.arange(total, dtype=np.float64), labels, mechanism.epsilon)
+    else:
+        if not 0 < positives < total:
+            return None, None, None
+        std = mechanism.delta_method_std(_public_statistics(sizes, positives, total), total, a)
+    if std is None or not np.isfinite(std):
+        return None, None, None
+    std = float(std)
+    return std, float(auc) - Z95 * std, float(auc) + Z95 * std
+
+
+FIXED_POINT_LIMIT = 2.0**54  # |value| of a released statistic: 64-bit integers with 8 fractional bits, 2 bits spare
+
+
+def check_fixed_point_range(mechanism, total: int, sizes) -> None:
+    """Refuse budgets whose noise cannot be held by the released fixed-point statistics.
+
+    The clients release localSum'_k and localP'_k as 64-bit integers with 8
+    fractional bits (:data:`secure_auc.protocol.messages.FRACTION_BITS`); their sum must
+    stay below 2^54 in magnitude (2 bits spare).  The check bounds it by
+    M^2 / 2 plus 40 standard deviations of the summed noise (a Laplace or
+    Gaussian variable exceeds that with probability below 1e-24), the noise
+    calibrated as for an IID layout with the largest sensitivity (M - 1).
+
+    Raises
+    ------
+    InputError
+        Saying the noise's standard deviation and the limit.
+
+    Examples
+    --------
+    >>> from secure_auc import make_mechanism
+    >>> from secure_auc.evaluate import check_fixed_point_range
+    >>> check_fixed_point_range(make_mechanism("laplace", 1e-6), 458_407, [45_841] * 10)
+    >>> check_fixed_point_range(make_mechanism("laplace", 1e-6), 10**8, [10**7] * 10)
+    Traceback (most recent call last):
+        ...
+    secure_auc.validation.InputError: eps = 1e-06 needs noise of standard deviation 8.9e+14 on the rank sum ...
+    """
+    from .dp.distributed import DistributedNoiseMechanism
+    from .dp.mechanisms import StatisticsMechanism
+
+    k = len(sizes)
+    stats = _public_statistics(sizes, 1.0, total)
+    if isinstance(mechanism, StatisticsMechanism):
+        al = mechanism.allocate(stats, total)
+        fam = mechanism.family
+        var = np.sum((al.c1 * fam.std(al.eps1)) ** 2 + (al.c2 * fam.std(np.where(al.c2 == 0, 1.0, al.eps2))) ** 2)
+    elif isinstance(mechanism, DistributedNoiseMechanism):
+        var_c, var_p = mechanism.noise_variance(total, k)
+        var = var_c + ((total - 1) / 2.0) ** 2 * var_p
+    else:
+        return
+    sd = float(np.sqrt(var))
+    if not (total * total / 2.0 + 40.0 * sd < FIXED_POINT_LIMIT):
+        cost = mechanism.cost
+        raise InputError(
+            f"eps = {cost.epsilon:g}" + (f", delta = {cost.delta:g}" if cost.delta else "")
+            + f" needs noise of standard deviation {sd:.1e} on the rank sum of M = {total:,} samples: beyond "
+            f"the range of the released fixed-point statistics (|x| < 2^54 = {FIXED_POINT_LIMIT:.1e}, 64-bit "
+            "integers with 8 fractional bits), so the estimate would be meaningless; use a larger eps")
 
 
 def _reference_auc(clients: list[ClientData]) -> float:
@@ -384,6 +523,8 @@ def evaluate(
     """
     mechanism = mechanism if mechanism is not None else NoNoise()
     check_clients(clients)
+    sizes = [len(c) for c in clients]
+    check_fixed_point_range(mechanism, sum(sizes), sizes)
     start = time.perf_counter()
     extra: dict = {}
     if protocol == "plain" and mechanism.needs_secure_sum:
@@ -426,6 +567,9 @@ def evaluate(
     ref = _reference_auc(clients) if reference else None
     auc = float(estimate.auc)
     desc = describe(mechanism)
+    std, lo, hi = error_bars(mechanism, auc, float(aggregate.positives), aggregate.total, sizes)
+    if "bytes_sent_per_party" in extra:  # each party's counter holds what it sent and what it received
+        extra["bytes_sent_received_per_party"] = extra.pop("bytes_sent_per_party")
     return EvaluationResult(
         auc=auc,
         reference_auc=ref,
@@ -437,6 +581,9 @@ def evaluate(
         samples=aggregate.total,
         seconds=seconds,
         seed=seed if protocol == "plain" else None,  # an MPC report keeps nothing to recompute noise from
+        std=std,
+        ci_low=lo,
+        ci_high=hi,
         extra=extra,
         **desc,
     )

@@ -77,7 +77,9 @@ def check_epsilon(epsilon: float, *, name: str = "epsilon") -> float:
         raise InputError(f"{name} must be > 0, got {epsilon}")
     lo, hi = EPSILON_RANGE
     if not (lo <= eps <= hi):
-        raise InputError(f"{name} must be between {lo:g} and {hi:g} (or inf for no privacy), got {epsilon}")
+        why = ("smaller budgets need noise beyond the range of the released fixed-point statistics, "
+               "which would give a meaningless estimate" if eps < lo else "larger ones protect nothing")
+        raise InputError(f"{name} must be between {lo:g} and {hi:g} (or inf for no privacy; {why}), got {epsilon}")
     return eps
 
 

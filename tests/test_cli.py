@@ -64,7 +64,7 @@ def _err(capsys, argv):
         ("score,label\n0.5,1\nnan,0\n", "row 2 (line 3), column 'score': 'nan' is not finite"),
         ("score,label\n0.5,1\ninf,0\n", "column 'score': 'inf' is not finite"),
         ("score,label\n0.5,3\n", "row 1 (line 2), column 'label': '3' is not a label"),
-        ("score\n0.5\n", "missing column(s) 'label'"),
+        ("score\n0.5\n", "missing column 'label'"),
         ("", "file is empty"),
         ("score,label\n", "has a header but no data rows"),
     ],
@@ -117,7 +117,7 @@ def test_a_spreadsheet_bom_is_read(tmp_path, capsys):
 
 @pytest.mark.parametrize("data, match", [
     (b"score,label,note\n0.9,1,caf\xe9\n0.2,0,x\n", "not UTF-8 text"),
-    (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe", "not UTF-8 text"),
+    (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe", "binary content"),
 ])
 def test_undecodable_files_are_named(tmp_path, capsys, data, match):
     p = tmp_path / "bad.csv"
@@ -134,7 +134,7 @@ def test_the_same_file_twice_is_refused(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("args, match", [
-    (["--protocol", "mpc", "--port", "70000"], "--port must be in 1..65535"),
+    (["--protocol", "mpc", "--port", "70000"], "--port must be in 1..65534"),
     (["--seed", "-1"], "--seed must be between 0"),
     (["--protocol", "mpc", "--timeout", "inf"], "--timeout must be"),
     (["--epsilon", "1e-300"], "epsilon must be between"),

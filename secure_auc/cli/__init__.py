@@ -15,67 +15,122 @@ from ..mpc import RANK_METHODS, MPCError, rank_method_help
 from ..validation import InputError
 from .ledger import add_ledger_options, add_planning_options
 from .ledger import add_parser as add_ledger_parser
+from .output import (add_output_options, json_safe, apply_verbosity, check_writable_dir, human_bytes, progress_bar,
+                     progress_enabled)
 
 __all__ = ["main", "build_parser"]
 
 MECHANISMS = ("none", "rr", "laplace", "gaussian", "distributed")
 
 
+MECHANISM_DEFAULTS = {"epsilon": 1.0, "allocation": "adaptive", "sensitivity": "local", "alpha": 0.5, "beta": 0.5,
+                      "honest_fraction": 1.0}
+
+
 def add_mechanism_options(p: argparse.ArgumentParser) -> None:
+    # options that apply to some mechanisms only default to None, so that one given where it has no
+    # effect is refused (check_mechanism_options) instead of silently ignored
     g = p.add_argument_group("label differential privacy")
     g.add_argument("--mechanism", choices=MECHANISMS, default="laplace",
                    help="none (exact, non-private), rr (randomized response on labels, debiased), "
                         "laplace or gaussian (noise on each client's localSum and localP, as in the paper), "
                         "distributed (noise on the aggregate only, in shares: discrete Laplace, or Skellam "
                         "with --delta; MPC protocol only). Default: laplace")
-    g.add_argument("--epsilon", type=float, default=1.0, help="privacy budget eps per evaluation (default 1.0); with --evaluations T, the total of the T")
+    g.add_argument("--epsilon", type=float, default=None,
+                   help="privacy budget eps per evaluation, in [1e-6, 1e4] (default 1.0; not with none); with --evaluations T, the total of the T")
     g.add_argument("--delta", type=float, default=None,
-                   help="delta in (0, 1) for --mechanism gaussian, or for distributed with Skellam shares; "
-                        "with --evaluations T, the total delta of the T")
-    g.add_argument("--allocation", choices=ALLOCATIONS, default="adaptive",
-                   help="how laplace/gaussian split eps between localSum and localP: split (alpha), "
+                   help="delta in (0, 1): required by --mechanism gaussian; with distributed it selects Skellam "
+                        "shares (default: none, pure eps-DP); with --evaluations T, the total delta of the T")
+    g.add_argument("--allocation", choices=ALLOCATIONS, default=None,
+                   help="laplace/gaussian only: how eps is split between localSum and localP: split (alpha), "
                         "orthogonal (shared beta) or adaptive (per-client beta). Default: adaptive")
-    g.add_argument("--sensitivity", choices=SENSITIVITIES, default="local",
-                   help="with --allocation split: local (client's max rank, LocalLaplace) or "
+    g.add_argument("--sensitivity", choices=SENSITIVITIES, default=None,
+                   help="--allocation split only: local (client's max rank, LocalLaplace) or "
                         "global (M-1, GlobalLaplace). Default: local")
-    g.add_argument("--alpha", type=float, default=0.5, help="share of eps on localSum for --allocation split (default 0.5)")
-    g.add_argument("--beta", type=float, default=0.5, help="share of eps on localP for --allocation orthogonal (default 0.5)")
-    g.add_argument("--honest-fraction", type=float, default=1.0,
-                   help="distributed: fraction of clients assumed not to collude with the server; the honest "
+    g.add_argument("--alpha", type=float, default=None,
+                   help="--allocation split only: share of eps on localSum (default 0.5)")
+    g.add_argument("--beta", type=float, default=None,
+                   help="--allocation orthogonal only: share of eps on localP (default 0.5)")
+    g.add_argument("--honest-fraction", type=float, default=None,
+                   help="distributed only: fraction of clients assumed not to collude with the server; the honest "
                         "clients' shares alone give the guarantee (default 1.0)")
     g.add_argument("--split", type=float, default=None,
-                   help="distributed: share of the budget on the centred rank statistic (of eps for discrete "
+                   help="distributed only: share of the budget on the centred rank statistic (of eps for discrete "
                         "Laplace; of the squared-sensitivity budget for Skellam). Default: variance-optimal from "
                         "public priors AUC 0.75, base rate 0.25 (0.716 for discrete Laplace)")
 
 
+def check_mechanism_options(args) -> list[str]:
+    """Refuse the mechanism options that do not apply to ``--mechanism`` (and ``--allocation``),
+    then fill in the defaults.  Returns the names the user gave, for passing them on."""
+    from .output import check_not_given, resolve_defaults
+
+    given = [n for n in ("epsilon", "delta", *MECHANISM_DEFAULTS, "split") if getattr(args, n, None) is not None]
+    given = list(dict.fromkeys(given))
+    mech = args.mechanism
+    everything = ["epsilon", "delta", "allocation", "sensitivity", "alpha", "beta", "honest_fraction", "split"]
+    if mech == "none":
+        check_not_given(args, everything, "to --mechanism none (exact, no noise)")
+    elif mech == "rr":
+        check_not_given(args, everything[1:], "to --mechanism rr (randomized response takes --epsilon only)")
+    elif mech in ("laplace", "gaussian"):
+        check_not_given(args, ["honest_fraction", "split"], f"to --mechanism {mech}, only to distributed")
+        if mech == "laplace":
+            check_not_given(args, ["delta"], "to --mechanism laplace (pure eps-DP); use gaussian or distributed")
+        alloc = args.allocation or MECHANISM_DEFAULTS["allocation"]
+        if alloc != "split":
+            check_not_given(args, ["alpha", "sensitivity"], f"to --allocation {alloc}, only to --allocation split")
+        if alloc != "orthogonal":
+            check_not_given(args, ["beta"], f"to --allocation {alloc}, only to --allocation orthogonal")
+    elif mech == "distributed":
+        check_not_given(args, ["allocation", "sensitivity", "alpha", "beta"],
+                        "to --mechanism distributed (it divides eps with --split)")
+    resolve_defaults(args, MECHANISM_DEFAULTS)
+    return given
+
+
+def mechanism_argv(args, given: list[str]) -> list[str]:
+    """The mechanism options as given on the command line (for the torchrun parties)."""
+    out = ["--mechanism", args.mechanism]
+    for name in given:
+        out += ["--" + name.replace("_", "-"), str(getattr(args, name))]
+    return out
+
+
+DATA_DEFAULTS = {"clients": 10, "partition": "iid", "data_seed": 0}
+
+
 def add_data_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("built-in dataset (used when no client file is given)")
-    g.add_argument("--clients", type=int, default=10, help="number of clients K (default 10)")
-    g.add_argument("--partition", choices=SCHEMES, default="iid", help="iid (uniform) or noniid (by score)")
+    g.add_argument("--clients", type=int, default=None, help="number of clients K (default 10)")
+    g.add_argument("--partition", choices=SCHEMES, default=None,
+                   help="iid (uniform) or noniid (consecutive blocks by score). Default: iid")
     g.add_argument("--samples", type=int, default=None, help="M (default 458,407 as the paper's small Criteo set)")
     g.add_argument("--base-rate", type=float, default=None, help="P/M (default 117,317/458,407)")
     g.add_argument("--data-auc", type=float, default=None, help="population AUC of the generator (default 0.7494)")
-    g.add_argument("--data-seed", type=int, default=0, help="seed of the generator and the IID split (default 0)")
+    g.add_argument("--data-seed", type=int, default=None, help="seed of the generator and the IID split (default 0)")
+
+
+MPC_DEFAULTS = {"provider": "ttp", "sort": RANK_METHODS[0], "timeout": 60.0, "layout": "helpers"}
 
 
 def add_mpc_options(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("MPC protocol (--protocol mpc)")
-    g.add_argument("--provider", choices=("ttp", "tfp"), default="ttp",
+    g = p.add_argument_group("MPC protocol (--protocol mpc only)")
+    g.add_argument("--provider", choices=("ttp", "tfp"), default=None,
                    help="who deals the correlated randomness (triples, shuffle corrections): ttp, a separate "
                         "dealer process that sees no input and must collude with no party (default); tfp, the "
                         "server (rank 0), which could then unmask every score: single-operator testing only")
-    g.add_argument("--sort", choices=RANK_METHODS, default=RANK_METHODS[0], help=rank_method_help())
-    g.add_argument("--layout", choices=("helpers", "clients"), default="helpers",
+    g.add_argument("--sort", choices=RANK_METHODS, default=None, help=rank_method_help())
+    g.add_argument("--layout", choices=("helpers", "clients"), default=None,
                    help="helpers: the server and --computing-parties - 1 helpers compute, the clients only send "
                         "shares and receive their own ranks (cost independent of the number of clients; default); "
                         "clients: every client is a computing party (no helper to trust, for a few clients)")
-    g.add_argument("--computing-parties", type=int, choices=(2, 3), default=3,
+    g.add_argument("--computing-parties", type=int, choices=(2, 3), default=None,
                    help="with --layout helpers: the number of computing parties, the server included (default 3)")
-    g.add_argument("--timeout", type=float, default=60.0,
-                   help="seconds a party waits for the others before the run fails (default 60)")
+    g.add_argument("--timeout", type=float, default=None,
+                   help="seconds a party waits for the others before the run fails, in (0, 86400] (default 60)")
     g.add_argument("--port", type=int, default=None,
-                   help="TCP port on 127.0.0.1 where the local parties meet (default, or 0: a free one)")
+                   help="TCP port on 127.0.0.1 where the local parties meet, and the next port, 1..65534 (default, or 0: a free pair)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -92,10 +147,17 @@ def build_parser() -> argparse.ArgumentParser:
         "evaluate",
         help="evaluate the AUC over clients' private labels",
         description="Run one FedAUC evaluation. Each CLIENT.csv holds one client's data "
-        "(columns 'score' and 'label'; other columns ignored). With no file, the built-in "
-        "Criteo-like dataset is split into --clients parts.",
+        "(columns 'score' and 'label', or --score-column/--label-column; other columns ignored). With no "
+        "file, the built-in Criteo-like dataset is split into --clients parts. The DP estimate comes with "
+        "its standard deviation and a 95% interval, computed from public quantities and the noisy "
+        "aggregate only.",
     )
-    ev.add_argument("files", nargs="*", metavar="CLIENT.csv", help="one CSV file per client")
+    ev.add_argument("files", nargs="*", metavar="CLIENT.csv",
+                    help="one file per client: CSV (UTF-8, with or without BOM), CSV.gz, or Parquet")
+    ev.add_argument("--score-column", default=None, metavar="NAME",
+                    help="the column holding the scores in every client file (default: score)")
+    ev.add_argument("--label-column", default=None, metavar="NAME",
+                    help="the column holding the labels in every client file (default: label)")
     ev.add_argument("--protocol", choices=("plain", "mpc"), default="plain",
                     help="plain: the paper's plain-sort protocol (the server sees every score); "
                          "mpc: CrypTen secret-shared ranks (the server sees only the aggregate). Default: plain")
@@ -107,6 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "by a one-way hash; with --protocol mpc each key is handed to its client's process only, "
                          "but whoever knows the seed can recompute every client's noise")
     ev.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    add_output_options(ev)
     add_mpc_options(ev)
     add_ledger_options(ev)
     add_planning_options(ev)
@@ -123,7 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="numbers of samples M (default 1024 2048 ... 65536)")
     cmp.add_argument("--parties", type=int, nargs="+", default=None,
                      help="computing parties: the server + (parties-1) clients (default 2 3 5)")
-    cmp.add_argument("--quick", action="store_true", help="a small sweep (M = 300, 1000; 2 and 3 parties), under 2 minutes")
+    cmp.add_argument("--quick", action="store_true", help="a small sweep (M = 300, 1000; 2 and 3 parties): about 30 s on an idle 2-core machine")
     cmp.add_argument("--launcher", choices=("local", "torchrun", "both"), default="local",
                      help="local multi-process launcher; with torchrun/both, each point also runs under torchrun "
                           "and the DP estimates are compared")
@@ -133,6 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--seed", type=int, default=0, help="seed of the DP noise, the same for both protocols (default 0)")
     cmp.add_argument("--out", default="results/compare", help="folder for compare.csv/.json/.png (default results/compare)")
     cmp.add_argument("--json", action="store_true", help="print the rows as JSON instead of a table")
+    add_output_options(cmp)
     cmp.set_defaults(handler=cmd_compare)
 
     from .simulate import add_parser as add_simulate_parser
@@ -143,6 +207,24 @@ def build_parser() -> argparse.ArgumentParser:
     from .compute import add_client_parser
 
     add_client_parser(sub)
+
+    md = sub.add_parser(
+        "make-data",
+        help="write client files from the built-in dataset (to try the commands on files)",
+        description="Split the built-in Criteo-like dataset over as many clients as files are named and write "
+        "one file per client with columns 'score' and 'label': CSV, gzip-compressed CSV for names ending in "
+        ".gz, Parquet for .parquet (needs pyarrow). Existing files are not overwritten without --force.",
+    )
+    md.add_argument("files", nargs="+", metavar="CLIENT.csv", help="the files to write, one per client")
+    md.add_argument("--samples", type=int, default=30_000, help="M, in total over the files (default 30,000)")
+    md.add_argument("--partition", choices=SCHEMES, default="iid",
+                    help="iid (uniform) or noniid (consecutive blocks by score). Default: iid")
+    md.add_argument("--base-rate", type=float, default=None, help="P/M (default 117,317/458,407)")
+    md.add_argument("--data-auc", type=float, default=None, help="population AUC of the generator (default 0.7494)")
+    md.add_argument("--data-seed", type=int, default=0, help="seed of the generator and the IID split (default 0)")
+    md.add_argument("--force", action="store_true", help="overwrite existing files")
+    add_output_options(md)
+    md.set_defaults(handler=cmd_make_data)
 
     kg = sub.add_parser(
         "keygen",
@@ -169,6 +251,8 @@ def _fmt(x, spec=".6f"):
 def mechanism_from_args(args, clients: int | None = None, *, epsilon: float | None = None,
                         delta: float | None = None):
     """The mechanism the options describe (``epsilon``/``delta``: a planned evaluation's own)."""
+    if not hasattr(args, "_mechanism_given"):
+        args._mechanism_given = check_mechanism_options(args)
     return make_mechanism(
         args.mechanism, args.epsilon if epsilon is None else epsilon,
         delta=args.delta if epsilon is None else delta, allocation=args.allocation,
@@ -187,19 +271,6 @@ def planned_mechanism(args, clients: int, total: int | None):
     return plan_evaluations(
         lambda e, d: mechanism_from_args(args, clients, epsilon=e, delta=d if takes_delta else None),
         args.evaluations, args.epsilon, args.delta or 0.0, total=total)
-
-
-def json_safe(value):
-    """Non-finite floats (an estimate that noise pushed out of range) as null: strict JSON."""
-    import math
-
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    return value
 
 
 def print_report(result, source: str, as_json: bool) -> None:
@@ -221,10 +292,21 @@ def print_report(result, source: str, as_json: bool) -> None:
         ("privacy spent", privacy),
         ("AUC (DP estimate)", _fmt(r.auc)),
     ]
+    if r.std is not None:
+        rows.append(("standard deviation", _fmt(r.std, ".2e") + "  (delta method, from public quantities and "
+                     "the noisy aggregate)"))
+        rows.append(("95% interval", f"[{r.ci_low:.6f}, {r.ci_high:.6f}]"))
+    elif r.epsilon is not None:
+        rows.append(("standard deviation", "undefined: the noisy count of positives is outside (0, M)"))
     if r.mechanism == "rr":
         rows.append(("AUC on flipped labels", _fmt(r.raw_auc)))
     rows.append(("seconds", f"{r.seconds:.3f}"))
     for key, value in r.extra.items():
+        if key.startswith("bytes") or key.endswith("_bytes"):
+            label = "data sent+received" + (" per party" if key.endswith("per_party") else " (server)")
+            values = value if isinstance(value, list) else [value]
+            rows.append((label, ", ".join(human_bytes(v) for v in values)))
+            continue
         if isinstance(value, list):
             value = ", ".join(f"{v:,}" if isinstance(v, int) else str(v) for v in value)
         rows.append((key.replace("_", " "), str(value)))
@@ -241,26 +323,50 @@ def check_run_options(args) -> None:
     """Numbers that would fail (or overflow) only after the parties started: checked first."""
     import math
 
-    seed = getattr(args, "seed", None)
-    if seed is not None and not 0 <= seed < 2**63:
-        raise InputError(f"--seed must be between 0 and 2^63 - 1, got {seed}")
+    for name in ("seed", "data_seed"):
+        value = getattr(args, name, None)
+        if value is not None and not 0 <= value < 2**63:
+            raise InputError(f"--{name.replace('_', '-')} must be between 0 and 2^63 - 1, got {value}")
     timeout = getattr(args, "timeout", None)
     if timeout is not None and not (math.isfinite(timeout) and 0 < timeout <= 86400):
         raise InputError(f"--timeout must be a number of seconds in (0, 86400], got {timeout}")
     port = getattr(args, "port", None)
-    if port is not None and not 0 <= port <= 65535:
-        raise InputError(f"--port must be in 1..65535 (or 0 for a free one), got {port}")
+    if port is not None and not 0 <= port <= 65534:
+        raise InputError(f"--port must be in 1..65534 (a local run uses it and the next port), or 0 for a free one, got {port}")
+
+
+def check_evaluate_options(args) -> None:
+    """Options given where they have no effect are refused; then the defaults are filled in."""
+    from .output import check_not_given, resolve_defaults
+
+    if args.files:
+        check_not_given(args, ["clients", "partition", "samples", "base_rate", "data_auc", "data_seed"],
+                        "to client files, only to the built-in dataset")
+    else:
+        check_not_given(args, ["score_column", "label_column"], "without client files")
+    if args.protocol == "plain":
+        check_not_given(args, ["provider", "sort", "timeout", "port", "layout", "computing_parties"],
+                        "to --protocol plain, only to --protocol mpc")
+    if args.mechanism == "none":
+        check_not_given(args, ["seed"], "to --mechanism none (there is no noise to seed)")
+    if args.layout == "clients":
+        check_not_given(args, ["computing_parties"], "to --layout clients (every client computes)")
+    args._mechanism_given = check_mechanism_options(args)
+    resolve_defaults(args, DATA_DEFAULTS | MPC_DEFAULTS)
+    if args.layout == "helpers" and args.computing_parties is None:
+        args.computing_parties = 3
+    check_run_options(args)
 
 
 def cmd_evaluate(args) -> int:
     from ..evaluate import builtin_clients, evaluate, load_clients
 
-    check_run_options(args)
+    check_evaluate_options(args)
 
     if args.budget is not None and not args.ledger:
         raise InputError("--budget needs --ledger (the file where the budget and the releases are kept)")
     if args.files:
-        clients = load_clients(args.files)
+        clients = load_clients(args.files, score_column=args.score_column, label_column=args.label_column)
         source = f"{len(args.files)} client file(s)"
     else:
         clients = builtin_clients(args.clients, args.partition, samples=args.samples,
@@ -282,9 +388,9 @@ def cmd_evaluate(args) -> int:
     mpc_options = None
     if args.protocol == "mpc":
         mpc_options = {"provider": args.provider, "sort": args.sort, "timeout": args.timeout,
-                       "port": args.port or None, "progress": True,
+                       "port": args.port or None, "progress": not args.quiet,
                        "computing": args.computing_parties if args.layout == "helpers" else 0}
-        if args.seed is not None:
+        if args.seed is not None and not args.quiet:
             print(f"[secure-auc] --seed {args.seed} with --protocol mpc: client k's noise key is derived from "
                   "(seed, k) and handed to client k's process only; the server and the dealer never receive it. "
                   "Whoever knows the seed can recompute every client's noise: use it for tests and reproductions, "
@@ -294,6 +400,34 @@ def cmd_evaluate(args) -> int:
     if plan:
         result.extra["plan"] = plan.summary()
     print_report(result, source, args.json)
+    return 0
+
+
+def cmd_make_data(args) -> int:
+    from pathlib import Path
+
+    from ..data.io import same_files, write_client_file
+    from ..evaluate import builtin_clients
+
+    same_files(args.files)
+    if len(set(map(str, args.files))) != len(args.files):
+        raise InputError("each file may be named once")
+    check_run_options(args)
+    for f in args.files:
+        p = Path(f)
+        if p.exists() and not args.force:
+            raise InputError(f"{f}: exists; give --force to overwrite it")
+        if not p.parent.is_dir():
+            raise InputError(f"{f}: folder {p.parent} does not exist")
+    clients = builtin_clients(len(args.files), args.partition, samples=args.samples, auc=args.data_auc,
+                              base_rate=args.base_rate, data_seed=args.data_seed)
+    for f, c in zip(args.files, clients):
+        try:
+            write_client_file(f, c.scores, c.labels)
+        except OSError as exc:
+            raise InputError(f"{f}: cannot write ({exc.strerror or exc})") from None
+        if not args.quiet:
+            print(f"wrote {f}: {len(c):,} samples, {int(c.labels.sum()):,} positive")
     return 0
 
 
@@ -320,13 +454,24 @@ def cmd_compare(args) -> int:
     if args.mechanism == "distributed":
         raise InputError("compare runs both protocols, and distributed noise runs only in the MPC protocol; "
                          "choose rr, laplace or gaussian")
+    if not 0 <= args.seed < 2**63:
+        raise InputError(f"--seed must be between 0 and 2^63 - 1, got {args.seed}")
+    args._mechanism_given = check_mechanism_options(args)
     mechanism = mechanism_from_args(args)
-    margs = ["--mechanism", args.mechanism, "--epsilon", str(args.epsilon), "--allocation", args.allocation,
-             "--sensitivity", args.sensitivity, "--alpha", str(args.alpha), "--beta", str(args.beta)]
-    if args.delta is not None:
-        margs += ["--delta", str(args.delta)]
-    rows = compare(sizes, parties, mechanism, margs, seed=args.seed, provider=args.provider, sort=args.sort,
-                   launcher=args.launcher, progress=lambda msg: print(msg, file=sys.stderr, flush=True))
+    margs = mechanism_argv(args, args._mechanism_given)
+    check_writable_dir(args.out)  # before the sweep, not after it
+    with progress_bar(args, len(sizes) * len(parties), "compare") as bar:
+        if progress_enabled(args):
+            def progress(msg):
+                bar.set_postfix_str(msg.split("] ", 1)[-1])
+        elif args.quiet or args.json:
+            def progress(msg):
+                pass
+        else:
+            def progress(msg):
+                print(msg, file=sys.stderr, flush=True)
+        rows = compare(sizes, parties, mechanism, margs, seed=args.seed, provider=args.provider, sort=args.sort,
+                       launcher=args.launcher, progress=progress, point_done=bar.update)
     paths = write_outputs(rows, Path(args.out))
     if args.json:
         from dataclasses import asdict
@@ -371,10 +516,12 @@ def main(argv: list[str] | None = None) -> int:
     import signal
 
     setup_logging()
-    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-        signal.signal(signal.SIGTERM, _terminate_as_interrupt)  # a scheduler's stop: the same clean exit
+    for sig in (signal.SIGTERM, signal.SIGHUP):  # a scheduler's stop, a closed terminal: the same clean exit
+        if signal.getsignal(sig) is signal.SIG_DFL:
+            signal.signal(sig, _terminate_as_interrupt)
     parser = build_parser()
     args = parser.parse_args(argv)
+    apply_verbosity(args)
     try:
         if args.command == "evaluate":
             return cmd_evaluate(args)

@@ -61,19 +61,42 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    import signal
+
     setup_logging()
+    for sig in (signal.SIGTERM, signal.SIGHUP):  # torchrun stops the other ranks with SIGTERM: a clean exit
+        signal.signal(sig, _terminate_as_interrupt)
     args = build_parser().parse_args(argv)
     try:
         return _run(args)
     except InputError as exc:
-        print(f"secure-auc party: error: {exc}", file=sys.stderr)
-        return 2
+        _leave(2, f"secure-auc party: error: {exc}")
+    except KeyboardInterrupt:  # Ctrl-C reaches every rank: one line, from the server only
+        _leave(130, "secure-auc party: interrupted" if os.environ.get("RANK", "0") == "0" else None)
     except Exception as exc:  # one line, naming this party; the others fail on their own timeout
         from ..mpc.comm.runtime import explain
 
         rank = os.environ.get("RANK", "?")
-        print(f"secure-auc party (rank {rank}): error: {explain(exc)}", file=sys.stderr)
-        return 1
+        _leave(1, f"secure-auc party (rank {rank}): error: {explain(exc)}")
+
+
+def _terminate_as_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def _leave(code: int, message: str | None) -> None:
+    """Print ``message`` and end the process at once with ``code``: no interpreter shutdown,
+    whose destructors of a half-open process group (gloo threads still waiting) abort with
+    SIGABRT and a C++ stack, and no traceback from a second signal meanwhile."""
+    import signal
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
+    if message:
+        print(message, file=sys.stderr)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def noise_key_from_file(template: str | None, client: int) -> int | None:
@@ -183,13 +206,17 @@ def _run(args) -> int:
     if rank != 0:
         return 0
     est = result.estimate
+    from ..evaluate import error_bars
+
+    total = result.aggregate.total
+    std, lo, hi = error_bars(mechanism, float(est.auc), float(result.aggregate.positives), total, [total / k] * k)
     report = EvaluationResult(
         auc=float(est.auc), reference_auc=None, abs_error=None, raw_auc=float(est.raw_auc),
         estimated_positives=float(result.aggregate.positives), protocol="mpc", clients=k,
-        samples=result.aggregate.total, seconds=time.perf_counter() - start, seed=None,
+        samples=result.aggregate.total, seconds=time.perf_counter() - start, seed=None, std=std, ci_low=lo, ci_high=hi,
         extra={"provider": args.provider, "sort": args.sort,
                "rank_step_seconds": round(result.rank_seconds, 3),
-               "server_bytes_sent": result.bytes_sent, "server_rounds": result.rounds},
+               "server_bytes_sent_received": result.bytes_sent, "server_rounds": result.rounds},
         **describe(mechanism),
     )
     print_report(report, f"{k} client files (torchrun)", args.json)

@@ -11,6 +11,7 @@ import numpy as np
 from ..validation import InputError, check_epsilon, check_fraction
 from ..dp.registry import METHODS
 from ..simulation.engine import Simulator
+from .output import add_output_options, json_safe, check_not_given, progress_bar, progress_enabled, resolve_defaults
 
 __all__ = ["add_parser", "run_simulation"]
 
@@ -33,21 +34,24 @@ def add_parser(sub) -> None:
     )
     p.add_argument("files", nargs="*", metavar="CLIENT.csv",
                    help="one CSV per client with columns 'score' and 'label' (default: the built-in dataset)")
-    p.add_argument("--methods", nargs="+", choices=list(METHODS), default=["rr", "global", "local", "adaptive"])
+    p.add_argument("--methods", nargs="+", choices=list(METHODS), default=["rr", "global", "local", "adaptive"],
+                   help="mechanisms to simulate (default: rr global local adaptive)")
     p.add_argument("--clients", type=int, nargs="+", default=[10, 1000], help="values of K (default 10 1000)")
     p.add_argument("--partition", nargs="+", choices=("iid", "noniid", "files"), default=None,
                    help="how samples are split over K clients: iid (uniform), noniid (consecutive score blocks), "
                         "files (each input file one client; K = the number of files). Default: files with input "
                         "files, else iid noniid")
     p.add_argument("--epsilon", type=float, nargs="+", default=[1.0], help="values of eps (default 1)")
-    p.add_argument("--alpha", type=float, default=0.5, help="share of eps on localSum for global/local (default 0.5)")
-    p.add_argument("--beta", type=float, default=0.5, help="share of eps on localP for orthogonal (default 0.5)")
+    p.add_argument("--alpha", type=float, default=None,
+                   help="global/local only: share of eps on localSum (default 0.5)")
+    p.add_argument("--beta", type=float, default=None, help="orthogonal only: share of eps on localP (default 0.5)")
     p.add_argument("--noise", choices=("laplace", "gaussian", "skellam"), default="laplace",
                    help="noise family; for distributed, laplace means discrete Laplace shares and skellam is "
-                        "available (needs --delta)")
-    p.add_argument("--honest-fraction", type=float, default=1.0,
-                   help="distributed: fraction of clients assumed honest (default 1)")
-    p.add_argument("--delta", type=float, default=None, help="delta for --noise gaussian")
+                        "available (needs --delta). Default: laplace")
+    p.add_argument("--honest-fraction", type=float, default=None,
+                   help="distributed only: fraction of clients assumed honest (default 1)")
+    p.add_argument("--delta", type=float, default=None,
+                   help="delta in (0, 1), for --noise gaussian or skellam only (required there)")
     p.add_argument("--exact-p", action="store_true",
                    help="global/local only: release localSum alone with the whole eps, the server uses the true "
                         "P and N (the paper's appendix variant behind its closed forms)")
@@ -55,19 +59,23 @@ def add_parser(sub) -> None:
                    help="threads for the repetitions (default: the number of cores, at most 4); "
                         "results do not depend on it")
     p.add_argument("--reps", type=int, default=100, help="repetitions R (default 100)")
-    p.add_argument("--seed", type=int, default=0, help="root seed; repetition r uses SeedSequence(seed).spawn(R)[r]")
+    p.add_argument("--seed", type=int, default=0,
+                   help="root seed; repetition r uses SeedSequence(seed).spawn(R)[r] (default 0)")
     p.add_argument("--samples", type=int, default=None, help="M of the built-in dataset (default 458,407)")
     p.add_argument("--large", action="store_true", help="the 10x larger built-in set (M = 4,584,062)")
-    p.add_argument("--data-seed", type=int, default=0)
+    p.add_argument("--data-seed", type=int, default=0,
+                   help="seed of the built-in data and of the iid split (default 0)")
     p.add_argument("--json", action="store_true", help="print the whole result table as JSON")
+    add_output_options(p)
     p.set_defaults(handler=_cmd)
 
 
 def load_dataset(args):
-    from ..data import CRITEO_LARGE, make_ctr_dataset, read_client_csv
+    from ..evaluate import load_clients
+    from ..data import CRITEO_LARGE, make_ctr_dataset
 
     if args.files:
-        parts = [read_client_csv(f) for f in args.files]
+        parts = load_clients(args.files)
         groups = np.repeat(np.arange(len(parts)), [len(d) for d in parts])
         return np.concatenate([d.scores for d in parts]), np.concatenate([d.labels for d in parts]), groups
     if args.large:
@@ -76,6 +84,11 @@ def load_dataset(args):
     if args.samples:
         return (*make_ctr_dataset(args.samples, seed=args.data_seed), None)
     return (*make_ctr_dataset(seed=args.data_seed), None)
+
+
+def _job_count(args) -> int:
+    per_part = sum(1 if part == "files" else len(args.clients) for part in args.partition)
+    return len(args.epsilon) * sum(1 if m == "rr" else per_part for m in args.methods)
 
 
 def run_simulation(sim: Simulator, methods, clients, partitions, epsilons, *, reps, seed, alpha=0.5, beta=0.5,
@@ -101,7 +114,30 @@ def run_simulation(sim: Simulator, methods, clients, partitions, epsilons, *, re
     return cells
 
 
+def _check_applicable(args) -> None:
+    """Options that no chosen method uses are refused, then defaults filled in."""
+    methods = set(args.methods)
+    if not methods & {"global", "local"}:
+        check_not_given(args, ["alpha"], "to --methods " + " ".join(args.methods) + ", only to global and local")
+    if "orthogonal" not in methods:
+        check_not_given(args, ["beta"], "to --methods " + " ".join(args.methods) + ", only to orthogonal")
+    if "distributed" not in methods:
+        check_not_given(args, ["honest_fraction"], "to --methods " + " ".join(args.methods) + ", only to distributed")
+    if args.noise == "laplace":
+        check_not_given(args, ["delta"], "to --noise laplace (pure eps-DP), only to gaussian and skellam")
+    if args.files:
+        check_not_given(args, ["samples"], "to client files, only to the built-in dataset")
+        if args.large:
+            raise InputError("--large does not apply to client files, only to the built-in dataset")
+    resolve_defaults(args, {"alpha": 0.5, "beta": 0.5, "honest_fraction": 1.0})
+    if not 0 <= args.seed < 2**63:
+        raise InputError(f"--seed must be between 0 and 2^63 - 1, got {args.seed}")
+    if not 0 <= args.data_seed < 2**63:
+        raise InputError(f"--data-seed must be between 0 and 2^63 - 1, got {args.data_seed}")
+
+
 def _cmd(args) -> int:
+    _check_applicable(args)
     for e in args.epsilon:
         if e != float("inf"):
             check_epsilon(e)
@@ -133,13 +169,22 @@ def _cmd(args) -> int:
     sim = Simulator(scores, labels, partition_seed=args.data_seed, workers=args.threads, groups=groups)
     if sim.p in (0, sim.m):
         raise InputError("all labels are of one class: AUC is undefined")
-    cells = run_simulation(sim, args.methods, args.clients, args.partition, args.epsilon, reps=args.reps,
-                           seed=args.seed, alpha=args.alpha, beta=args.beta, noise=args.noise, delta=args.delta,
-                           honest_fraction=args.honest_fraction, exact_p=args.exact_p,
-                           progress=lambda m: print(m, file=sys.stderr, flush=True))
+    with progress_bar(args, _job_count(args), "simulate") as bar:
+        if progress_enabled(args):
+            def progress(msg):
+                bar.set_postfix_str(msg.split("] ", 1)[-1])
+                bar.update()
+        elif args.quiet or args.json:
+            progress = None
+        else:
+            def progress(msg):
+                print(msg, file=sys.stderr, flush=True)
+        cells = run_simulation(sim, args.methods, args.clients, args.partition, args.epsilon, reps=args.reps,
+                               seed=args.seed, alpha=args.alpha, beta=args.beta, noise=args.noise, delta=args.delta,
+                               honest_fraction=args.honest_fraction, exact_p=args.exact_p, progress=progress)
     if args.json:
-        print(json.dumps({"samples": sim.m, "positives": sim.p, "true_auc": sim.true_auc, "reps": args.reps,
-                          "seed": args.seed, "exact_p": args.exact_p, "cells": [c.to_dict() for c in cells]}))
+        print(json.dumps(json_safe({"samples": sim.m, "positives": sim.p, "true_auc": sim.true_auc, "reps": args.reps,
+                          "seed": args.seed, "exact_p": args.exact_p, "cells": [c.to_dict() for c in cells]}), allow_nan=False))
         return 0
     print(f"M = {sim.m}, P = {sim.p}, N = {sim.n}, true AUC = {sim.true_auc:.6f}, R = {args.reps} repetitions"
           + ("; global/local with exact P and N, the whole eps on localSum" if args.exact_p else ""))

@@ -1,5 +1,7 @@
-"""Client files: one CSV per client with columns ``score`` and ``label``.
+"""Client files: one file per client with columns ``score`` and ``label`` (or other names).
 
+CSV (UTF-8, with or without a byte-order mark), gzip-compressed CSV and
+Parquet (with the optional pyarrow) are recognised by their content.
 Other columns are ignored.  Labels may be written 0/1 or true/false (any case).
 Every problem is reported as an :class:`InputError` naming the file, the column
 and the row (1-based data row, and the line of the file).
@@ -16,7 +18,7 @@ import numpy as np
 
 from ..validation import InputError
 
-__all__ = ["ClientData", "read_client_csv", "write_client_csv"]
+__all__ = ["ClientData", "read_client_file", "read_client_csv", "write_client_csv", "same_files", "write_client_file"]
 
 _LABELS = {"0": 0, "1": 1, "false": 0, "true": 1, "0.0": 0, "1.0": 1}
 
@@ -69,17 +71,125 @@ class ClientData:
         return len(self.scores)
 
 
-def read_client_csv(path: str | Path) -> ClientData:
-    """Read one client file: a CSV with a header naming the columns ``score`` and ``label``.
+GZIP_MAGIC = b"\x1f\x8b"
+PARQUET_MAGIC = b"PAR1"
 
-    Column names are matched ignoring case and surrounding spaces; other
-    columns are ignored; blank lines are skipped.  Labels may be written
-    ``0``/``1``, ``0.0``/``1.0`` or ``true``/``false`` (any case).
+
+def _read_bytes(path: Path) -> bytes:
+    """The file's bytes, gunzipped if it is gzip-compressed; every failure an InputError naming it."""
+    import gzip
+    import zlib
+
+    if path.is_dir():
+        raise InputError(f"{path}: is a folder, not a client file")
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError as exc:
+        raise InputError(f"{path}: cannot open client file ({exc.strerror or exc})") from None
+    if raw[:2] == GZIP_MAGIC:
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise InputError(f"{path}: gzip-compressed but cannot be decompressed ({exc})") from None
+    return raw
+
+
+def _decode(path: Path, raw: bytes) -> str:
+    """UTF-8 (a leading BOM, as spreadsheets write, dropped), or UTF-16 with its BOM; anything
+    else is refused with the offending byte and line (guessing a legacy encoding is not reliable)."""
+    if raw[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        try:
+            return raw.decode("utf-16")
+        except UnicodeDecodeError:
+            raise InputError(f"{path}: starts with a UTF-16 byte-order mark but is not UTF-16 text") from None
+    if b"\x00" in raw[:8192]:
+        raise InputError(f"{path}: binary content (a NUL byte at offset {raw.index(0)}), not a CSV text "
+                         "file (Parquet files start with 'PAR1', gzip files with 1f 8b)")
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        hint = ""
+        try:
+            raw.decode("cp1252")
+            hint = " (it looks like Latin-1/Windows-1252)"
+        except UnicodeDecodeError:
+            pass
+        raise InputError(f"{path}: not UTF-8 text: byte 0x{raw[exc.start]:02x} at line {line} "
+                         f"(offset {exc.start}){hint}; save it as UTF-8 CSV") from None
+
+
+def _find_column(path: Path, header: list[str], name: str, option: str) -> int:
+    names = [h.strip().lower() for h in header]
+    want = name.strip().lower()
+    if want not in names:
+        raise InputError(
+            f"{path}: missing column {name!r}{option} "
+            f"(header has {', '.join(repr(h) for h in header) or 'nothing'})"
+        )
+    return names.index(want)
+
+
+def read_client_file(path: str | Path, *, score_column: str = "score", label_column: str = "label") -> ClientData:
+    """Read one client file: CSV (UTF-8 with or without BOM, or UTF-16 with BOM), gzip-compressed
+    CSV, or Parquet, recognised by content (not by name).
 
     Parameters
     ----------
     path : str or pathlib.Path
-        The file, UTF-8.
+        The file.
+    score_column, label_column : str, default "score" and "label"
+        The columns holding the scores and the labels, matched ignoring case
+        and surrounding spaces; other columns are ignored.
+
+    Returns
+    -------
+    ClientData
+        float64 scores and int8 labels in file order; ``source`` is ``str(path)``.
+
+    Raises
+    ------
+    InputError
+        One line naming the file, for a file that is missing, a folder,
+        unreadable, binary, not UTF-8, corrupt gzip or Parquet, or whose
+        content :func:`read_client_csv` refuses (Parquet: the same checks,
+        null values included).  Parquet needs the optional ``pyarrow``
+        (``pip install 'secure-auc[parquet]'``).
+
+    Examples
+    --------
+    >>> import gzip, tempfile
+    >>> from pathlib import Path
+    >>> from secure_auc.data.io import read_client_file
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = Path(tmp) / "client.csv.gz"
+    ...     _ = path.write_bytes(gzip.compress(b"id,pred,clicked\\n7,0.9,1\\n8,0.25,0\\n"))
+    ...     data = read_client_file(path, score_column="pred", label_column="clicked")
+    >>> data.scores, data.labels
+    (array([0.9 , 0.25]), array([1, 0], dtype=int8))
+    """
+    path = Path(path)
+    raw = _read_bytes(path)
+    if raw[:4] == PARQUET_MAGIC:
+        return _read_parquet(path, score_column, label_column)
+    return _parse_csv(path, _decode(path, raw), score_column, label_column)
+
+
+def read_client_csv(path: str | Path, *, score_column: str = "score", label_column: str = "label") -> ClientData:
+    """Read one client file: a CSV with a header naming the columns ``score`` and ``label``.
+
+    Column names are matched ignoring case and surrounding spaces; other
+    columns are ignored; blank lines are skipped.  Labels may be written
+    ``0``/``1``, ``0.0``/``1.0`` or ``true``/``false`` (any case).  Gzip
+    and Parquet files are read too (:func:`read_client_file`).
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The file, UTF-8 (a leading byte-order mark is dropped).
+    score_column, label_column : str, default "score" and "label"
+        Other names for the two columns.
 
     Returns
     -------
@@ -111,64 +221,182 @@ def read_client_csv(path: str | Path) -> ClientData:
     >>> data.scores, data.labels
     (array([0.9 , 0.25]), array([1, 0], dtype=int8))
     """
-    path = Path(path)
+    return read_client_file(path, score_column=score_column, label_column=label_column)
+
+
+def _option_hint(name: str, default: str, option: str) -> str:
+    return "" if name != default else f" (another name: {option})"
+
+
+def _parse_csv(path: Path, text: str, score_column: str, label_column: str) -> ClientData:
+    import io
+
+    reader = csv.reader(io.StringIO(text, newline=""))
     try:
-        handle = open(path, newline="", encoding="utf-8-sig")  # a leading BOM (spreadsheets) is dropped
-    except OSError as exc:
-        raise InputError(f"{path}: cannot open client file ({exc.strerror})") from None
-    with handle:
-        reader = csv.reader(handle)
-        try:
-            header = next(reader)
-        except UnicodeDecodeError as exc:
-            raise InputError(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); "
-                             "save it as UTF-8 CSV") from None
-        except StopIteration:
-            raise InputError(f"{path}: file is empty (expected a header with 'score' and 'label')") from None
-        except csv.Error as exc:
-            raise InputError(f"{path}: line 1: not valid CSV ({exc})") from None
-        names = [h.strip().lower() for h in header]
-        missing = [c for c in ("score", "label") if c not in names]
-        if missing:
-            raise InputError(
-                f"{path}: missing column(s) {', '.join(repr(c) for c in missing)} "
-                f"(header has {', '.join(repr(h) for h in header) or 'nothing'})"
-            )
-        si, li = names.index("score"), names.index("label")
-        width = max(si, li) + 1
-        scores: list[float] = []
-        labels: list[int] = []
-        row = 0
-        try:
-            for fields in reader:
-                if not fields or (len(fields) == 1 and not fields[0].strip()):
-                    continue  # blank line
-                row += 1
-                where = f"{path}: row {row} (line {reader.line_num})"
-                if len(fields) < width:
-                    raise InputError(f"{where}: has {len(fields)} fields, needs columns 'score' and 'label'")
-                text = fields[si].strip()
-                try:
-                    value = float(text)
-                except ValueError:
-                    raise InputError(f"{where}, column 'score': {text!r} is not a number") from None
-                if not math.isfinite(value):
-                    raise InputError(f"{where}, column 'score': {text!r} is not finite")
-                lab = _LABELS.get(fields[li].strip().lower())
-                if lab is None:
-                    raise InputError(
-                        f"{where}, column 'label': {fields[li]!r} is not a label (use 0/1 or true/false)"
-                    )
-                scores.append(value)
-                labels.append(lab)
-        except csv.Error as exc:
-            raise InputError(f"{path}: line {reader.line_num}: not valid CSV ({exc})") from None
-        except UnicodeDecodeError as exc:
-            raise InputError(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start} of "
-                             "a block); save it as UTF-8 CSV") from None
+        header = next(reader)
+    except StopIteration:
+        raise InputError(f"{path}: file is empty (expected a header with {score_column!r} and {label_column!r})") from None
+    except csv.Error as exc:
+        raise InputError(f"{path}: line 1: not valid CSV ({exc})") from None
+    si = _find_column(path, header, score_column, _option_hint(score_column, "score", "--score-column"))
+    li = _find_column(path, header, label_column, _option_hint(label_column, "label", "--label-column"))
+    sname, lname = header[si].strip(), header[li].strip()
+    width = max(si, li) + 1
+    scores: list[float] = []
+    labels: list[int] = []
+    row = 0
+    try:
+        for fields in reader:
+            if not fields or (len(fields) == 1 and not fields[0].strip()):
+                continue  # blank line
+            row += 1
+            where = f"{path}: row {row} (line {reader.line_num})"
+            if len(fields) < width:
+                raise InputError(f"{where}: has {len(fields)} fields, needs columns {sname!r} and {lname!r}")
+            text_value = fields[si].strip()
+            try:
+                value = float(text_value)
+            except ValueError:
+                raise InputError(f"{where}, column {sname!r}: {text_value!r} is not a number") from None
+            if not math.isfinite(value):
+                raise InputError(f"{where}, column {sname!r}: {text_value!r} is not finite")
+            lab = _LABELS.get(fields[li].strip().lower())
+            if lab is None:
+                raise InputError(
+                    f"{where}, column {lname!r}: {fields[li]!r} is not a label (use 0/1 or true/false)"
+                )
+            scores.append(value)
+            labels.append(lab)
+    except csv.Error as exc:
+        raise InputError(f"{path}: line {reader.line_num}: not valid CSV ({exc})") from None
     if not scores:
         raise InputError(f"{path}: has a header but no data rows")
     return ClientData(np.asarray(scores, dtype=np.float64), np.asarray(labels, dtype=np.int8), str(path))
+
+
+def _read_parquet(path: Path, score_column: str, label_column: str) -> ClientData:
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise InputError(f"{path}: a Parquet file; reading it needs pyarrow: pip install 'secure-auc[parquet]'") from None
+    try:
+        schema = pq.read_schema(path)
+        header = list(schema.names)
+        si = _find_column(path, header, score_column, _option_hint(score_column, "score", "--score-column"))
+        li = _find_column(path, header, label_column, _option_hint(label_column, "label", "--label-column"))
+        table = pq.read_table(path, columns=[header[si], header[li]])
+    except InputError:
+        raise
+    except Exception as exc:  # pyarrow's ArrowInvalid, OSError, ...: a corrupt file
+        raise InputError(f"{path}: not a readable Parquet file ({str(exc).splitlines()[0]})") from None
+    if table.num_rows == 0:
+        raise InputError(f"{path}: has no data rows")
+    sname, lname = header[si], header[li]
+    scores = _parquet_column(path, table.column(0), sname)
+    labels = _parquet_column(path, table.column(1), lname)
+    try:
+        scores = scores.astype(np.float64)
+    except (TypeError, ValueError):
+        raise InputError(f"{path}: column {sname!r} is not numeric (type {table.schema.field(0).type})") from None
+    bad = ~np.isfinite(scores)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise InputError(f"{path}: row {i + 1}, column {sname!r}: {scores[i]} is not finite")
+    if labels.dtype.kind in "OUS":
+        mapped = np.array([_LABELS.get(str(v).strip().lower(), -1) for v in labels], dtype=np.int64)
+    else:
+        mapped = labels.astype(np.float64)
+    bad = (mapped != 0) & (mapped != 1)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise InputError(f"{path}: row {i + 1}, column {lname!r}: {labels[i]!r} is not a label (use 0/1 or true/false)")
+    return ClientData(scores, mapped.astype(np.int8), str(path))
+
+
+def _parquet_column(path: Path, column, name: str) -> np.ndarray:
+    if column.null_count:
+        nulls = np.asarray(column.is_null())
+        raise InputError(f"{path}: row {int(np.flatnonzero(nulls)[0]) + 1}, column {name!r}: missing value (null)")
+    return column.to_numpy(zero_copy_only=False)
+
+
+def same_files(paths) -> None:
+    """Refuse a list of client files in which one file appears twice, under any spelling
+    (relative or absolute path, symbolic or hard link).
+
+    Raises
+    ------
+    InputError
+        Naming both spellings.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from pathlib import Path
+    >>> from secure_auc.data.io import same_files, write_client_csv
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     write_client_csv(Path(tmp) / "a.csv", [0.5], [1])
+    ...     os.symlink(Path(tmp) / "a.csv", Path(tmp) / "link.csv")
+    ...     same_files([Path(tmp) / "a.csv", Path(tmp) / "link.csv"])
+    Traceback (most recent call last):
+        ...
+    secure_auc.validation.InputError: .../link.csv: the same file as .../a.csv; each client file may be given once
+    """
+    import os
+
+    seen: dict = {}
+    for p in paths:
+        try:
+            st = os.stat(p)
+            key = (st.st_dev, st.st_ino)
+        except OSError:
+            key = str(Path(p).absolute())  # a missing file is reported when it is read
+        if key in seen:
+            raise InputError(f"{p}: the same file as {seen[key]}; each client file may be given once")
+        seen[key] = p
+
+
+def write_client_file(path: str | Path, scores, labels) -> None:
+    """Write a client file in the form its name asks for: ``.parquet`` (needs pyarrow),
+    ``.gz`` (gzip-compressed CSV), anything else CSV (:func:`write_client_csv`).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from secure_auc.data.io import read_client_file, write_client_file
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     write_client_file(Path(tmp) / "c.csv.gz", [0.25, 0.5], [0, 1])
+    ...     back = read_client_file(Path(tmp) / "c.csv.gz")
+    >>> back.scores.tolist(), back.labels.tolist()
+    ([0.25, 0.5], [0, 1])
+    """
+    import gzip
+    import io
+
+    path = Path(path)
+    if path.suffix.lower() == ".parquet":
+        try:
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+        except ImportError:
+            raise InputError(f"{path}: writing Parquet needs pyarrow: pip install 'secure-auc[parquet]'") from None
+        pq.write_table(pa.table({"score": np.asarray(scores, dtype=np.float64),
+                                 "label": np.asarray(labels, dtype=np.int8)}), path)
+        return
+    if path.suffix.lower() == ".gz":
+        text = io.StringIO(newline="")
+        _write_csv(text, scores, labels)
+        with gzip.open(path, "wt", encoding="utf-8", newline="") as handle:
+            handle.write(text.getvalue())
+        return
+    write_client_csv(path, scores, labels)
+
+
+def _write_csv(handle, scores, labels) -> None:
+    w = csv.writer(handle)
+    w.writerow(["score", "label"])
+    w.writerows(zip((repr(float(s)) for s in scores), (int(y) for y in labels)))
 
 
 def write_client_csv(path: str | Path, scores, labels) -> None:
@@ -196,8 +424,5 @@ def write_client_csv(path: str | Path, scores, labels) -> None:
     >>> back.scores.tolist() == [1 / 3, 0.5], back.labels.tolist()
     (True, [1, 0])
     """
-    path = Path(path)
-    with open(path, "w", newline="", encoding="utf-8") as handle:
-        w = csv.writer(handle)
-        w.writerow(["score", "label"])
-        w.writerows(zip((repr(float(s)) for s in scores), (int(y) for y in labels)))
+    with open(Path(path), "w", newline="", encoding="utf-8") as handle:
+        _write_csv(handle, scores, labels)

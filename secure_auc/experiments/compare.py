@@ -5,14 +5,15 @@ parties - 1 clients holding an IID split of the built-in data):
 
 * the AUC of each protocol with no noise (must be equal, and equal to sklearn's
   ``roc_auc_score``), and the DP estimate of each with the same seed (equal);
-* wall seconds, bytes sent and communication rounds per party, and the
+* wall seconds, bytes sent+received and communication rounds per party, and the
   slowdown of MPC over plain;
 * the label-guessing attack of the paper's appendix (:mod:`secure_auc.experiments.attack`)
   run against the server's *recorded* view in each protocol.
 
 Costs of the plain protocol are counted from its messages: a client sends its
 scores (8 bytes each) and two 8-byte statistics plus its size, the server
-sends each client its ranks (8 bytes each); three sequential messages.  MPC
+sends each client its ranks (8 bytes each); three sequential messages; each party counts what it sends
+and what it receives, as the MPC counters do.  MPC
 costs are CrypTen's own counters per party.  The MPC run evaluates the exact
 and the DP statistics on the same rank step (both aggregates are opened to
 the server, which a real run would not do for the exact one).
@@ -89,9 +90,10 @@ def _plain(clients, mechanism, seed):
 
 
 def _plain_costs(clients):
-    # per party (server first): bytes sent and sequential messages
-    client_bytes = [8 * len(c) + 3 * 8 for c in clients]
-    server_bytes = 8 * sum(len(c) for c in clients)
+    # per party (server first): bytes sent+received (as the MPC counters) and sequential messages; a
+    # client sends its scores (8 bytes each) and three 8-byte numbers, and receives its ranks (8 bytes each)
+    client_bytes = [16 * len(c) + 3 * 8 for c in clients]
+    server_bytes = sum(client_bytes)
     return [server_bytes] + client_bytes, [1] + [2] * len(clients)
 
 
@@ -146,7 +148,7 @@ def _torchrun(clients, mechanism_args, seed, provider, sort, timeout):
 
 
 def compare(sizes, parties_list, mechanism, mechanism_args, *, seed=0, provider="ttp", sort=None,
-            launcher="local", timeout=600.0, ks=ATTACK_K, progress=None) -> list[ComparisonRow]:
+            launcher="local", timeout=600.0, ks=ATTACK_K, progress=None, point_done=None) -> list[ComparisonRow]:
     from sklearn.metrics import roc_auc_score
 
     from ..mpc import RANK_METHODS
@@ -199,12 +201,14 @@ def compare(sizes, parties_list, mechanism, mechanism_args, *, seed=0, provider=
                 report = _torchrun(clients, mechanism_args, seed, provider, sort, timeout)
                 row.torchrun_dp_auc = report["auc"]
             rows.append(row)
+            if point_done is not None:
+                point_done()
     return rows
 
 
 def format_table(rows: list[ComparisonRow]) -> str:
     head = (f"{'M':>7} {'parties':>7} {'AUC plain':>10} {'AUC mpc':>10} {'=sklearn':>8} {'DP plain':>10} {'DP mpc':>10} "
-            f"{'equal':>5} {'plain s':>8} {'mpc s':>8} {'slowdown':>9} {'MB/party mpc':>13} {'rounds mpc':>10}")
+            f"{'equal':>5} {'plain s':>8} {'mpc s':>8} {'slowdown':>9} {'MB sent+recv':>13} {'rounds mpc':>10}")
     lines = [head]
     for r in rows:
         lines.append(
@@ -212,6 +216,7 @@ def format_table(rows: list[ComparisonRow]) -> str:
             f"{r.plain_dp_auc:>10.6f} {r.mpc_dp_auc:>10.6f} {str(r.dp_equal):>5} {r.plain_seconds:>8.4f} "
             f"{r.mpc_seconds:>8.2f} {r.slowdown:>8.0f}x {max(r.mpc_bytes_per_party) / 1e6:>13.1f} {max(r.mpc_rounds_per_party):>10}"
         )
+    lines.append("MB sent+recv: megabytes (10^6) sent plus received by the busiest party of the MPC run")
     lines.append("")
     lines.append("Label-guessing attack (server marks its top-k scores positive): precision")
     ks = sorted({k for r in rows for k in r.attack_precision_plain})
@@ -248,26 +253,47 @@ def write_outputs(rows: list[ComparisonRow], out: Path) -> dict:
 
 
 def _plot(rows, path):
+    """Three panels over M: what the server's top-k attack achieves in each protocol, the
+    seconds of the rank step (MPC) next to the whole plain protocol, and the data each party
+    sends and receives.  Colour = number of parties, marker and line style = protocol."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
-    for parties in sorted({r.parties for r in rows}):
+    fig, (ax0, ax1, ax2) = plt.subplots(1, 3, figsize=(15, 4.4))
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    ks = sorted({k for r in rows for k in r.attack_precision_plain})
+    k = 100 if 100 in ks else (ks[-1] if ks else None)
+    for i, parties in enumerate(sorted({r.parties for r in rows})):
+        c = colours[i % len(colours)]
         rs = sorted((r for r in rows if r.parties == parties), key=lambda r: r.samples)
         m = [r.samples for r in rs]
-        ax1.plot(m, [r.mpc_seconds for r in rs], "o-", label=f"MPC, {parties} parties")
-        ax1.plot(m, [r.plain_seconds for r in rs], "s--", label=f"plain, {parties} parties")
-        ax2.plot(m, [max(r.mpc_bytes_per_party) for r in rs], "o-", label=f"MPC, {parties} parties")
-        ax2.plot(m, [max(r.plain_bytes_per_party) for r in rs], "s--", label=f"plain, {parties} parties")
-    for ax, title in ((ax1, "wall seconds"), (ax2, "bytes sent by the busiest party")):
+        if k is not None:
+            ax0.plot(m, [r.attack_precision_plain.get(k, np.nan) for r in rs], "s--", color=c,
+                     label=f"plain, {parties} parties")
+            ax0.plot(m, [r.attack_precision_mpc.get(k, np.nan) for r in rs], "o-", color=c,
+                     label=f"MPC, {parties} parties")
+        ax1.plot(m, [r.mpc_rank_step_seconds for r in rs], "o-", color=c, label=f"MPC rank step, {parties} parties")
+        ax1.plot(m, [r.plain_seconds for r in rs], "s--", color=c, label=f"plain (whole), {parties} parties")
+        ax2.plot(m, [max(r.mpc_bytes_per_party) for r in rs], "o-", color=c, label=f"MPC, {parties} parties")
+        ax2.plot(m, [max(r.plain_bytes_per_party) for r in rs], "s--", color=c, label=f"plain, {parties} parties")
+    base = sorted((r.samples, r.base_rate) for r in rows)
+    ax0.plot([b[0] for b in base], [b[1] for b in base], ":", color="grey", label="base rate (random guess)")
+    ax0.set_ylim(0, 1.02)
+    ax0.set_ylabel(f"precision of the server's top-{k} guess")
+    ax0.set_title("label-guessing attack on the server's view")
+    ax1.set_ylabel("seconds")
+    ax1.set_title("rank step (MPC) vs whole plain protocol")
+    ax2.set_ylabel("bytes sent+received, busiest party")
+    ax2.set_title("communication")
+    for ax in (ax0, ax1, ax2):
         ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
         ax.set_xlabel("samples M")
-        ax.set_title(title)
         ax.grid(True, which="both", alpha=0.3)
-    ax1.legend(fontsize=7)
+        ax.legend(fontsize=7)
+    ax1.set_yscale("log")
+    ax2.set_yscale("log")
     sorts = ", ".join(sorted({r.sort for r in rows}))
     fig.suptitle(f"secure-auc: MPC (CrypTen, --sort {sorts}) vs plain-sort protocol")
     fig.tight_layout()

@@ -14,6 +14,7 @@ party.  Ctrl-C stops every party.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing as mp
 import os
@@ -34,33 +35,83 @@ __all__ = ["MPCError", "run_mpc_local", "launch_local", "spawn_parties", "free_p
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+    """A port that is free, with the next one free too (a local run uses both: the
+    rendezvous and the run's claim, :func:`.comm.runtime._claim_port`)."""
+    for _ in range(100):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind((host, 0))
+            port = s.getsockname()[1]
+        if port < 65535:
+            try:
+                check_port_free(host, port + 1)
+                return port
+            except InputError:
+                continue
+    raise InputError(f"no two consecutive free ports on {host}")
 
 
 def check_port_free(host: str, port: int) -> None:
+    """Refuse a port another process listens on; a port left in TIME_WAIT by a finished
+    run is free (SO_REUSEADDR, as torch's own listener binds it)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
         except OSError as exc:
             raise InputError(f"port {port} on {host} is busy ({exc.strerror}); choose another with --port") from None
 
 
-def _die_with_parent() -> None:
+def _die_with_parent(launcher: int | None = None) -> None:
     """Linux: the kernel kills this party when the launcher dies, however it dies
-    (SIGKILL included), so no party goes on computing on private data, orphaned."""
+    (SIGKILL included), so no party goes on computing on private data, orphaned.
+
+    ``launcher`` is the launcher's pid as the launcher gave it: if this process's
+    parent is no longer it, the launcher died before the request took effect (while
+    this process was importing its modules) and the process exits at once.  Where
+    ``setpriv`` exists, :func:`_spawn_executable` has already made the kernel's
+    request before Python started, which covers that start-up too."""
     import ctypes
 
-    parent = os.getppid()
+    parent = os.getppid() if launcher is None else launcher
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         pr_set_pdeathsig = 1
-        libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+        libc.prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0)
     except (OSError, AttributeError):
         return
     if os.getppid() != parent:  # the launcher died before the request took effect
         os._exit(1)
+
+
+def _spawn_executable() -> str | None:
+    """A wrapper that starts the party's Python under ``setpriv --pdeathsig KILL`` (util-linux),
+    so that the kernel kills the party when the launcher dies even while the party is still
+    importing its modules (seconds on a busy machine), before :func:`_die_with_parent` runs.
+    None where there is no ``setpriv`` (not Linux); the parties then rely on
+    :func:`_die_with_parent` alone."""
+    import shutil
+    import sys
+    import tempfile
+
+    setpriv = shutil.which("setpriv")
+    if not sys.platform.startswith("linux") or setpriv is None:
+        return None
+    folder = os.path.join(tempfile.gettempdir(), f"secure-auc-{os.getuid()}")
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    script = f"#!/bin/sh\nexec {setpriv} --pdeathsig KILL -- {sys.executable} \"$@\"\n"
+    path = os.path.join(folder, f"party-python-{abs(hash(script)):x}")
+    try:
+        with open(path) as f:
+            if f.read() == script:
+                return path
+    except OSError:
+        pass
+    tmp = f"{path}.{os.getpid()}"
+    with open(tmp, "w") as f:
+        f.write(script)
+    os.chmod(tmp, 0o700)
+    os.replace(tmp, path)
+    return path
 
 
 def _log_to_stderr(level: int | None) -> None:
@@ -81,13 +132,14 @@ def _parent_log_level() -> int | None:
 
 
 def _party_process(rank, parties, addr, port, provider, timeout, job, args, after_dealer, record, results,
-                   log_level=None, identity=None, roster=None):
+                   log_level=None, identity=None, roster=None, launcher=None, run_token=None):
     """Body of one party's process: ``job(rank, *args)``, or the dealer's service; with
     ``record``, also every buffer the process receives (:func:`.audit.record_received`)."""
     try:
         import contextlib
 
-        _die_with_parent()
+        _die_with_parent(launcher)
+        _start_heartbeat(results, rank)
         _log_to_stderr(log_level)
         from .audit import forbid_crypten_randomness, record_received
         from .comm.runtime import init_party, shutdown_party
@@ -96,7 +148,8 @@ def _party_process(rank, parties, addr, port, provider, timeout, job, args, afte
 
         init_party(rank=rank, parties=parties, master_addr=addr, master_port=port, provider=provider,
                    timeout=timeout, identity=None if identity is None else identity_from_bytes(identity),
-                   roster=roster, insecure=roster is None)
+                   roster=roster, insecure=roster is None, on_ready=lambda: results.put(("ready", rank)),
+                   run_token=run_token)
         received: list = []
         with forbid_crypten_randomness(), (record_received(received) if record else contextlib.nullcontext()):
             if rank == parties:  # the dealer serves correlated randomness until told to stop
@@ -119,49 +172,107 @@ def _party_process(rank, parties, addr, port, provider, timeout, job, args, afte
         os._exit(1)
 
 
-def _host_process(h, job, args, results, record, log_level=None):
+def _host_process(h, job, args, results, record, log_level=None, launcher=None):
     """Body of a client host's process (an input party of the helpers layout): no
-    CrypTen world, only links to the computing parties; ``job(h, *args)``."""
+    CrypTen world, only links to the computing parties; ``job(h, *args)``.  Its key
+    among the results is ``-(h + 1)``."""
+    key = -(h + 1)
     try:
         import contextlib
 
-        _die_with_parent()
+        _die_with_parent(launcher)
+        _start_heartbeat(results, key)
         _log_to_stderr(log_level)
         from .audit import forbid_crypten_randomness, record_received
 
+        results.put(("ready", key))
         received: list = []
         with forbid_crypten_randomness(), (record_received(received) if record else contextlib.nullcontext()):
             result = job(h, *args)
-        results.put(("done", -(h + 1), result, received if record else None))
+        results.put(("done", key, result, received if record else None))
     except KeyboardInterrupt:
         os._exit(130)
     except BaseException as exc:  # report, then exit non-zero
         from .comm.runtime import explain
 
-        results.put(("error", -(h + 1), explain(exc), traceback.format_exc()))
+        results.put(("error", key, explain(exc), traceback.format_exc()))
         results.close()
         results.join_thread()
         os._exit(1)
 
 
-_CONSEQUENTIAL = ("another party disconnected", "no answer from another party")
+HEARTBEAT = 0.5  # seconds between a party's signs of life to the launcher
+
+
+def _start_heartbeat(results, rank: int) -> None:
+    """A sign of life to the launcher every HEARTBEAT seconds, from a thread of its own, so that
+    a party that stops (SIGSTOP, a debugger, a frozen host process) is named by the launcher."""
+    import threading
+
+    def beat():
+        while True:
+            try:
+                results.put(("alive", rank))
+            except (OSError, ValueError):  # the queue is closed: the process is ending
+                return
+            time.sleep(HEARTBEAT)
+
+    threading.Thread(target=beat, name="secure-auc-heartbeat", daemon=True).start()
+
+
+def _process_state(pid: int) -> str | None:
+    """The kernel's one-letter state of ``pid`` (Linux ``/proc``; None elsewhere): T = stopped."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+def _silent_parties(procs: dict, last_seen: dict, started: float, quiet_for: float, describe) -> list[str]:
+    """The parties, still running, that are stopped or have sent no sign of life for ``quiet_for``
+    seconds, each named with its rank and role and how long it has been silent."""
+    now = time.monotonic()
+    out = []
+    for r, p in sorted(procs.items()):
+        if p.exitcode is not None or r not in last_seen:  # not yet started: named by the rendezvous' failure
+            continue
+        silent = now - last_seen[r]
+        if silent > quiet_for:
+            what = "no sign of life"
+            stopped = " (the process is stopped: SIGSTOP or a debugger)" if _process_state(p.pid) == "T" else ""
+            out.append(f"{describe(r)} stopped answering: {what} for {silent:.0f} s{stopped}")
+    return out
+
+
+_CONSEQUENTIAL = ("another party disconnected", "no answer from another party", "not all")
 
 
 def _consequential(text: str) -> bool:
     """Whether an error is only the consequence of another party's failure."""
-    return text.startswith(_CONSEQUENTIAL) or " disconnected (" in text
+    return text.startswith(_CONSEQUENTIAL) or "parties joined at" in text or " disconnected (" in text
 
 
-def _failure(results, errors: dict, dead: list, procs: dict, k: int, describe=None) -> MPCError:
+def errors_are_consequential(errors: dict) -> bool:
+    return all(_consequential(m[2]) for m in errors.values())
+
+
+def _failure(results, errors: dict, dead: list, procs: dict, k: int, last_seen: dict | None = None,
+             started: float | None = None, ready: set | None = None, describe=None) -> MPCError:
     """Collect the reports that arrive within a moment and name the root cause.
 
-    When one party fails, the others fail too ("another party disconnected");
-    the error to show is the one that is not such a consequence.
+    When one party fails, the others fail too ("another party disconnected", "no
+    answer", "not all parties joined"); the error to show is the one that is not such
+    a consequence, else a party that died without a report, else a party that is
+    stopped or silent (no heartbeat) while the others gave up waiting for it.
     """
     if describe is None:
         def describe(r):
             return role_name(r, k)
-    deadline = time.monotonic() + 2.0
+    last_seen = {} if last_seen is None else last_seen
+    ready = set(procs) if ready is None else ready
+    started = time.monotonic() if started is None else started
+    deadline = time.monotonic() + (0.5 if errors and not errors_are_consequential(errors) else 2.0)
     while time.monotonic() < deadline:
         try:
             msg = results.get(timeout=0.1)
@@ -169,6 +280,10 @@ def _failure(results, errors: dict, dead: list, procs: dict, k: int, describe=No
             continue
         if msg[0] == "error":
             errors.setdefault(msg[1], msg)
+        elif msg[0] in ("alive", "ready"):
+            last_seen[msg[1]] = time.monotonic()
+            if msg[0] == "ready":
+                ready.add(msg[1])
     if os.environ.get("SECURE_AUC_DEBUG"):
         for r, p in procs.items():
             log.debug("%s: exit code %s; %s", describe(r), p.exitcode, errors[r][2] if r in errors else "no report")
@@ -176,6 +291,16 @@ def _failure(results, errors: dict, dead: list, procs: dict, k: int, describe=No
     # a process that died without reporting (a signal, an abort in native code) is the cause
     silent = sorted((r for r, p in procs.items() if r not in errors and p.exitcode not in (None, 0)),
                     key=lambda r: procs[r].exitcode >= 0)  # killed by a signal first
+    if not causes and not silent:
+        quiet = _silent_parties({r: p for r, p in procs.items() if r not in errors}, last_seen, started,
+                                3 * HEARTBEAT + 1.0, describe)
+        if quiet:
+            return MPCError("; ".join(quiet) + "; the other parties gave up waiting for it")
+        late = [r for r, p in sorted(procs.items()) if r not in ready and r not in errors and p.exitcode is None]
+        if late and any("parties joined at" in m[2] for m in errors.values()):
+            names = ", ".join(describe(r) for r in late)
+            return MPCError(f"{names} never reached the rendezvous within the timeout (still starting up: "
+                            "on a busy machine, raise --timeout)")
     if errors and (causes or not silent):
         _, r, text, tb = (causes or list(errors.values()))[0]
         if os.environ.get("SECURE_AUC_DEBUG"):
@@ -371,56 +496,96 @@ def spawn_parties(job, per_rank: dict[int, tuple], parties: int, *, provider: st
     if port is None:
         port = free_port(addr)
     else:
+        if port >= 65535:
+            raise InputError(f"port {port}: a local run uses --port and the next one; choose one below 65535")
         check_port_free(addr, port)
+        check_port_free(addr, port + 1)
     from .comm.roster import ephemeral_roster, identity_bytes
 
     roster, keys = identities if identities is not None else ephemeral_roster(k, provider == "ttp")
     if describe is None:
         def describe(r):
             return role_name(r, k)
+    import secrets
+
+    run_token = secrets.token_hex(16)  # this run's claim on the port (comm.runtime._claim_port)
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
     ranks = list(range(parties)) + ([parties] if provider == "ttp" else [])
     procs = {}
-    for r in ranks:
-        p = ctx.Process(target=_party_process, name=f"secure-auc-party-{r}",
-                        args=(r, parties, addr, port, provider, timeout, job, per_rank.get(r, ()),
-                              after_dealer, received is not None and (record_ranks is None or r in record_ranks),
-                              results, _parent_log_level(),
-                              None if insecure_links else identity_bytes(keys[r]),
-                              None if insecure_links else roster), daemon=True)
-        p.start()
-        procs[r] = p
-    for h, args in enumerate(per_host or []):
-        p = ctx.Process(target=_host_process, name=f"secure-auc-host-{h}",
-                        args=(h, host_job, args, results, received is not None and
-                              (record_ranks is None or -(h + 1) in record_ranks), _parent_log_level()), daemon=True)
-        p.start()
-        procs[-(h + 1)] = p
-        ranks.append(-(h + 1))
+    from multiprocessing import spawn as mp_spawn
+
+    python = mp_spawn.get_executable()
+    wrapper = _spawn_executable()
+    cpp_log = os.environ.get("TORCH_CPP_LOG_LEVEL")
+    try:
+        if cpp_log is None:  # torch's C++ warnings (pages of frames when a peer goes away): errors only
+            os.environ["TORCH_CPP_LOG_LEVEL"] = "ERROR"
+        if wrapper is not None:
+            mp_spawn.set_executable(wrapper)  # only for these starts (restored below)
+        for r in ranks:
+            p = ctx.Process(target=_party_process, name=f"secure-auc-party-{r}",
+                            args=(r, parties, addr, port, provider, timeout, job, per_rank.get(r, ()),
+                                  after_dealer, received is not None and (record_ranks is None or r in record_ranks),
+                                  results, _parent_log_level(),
+                                  None if insecure_links else identity_bytes(keys[r]),
+                                  None if insecure_links else roster, os.getpid(), run_token), daemon=True)
+            p.start()
+            procs[r] = p
+        for h, args in enumerate(per_host or []):
+            p = ctx.Process(target=_host_process, name=f"secure-auc-host-{h}",
+                            args=(h, host_job, args, results, received is not None and
+                                  (record_ranks is None or -(h + 1) in record_ranks), _parent_log_level(),
+                                  os.getpid()), daemon=True)
+            p.start()
+            procs[-(h + 1)] = p
+            ranks.append(-(h + 1))
+    finally:
+        mp_spawn.set_executable(python)
+        if cpp_log is None:
+            os.environ.pop("TORCH_CPP_LOG_LEVEL", None)
     done: dict = {}
-    end = None if deadline is None else time.monotonic() + deadline
+    started = time.monotonic()
+    last_seen: dict = {}
+    ready: set = set()
+    end = None if deadline is None else started + deadline
+    next_check = started
     try:
         while len(done) < len(ranks):
             try:
                 msg = results.get(timeout=0.2)
             except queue_mod.Empty:
-                dead = [r for r, p in procs.items() if r not in done and p.exitcode not in (None, 0)]
-                if dead:
-                    raise _failure(results, {}, dead, procs, k, describe) from None
-                if end is not None and time.monotonic() > end:
-                    late = ", ".join(describe(r) for r in ranks if r not in done)
-                    raise MPCError(f"{late} did not finish within {deadline:g} s") from None
+                msg = None
+            if msg is not None and msg[0] in ("alive", "ready"):
+                last_seen[msg[1]] = time.monotonic()
+                if msg[0] == "ready":
+                    ready.add(msg[1])
+            elif msg is not None and msg[0] == "error":
+                raise _failure(results, {msg[1]: msg}, [], procs, k, last_seen, started, ready, describe) from None
+            elif msg is not None:
+                done[msg[1]] = msg[2]
+                if received is not None and msg[3] is not None:
+                    received[msg[1]] = msg[3]
+            if time.monotonic() < next_check:
                 continue
-            if msg[0] == "error":
-                raise _failure(results, {msg[1]: msg}, [], procs, k, describe) from None
-            done[msg[1]] = msg[2]
-            if received is not None and msg[3] is not None:
-                received[msg[1]] = msg[3]
+            next_check = time.monotonic() + 0.2
+            dead = [r for r, p in procs.items() if r not in done and p.exitcode not in (None, 0)]
+            if dead:
+                raise _failure(results, {}, dead, procs, k, last_seen, started, ready, describe) from None
+            # a party that stopped, or never started, for as long as the others wait for it: named now
+            quiet = _silent_parties({r: p for r, p in procs.items() if r not in done}, last_seen, started, timeout,
+                                    describe)
+            if quiet:
+                raise MPCError("; ".join(quiet)) from None
+            if end is not None and time.monotonic() > end:
+                late = ", ".join(describe(r) for r in ranks if r not in done)
+                raise MPCError(f"{late} did not finish within {deadline:g} s") from None
     finally:
         for p in procs.values():
             if p.is_alive():
                 p.terminate()
+                with contextlib.suppress(OSError):
+                    os.kill(p.pid, signal.SIGCONT)  # a stopped process acts on SIGTERM only once continued
         for p in procs.values():
             p.join(timeout=5)
             if p.is_alive():

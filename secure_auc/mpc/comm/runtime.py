@@ -79,7 +79,8 @@ def _keep_freed_memory() -> None:
 
 def init_party(*, rank: int, parties: int, master_addr: str, master_port: int,
                provider: str = "ttp", timeout: float = 60.0, threads: int = 1,
-               identity=None, roster=None, insecure: bool = False, roll_call: bool = False) -> None:
+               identity=None, roster=None, insecure: bool = False, roll_call: bool = False,
+               on_ready=None, run_token: str | None = None) -> None:
     """Initialise CrypTen for party ``rank`` of ``parties`` computing parties (+ dealer),
     then authenticate every peer against ``roster`` with this party's ``identity``
     (an Ed25519 private key) and route every message over encrypted links
@@ -89,7 +90,12 @@ def init_party(*, rank: int, parties: int, master_addr: str, master_port: int,
     ``insecure=True`` skips the links: plain gloo TCP, only for tests that need to
     see the unprotected transport.  ``roll_call=True`` (parties started separately, as
     under torchrun): first every party checks in at a store on ``master_port + 1`` run
-    by rank 0, so that a party that never starts is named (:func:`roll_call`)."""
+    by rank 0, so that a party that never starts is named (:func:`roll_call`).  ``on_ready()``
+    (optional) is called once this party's modules are loaded, just before it waits for the
+    others: a launcher uses it to name the parties that never got that far.  ``run_token``
+    (local launcher): this run's secret; rank 0 claims ``master_port + 1`` with it before the
+    rendezvous and every other party checks it there first (:func:`_claim_port`), so that two
+    runs started on one port never meet at each other's rendezvous."""
     import torch
     import torch.distributed.distributed_c10d as c10d
 
@@ -120,6 +126,10 @@ def init_party(*, rank: int, parties: int, master_addr: str, master_port: int,
     total = parties + (1 if provider == "ttp" else 0)
     if roll_call:
         _ROLL_CALL.append(_roll_call(rank, total, parties - 1, str(master_addr), int(master_port) + 1, timeout))
+    if run_token is not None:
+        _claim_port(rank, str(master_addr), int(master_port), run_token, timeout)
+    if on_ready is not None:
+        on_ready()
     try:
         backend.init(provider.upper())
     except Exception as exc:  # torch raises RuntimeError/DistStoreError/DistNetworkError
@@ -175,6 +185,39 @@ def _exchange_roster(clients: int, dealer: bool):
 
 
 _ROLL_CALL: list = []  # rank 0's store lives as long as its process
+
+_RUN_KEY = "secure-auc/run"
+
+
+def _claim_port(rank: int, addr: str, port: int, token: str, timeout: float) -> None:
+    """Rank 0 opens a store on ``port + 1`` holding this run's token, before anyone meets on
+    ``port``; every other party reads the token there first and stops if it is another run's.
+    Of two runs started on one port, only the one whose server holds ``port + 1`` goes on to
+    its rendezvous, and no party of the other ever reaches it."""
+    import torch.distributed as dist
+
+    def first_line(exc):
+        return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+    if rank == 0:
+        try:
+            store = dist.TCPStore(addr, port + 1, None, True, timeout=timedelta(seconds=timeout),
+                                  wait_for_workers=False)
+        except Exception as exc:  # noqa: BLE001 - torch raises several kinds
+            raise PartyStartError(f"port {port + 1} on {addr} is busy (another run on port {port}?): "
+                                  f"{first_line(exc)}") from None
+        store.set(_RUN_KEY, token)
+        _ROLL_CALL.append(store)
+        return
+    try:
+        store = dist.TCPStore(addr, port + 1, None, False, timeout=timedelta(seconds=timeout))
+        theirs = store.get(_RUN_KEY).decode()
+    except Exception:  # noqa: BLE001
+        raise PartyStartError(f"the server (rank 0) of this run did not open {addr}:{port + 1} within "
+                              f"{timeout:g} s") from None
+    if theirs != token:
+        raise PartyStartError(f"port {port} on {addr} is in use by another run started on the same port; "
+                              "this run stops (give each run its own --port, or none)")
 
 
 def _roll_call(rank: int, total: int, clients: int, addr: str, port: int, timeout: float):

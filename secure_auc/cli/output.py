@@ -1,0 +1,120 @@
+"""What the command line shares between subcommands: output options, progress bars,
+units, and the options that apply only to some mechanisms."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import math
+import sys
+
+from ..validation import InputError
+
+__all__ = ["add_output_options", "progress_bar", "human_bytes", "resolve_defaults", "check_not_given",
+           "apply_verbosity", "check_writable_dir", "json_safe"]
+
+
+def add_output_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("-q", "--quiet", action="store_true",
+                   help="print only the result (and errors): no progress, no notes on stderr")
+    g.add_argument("-v", "--verbose", action="store_true", help="also print the library's debug log on stderr")
+
+
+def apply_verbosity(args) -> None:
+    """--quiet: warnings and errors only; --verbose: debug records too."""
+    logger = logging.getLogger("secure_auc")
+    if getattr(args, "quiet", False):
+        logger.setLevel(logging.WARNING)
+    elif getattr(args, "verbose", False):
+        logger.setLevel(logging.DEBUG)
+
+
+def progress_enabled(args) -> bool:
+    """Progress bars only for a person watching: not with --json or --quiet, and only on a terminal."""
+    return not (getattr(args, "json", False) or getattr(args, "quiet", False)) and sys.stderr.isatty()
+
+
+class _NoBar:
+    def update(self, n=1):
+        pass
+
+    def set_postfix_str(self, s):
+        pass
+
+    def close(self):
+        pass
+
+
+@contextlib.contextmanager
+def progress_bar(args, total: int, desc: str):
+    """A tqdm bar on stderr, or a silent stand-in when :func:`progress_enabled` is false."""
+    if not progress_enabled(args):
+        yield _NoBar()
+        return
+    from tqdm import tqdm
+
+    bar = tqdm(total=total, desc=desc, file=sys.stderr, unit="step", leave=False, dynamic_ncols=True)
+    try:
+        yield bar
+    finally:
+        bar.close()
+
+
+def human_bytes(n: float) -> str:
+    """``1234567`` -> ``'1.2 MB'`` (SI units, as network tools report)."""
+    n = float(n)
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000.0
+    return f"{n:.1f} TB"  # pragma: no cover
+
+
+def resolve_defaults(args, defaults: dict) -> None:
+    """Replace the options left unset (None) by their defaults."""
+    for name, value in defaults.items():
+        if getattr(args, name, None) is None:
+            setattr(args, name, value)
+
+
+def check_not_given(args, names, reason: str) -> None:
+    """Refuse an option the user gave where it has no effect (instead of ignoring it silently)."""
+    for name in names:
+        if getattr(args, name, None) is not None:
+            flag = "--" + name.replace("_", "-")
+            raise InputError(f"{flag} does not apply {reason}")
+
+
+def check_writable_dir(path) -> None:
+    """The folder ``path`` exists (or can be created) and a file can be written in it: checked
+    before long work whose results go there."""
+    import os
+    import tempfile
+    from pathlib import Path
+
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise InputError(f"{p}: exists and is not a folder")
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=p, prefix=".write-test-"):
+            pass
+    except OSError as exc:
+        raise InputError(f"{p}: cannot write there ({exc.strerror or exc})") from None
+    if not os.access(p, os.W_OK):  # pragma: no cover - the test file above already failed
+        raise InputError(f"{p}: cannot write there")
+
+
+def json_safe(value):
+    """Non-finite floats (an estimate that noise pushed out of range) as null: strict JSON."""
+    import math
+
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value

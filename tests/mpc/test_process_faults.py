@@ -1,0 +1,141 @@
+"""Process faults of the local launcher, measured: the launcher's death (any signal) takes
+every party with it within 2 s, even while the parties are still starting; SIGTERM and SIGHUP
+end the run like Ctrl-C; a party that stops answering is named with its rank and role; a
+port left in TIME_WAIT by a finished run is free again at once."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from secure_auc.data import ClientData
+from secure_auc.dp import NoNoise
+from secure_auc.mpc.launch import check_port_free, free_port, launch_local
+from secure_auc.mpc.party import PartyConfig
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _cli(*args):
+    env = dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    return subprocess.Popen([sys.executable, "-m", "secure_auc", "evaluate", "--protocol", "mpc", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            start_new_session=True)
+
+
+def _children(pid):
+    out = []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                stat = (p / "stat").read_text()
+                cmd = (p / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid and b"resource_tracker" not in cmd:
+                out.append(int(p.name))
+    return sorted(out)  # spawned in rank order: server, clients, dealer
+
+
+def _alive(pid):
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _wait_for_parties(proc, n, timeout=120):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        kids = _children(proc.pid)
+        if len(kids) >= n:
+            return kids
+        time.sleep(0.05)
+    raise AssertionError("the parties did not start")
+
+
+@pytest.mark.parametrize("how", ["SIGKILL", "SIGHUP", "SIGTERM"])
+def test_the_launchers_death_ends_every_party_within_2_s_even_during_start_up(how):
+    proc = _cli("--samples", "20000", "--clients", "2", "--mechanism", "none")
+    parties = _wait_for_parties(proc, 4)  # server, 2 clients, dealer: still importing their modules
+    time.sleep(0.3)
+    os.kill(proc.pid, getattr(signal, how))
+    start = time.monotonic()
+    while any(_alive(p) for p in parties) and time.monotonic() - start < 10:
+        time.sleep(0.01)
+    gone = time.monotonic() - start
+    _, err = proc.communicate(timeout=30)
+    assert gone < 2.0, f"parties alive {gone:.1f} s after the launcher's {how}"
+    if how != "SIGKILL":  # the same clean end as Ctrl-C
+        assert proc.returncode == 130 and err.strip().splitlines()[-1] == "secure-auc: interrupted", err
+
+
+def test_sigterm_and_ctrl_c_end_alike():
+    ends = {}
+    for how in ("SIGINT", "SIGTERM"):
+        proc = _cli("--samples", "20000", "--clients", "1", "--mechanism", "none")
+        _wait_for_parties(proc, 3)
+        time.sleep(0.5)
+        os.kill(proc.pid, getattr(signal, how))
+        _, err = proc.communicate(timeout=30)
+        ends[how] = (proc.returncode, err.strip().splitlines()[-1], "Traceback" in err)
+    assert ends["SIGINT"] == ends["SIGTERM"] == (130, "secure-auc: interrupted", False)
+
+
+def test_a_stopped_party_is_named_within_the_timeout():
+    timeout = 15
+    proc = _cli("--samples", "300000", "--clients", "2", "--mechanism", "none", "--timeout", str(timeout))
+    seen = []
+    for line in proc.stderr:  # the parties compute once the rank step reports
+        seen.append(line)
+        if "rank step: stage" in line:
+            break
+    parties = _children(proc.pid)
+    assert len(parties) == 4, "".join(seen)
+    os.kill(parties[1], signal.SIGSTOP)  # client 0 (rank 1)
+    start = time.monotonic()
+    try:
+        rest = proc.stderr.read()
+        proc.wait(timeout=timeout + 30)
+        took = time.monotonic() - start
+    finally:
+        if _alive(parties[1]):
+            os.kill(parties[1], signal.SIGKILL)
+    last = rest.strip().splitlines()[-1]
+    assert proc.returncode == 1
+    assert last.startswith("secure-auc: error: MPC run failed: client 0 (rank 1) stopped answering"), last
+    assert "stopped: SIGSTOP or a debugger" in last and "Traceback" not in rest
+    assert took < timeout + 5, took
+    end = time.monotonic() + 5
+    while any(_alive(p) for p in parties) and time.monotonic() < end:
+        time.sleep(0.05)
+    assert not any(_alive(p) for p in parties)
+
+
+def test_a_port_is_free_again_right_after_a_clean_run():
+    port = free_port()
+    c = ClientData(np.array([0.1, 0.7, 0.4]), np.array([0, 1, 1], dtype=np.int8), "c")
+    config = PartyConfig(mechanisms=(NoNoise(),), clients=1, provider="tfp", progress=False)
+    for _ in range(2):  # the first run leaves connections in TIME_WAIT on the port
+        res = launch_local([c], config, timeout=60, port=port)
+        assert float(res[0].estimates[0].auc) == 1.0
+    check_port_free("127.0.0.1", port)
+    check_port_free("127.0.0.1", port + 1)
+
+
+def test_two_runs_on_one_port_never_meet():
+    port = str(free_port())
+    procs = [_cli("--samples", "2000", "--clients", "2", "--mechanism", "none", "--port", port, "--json")
+             for _ in range(2)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    codes = sorted(p.returncode for p in procs)
+    assert codes == [0, 1], outs
+    err = next(e for p, (o, e) in zip(procs, outs) if p.returncode == 1).strip().splitlines()[-1]
+    assert "in use by another run started on the same port" in err or f"port {int(port) + 1} on 127.0.0.1 is busy" in err, err
+    ok = next(o for p, (o, e) in zip(procs, outs) if p.returncode == 0)
+    assert '"auc"' in ok
