@@ -24,23 +24,10 @@ import argparse
 import os
 import sys
 
-from . import add_mechanism_options, mechanism_from_args, print_report, setup_logging
-from ..mpc import RANK_METHODS, rank_method_help
+from . import add_helpers_options, mechanism_from_args, print_report, setup_logging
 from ..validation import InputError
 
-__all__ = ["main", "add_client_parser", "cmd_client"]
-
-
-def _common(p: argparse.ArgumentParser) -> None:
-    add_mechanism_options(p)
-    p.add_argument("--clients", type=int, required=True, help="the number of clients K")
-    p.add_argument("--provider", choices=("ttp", "tfp"), default="ttp",
-                   help="ttp: a separate dealer deals the correlated randomness (default); tfp: the server does "
-                        "(single-operator testing only)")
-    p.add_argument("--sort", choices=RANK_METHODS, default=RANK_METHODS[0], help=rank_method_help())
-    p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for another party (default 60)")
-    p.add_argument("--roster", metavar="ROSTER.json", required=True,
-                   help="public keys of the server, the helpers, the dealer and the clients")
+__all__ = ["main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -48,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m secure_auc.cli.compute",
         description="One computing party of the helpers layout, launched by torchrun (rank 0 = server, "
                     "ranks 1..w-1 = helpers, last rank = dealer with --provider ttp).")
-    _common(p)
+    add_helpers_options(p)
     p.add_argument("--identity-template", metavar="PATH", required=True,
                    help="this party's identity key; '{role}' is replaced by server, helper1, helper2 or dealer")
     p.add_argument("--client-port", type=int, default=29600,
@@ -77,20 +64,6 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
-def _roster(args, helpers: int):
-    from ..mpc.comm.roster import Roster
-
-    roster = Roster.load(args.roster)
-    if roster.helpers is None or len(roster.helpers) != helpers:
-        raise InputError(f"roster {args.roster}: the helpers layout with {helpers + 1} computing parties needs "
-                         f"'helpers' with {helpers} key(s)")
-    if len(roster.clients) != args.clients:
-        raise InputError(f"roster {args.roster} lists {len(roster.clients)} clients; --clients is {args.clients}")
-    if (roster.dealer is not None) != (args.provider == "ttp"):
-        raise InputError(f"roster {args.roster}: a dealer key is needed with --provider ttp and only then")
-    return roster
-
-
 def _run_computing(args) -> int:
     import time
 
@@ -112,7 +85,9 @@ def _run_computing(args) -> int:
                          f"{' plus the dealer' if args.provider == 'ttp' else ''}")
     if not 1 <= args.client_port <= 65535 - w:
         raise InputError(f"--client-port must leave room for {w} ports below 65536, got {args.client_port}")
-    roster = _roster(args, w - 1)
+    from ..mpc.comm.roster import Roster
+
+    roster = Roster.load_helpers(args.roster, helpers=w - 1, clients=args.clients, dealer=args.provider == "ttp")
     role = "server" if rank == 0 else ("dealer" if rank == w else f"helper{rank}")
     identity = read_identity(args.identity_template.replace("{role}", role))
     mechanism = mechanism_from_args(args, clients=args.clients)
@@ -144,70 +119,6 @@ def _run_computing(args) -> int:
         **describe(mechanism),
     )
     print_report(report, f"{args.clients} clients, {describe_helpers_rank(0, w - 1)} of {w} computing parties", args.json)
-    return 0
-
-
-# --------------------------------------------------------------------------- the client command
-
-def add_client_parser(sub) -> None:
-    c = sub.add_parser(
-        "client",
-        help="one client of the helpers layout: connect to the computing parties, share, get its own ranks",
-        description="Run one client (an input party) of an MPC evaluation whose computing parties run "
-                    "'python -m secure_auc.cli.compute' under torchrun. The client reads only its own file, "
-                    "sends only shares, and receives only the shares of its own ranks.")
-    c.add_argument("file", metavar="CLIENT.csv", help="this client's scores and labels")
-    c.add_argument("--client", type=int, required=True, help="this client's index (0..K-1), its place in the roster")
-    _common(c)
-    c.add_argument("--parties", nargs="+", required=True, metavar="HOST:PORT",
-                   help="the computing parties' client addresses in rank order (server, helpers)")
-    c.add_argument("--identity", metavar="KEY.pem", required=True, help="this client's identity key")
-    c.add_argument("--noise-key-file", metavar="PATH", default=None,
-                   help="reproducible runs: this client's 128-bit noise key (32 hex digits) from PATH "
-                        "(default: a fresh key from the OS's cryptographic source)")
-    c.set_defaults(handler=cmd_client)
-
-
-def _address(text: str) -> tuple[str, int]:
-    host, _, port = text.rpartition(":")
-    if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
-        raise InputError(f"--parties: expected HOST:PORT, got {text!r}")
-    return host, int(port)
-
-
-def cmd_client(args) -> int:
-    import logging
-
-    from ..data.io import read_client_csv
-    from ..mpc.comm.roster import read_identity
-    from ..mpc.input_parties import run_client_host
-    from ..mpc.party import PartyConfig
-    from .party import noise_key_from_file
-
-    w = len(args.parties)
-    if w not in (2, 3):
-        raise InputError(f"--parties: the helpers layout has 2 or 3 computing parties, got {w}")
-    if not 0 <= args.client < args.clients:
-        raise InputError(f"--client must be in 0..{args.clients - 1}, got {args.client}")
-    roster = _roster(args, w - 1)
-    parties = [(*_address(a), roster.key(r)) for r, a in enumerate(args.parties)]
-    identity = read_identity(args.identity)
-    if identity.public_key().public_bytes_raw() != roster.clients[args.client]:
-        raise InputError(f"{args.identity} is not the key the roster lists for client {args.client}")
-    data = read_client_csv(args.file)
-    key = noise_key_from_file(args.noise_key_file, args.client)
-    mechanism = mechanism_from_args(args, clients=args.clients)
-    config = PartyConfig(mechanisms=(mechanism,), clients=args.clients, provider=args.provider, sort=args.sort,
-                         computing=w)
-    try:
-        out = run_client_host(args.client, [data], args.client, [key], config, parties, identity, args.timeout)
-    except Exception as exc:  # noqa: BLE001 - one line naming the cause
-        from ..mpc import MPCError
-        from ..mpc.comm.runtime import explain
-
-        raise MPCError(f"client {args.client}: {explain(exc)}") from None
-    logging.getLogger("secure_auc").info("[client %d] done: %d samples shared, %s sent and received, %.1f s",
-                                         args.client, len(data), f"{out['bytes']:,} bytes", out["seconds"])
     return 0
 
 

@@ -17,6 +17,7 @@ import sys
 
 from . import add_mechanism_options, mechanism_from_args, print_report, setup_logging
 from ..data.io import read_client_csv
+from ..dp.rng import read_noise_key_file
 from ..validation import InputError
 from ..mpc import RANK_METHODS, rank_method_help
 
@@ -99,24 +100,6 @@ def _leave(code: int, message: str | None) -> None:
     os._exit(code)
 
 
-def noise_key_from_file(template: str | None, client: int) -> int | None:
-    """This client's noise key from its own file (None: a fresh key)."""
-    from ..dp.rng import parse_noise_key
-
-    if template is None:
-        return None
-    path = template.replace("{client}", str(client))
-    try:
-        with open(path, encoding="ascii") as f:
-            text = f.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"client {client}: cannot read its noise key file {path}: {getattr(exc, 'strerror', exc)}") from None
-    try:
-        return parse_noise_key(text, f"client {client}: noise key file {path}")
-    except ValueError as exc:
-        raise InputError(str(exc)) from None
-
-
 def _is_loopback(addr: str) -> bool:
     import ipaddress
     import socket
@@ -181,7 +164,7 @@ def _run(args) -> int:
         )
     mechanism = mechanism_from_args(args, clients=len(args.files))
     data = read_client_csv(args.files[rank - 1]) if 1 <= rank <= k else None
-    noise_key = noise_key_from_file(args.noise_key_file, rank - 1) if 1 <= rank <= k else None
+    noise_key = read_noise_key_file(args.noise_key_file, rank - 1) if 1 <= rank <= k else None
     identity, roster = _identity_and_roster(args, rank, k)
     ledger, reservation = reserve_client_ledger(args, mechanism, data, rank - 1, k, noise_key) if 1 <= rank <= k else (None, None)
     init_party(rank=rank, parties=k + 1, master_addr=os.environ["MASTER_ADDR"],

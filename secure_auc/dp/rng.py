@@ -28,7 +28,7 @@ import secrets
 import numpy as np
 from randomgen import AESCounter
 
-__all__ = ["make_rng", "ClientRngs", "client_rngs", "client_key", "new_noise_key", "parse_noise_key"]
+__all__ = ["make_rng", "ClientRngs", "client_rngs", "client_key", "new_noise_key", "parse_noise_key", "read_noise_key_file"]
 
 
 def make_rng(seed: int | None = None) -> np.random.Generator:
@@ -198,3 +198,28 @@ def client_rngs(seed: int | None, client: int) -> ClientRngs:
     True
     """
     return ClientRngs.from_key(None if seed is None else client_key(seed, client))
+
+
+def read_noise_key_file(template: str | None, client: int) -> int | None:
+    """Client ``client``'s noise key from its own file (``{client}`` in ``template`` is
+    replaced by its index); None without a template (then a fresh key is drawn).
+
+    Raises
+    ------
+    secure_auc.validation.InputError
+        If the file cannot be read or does not hold 32 hexadecimal digits.
+    """
+    from ..validation import InputError
+
+    if template is None:
+        return None
+    path = template.replace("{client}", str(client))
+    try:
+        with open(path, encoding="ascii") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"client {client}: cannot read its noise key file {path}: {getattr(exc, 'strerror', exc)}") from None
+    try:
+        return parse_noise_key(text, f"client {client}: noise key file {path}")
+    except ValueError as exc:
+        raise InputError(str(exc)) from None

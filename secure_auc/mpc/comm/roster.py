@@ -149,6 +149,20 @@ class Roster:
             raise InputError(f"roster {path}: two roles have the same key")
         return cls(keys[0], clients, dealer, helpers)
 
+    @classmethod
+    def load_helpers(cls, path, *, helpers: int, clients: int, dealer: bool) -> "Roster":
+        """A roster of the helpers layout, checked against the run: ``helpers`` helpers,
+        ``clients`` clients, and a dealer key exactly when ``dealer``."""
+        roster = cls.load(path)
+        if roster.helpers is None or len(roster.helpers) != helpers:
+            raise InputError(f"roster {path}: the helpers layout with {helpers + 1} computing parties needs "
+                             f"'helpers' with {helpers} key(s)")
+        if len(roster.clients) != clients:
+            raise InputError(f"roster {path} lists {len(roster.clients)} clients; --clients is {clients}")
+        if (roster.dealer is not None) != dealer:
+            raise InputError(f"roster {path}: a dealer key is needed with --provider ttp, and only then")
+        return roster
+
     def to_json(self) -> str:
         out = {"server": self.server.hex(), "clients": [c.hex() for c in self.clients]}
         if self.helpers is not None:
