@@ -513,6 +513,7 @@ def spawn_parties(job, per_rank: dict[int, tuple], parties: int, *, provider: st
     results = ctx.Queue()
     ranks = list(range(parties)) + ([parties] if provider == "ttp" else [])
     procs = {}
+    host_keys: list = []
     from multiprocessing import spawn as mp_spawn
 
     python = mp_spawn.get_executable()
@@ -523,6 +524,16 @@ def spawn_parties(job, per_rank: dict[int, tuple], parties: int, *, provider: st
             os.environ["TORCH_CPP_LOG_LEVEL"] = "ERROR"
         if wrapper is not None:
             mp_spawn.set_executable(wrapper)  # only for these starts (restored below)
+        # the client hosts first: their start messages (the clients' data) are the long ones, and a stop
+        # while one is being written would leave the host reading a cut-off message
+        for h, args in enumerate(per_host or []):
+            p = ctx.Process(target=_host_process, name=f"secure-auc-host-{h}",
+                            args=(h, host_job, args, results, received is not None and
+                                  (record_ranks is None or -(h + 1) in record_ranks), _parent_log_level(),
+                                  os.getpid()), daemon=True)
+            p.start()
+            procs[-(h + 1)] = p
+            host_keys.append(-(h + 1))
         for r in ranks:
             p = ctx.Process(target=_party_process, name=f"secure-auc-party-{r}",
                             args=(r, parties, addr, port, provider, timeout, job, per_rank.get(r, ()),
@@ -532,14 +543,7 @@ def spawn_parties(job, per_rank: dict[int, tuple], parties: int, *, provider: st
                                   None if insecure_links else roster, os.getpid(), run_token), daemon=True)
             p.start()
             procs[r] = p
-        for h, args in enumerate(per_host or []):
-            p = ctx.Process(target=_host_process, name=f"secure-auc-host-{h}",
-                            args=(h, host_job, args, results, received is not None and
-                                  (record_ranks is None or -(h + 1) in record_ranks), _parent_log_level(),
-                                  os.getpid()), daemon=True)
-            p.start()
-            procs[-(h + 1)] = p
-            ranks.append(-(h + 1))
+        ranks += host_keys
     finally:
         mp_spawn.set_executable(python)
         if cpp_log is None:
@@ -586,8 +590,11 @@ def spawn_parties(job, per_rank: dict[int, tuple], parties: int, *, provider: st
                 p.terminate()
                 with contextlib.suppress(OSError):
                     os.kill(p.pid, signal.SIGCONT)  # a stopped process acts on SIGTERM only once continued
+        grace = time.monotonic() + 1.0  # then SIGKILL: a process still starting holds SIGTERM back
         for p in procs.values():
-            p.join(timeout=5)
+            p.join(timeout=max(0.0, grace - time.monotonic()))
+        for p in procs.values():
             if p.is_alive():
                 p.kill()
+                p.join(timeout=5)
     return done
