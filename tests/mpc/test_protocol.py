@@ -92,7 +92,7 @@ def test_cli_mpc_report(capfd):
 
     r = json.loads(out.out)
     assert r["protocol"] == "mpc" and r["auc"] == pytest.approx(r["reference_auc"], abs=1e-12)
-    assert len(r["bytes_sent_received_per_party"]) == 3 and all(b > 0 for b in r["bytes_sent_received_per_party"])
+    assert len(r["bytes_sent_per_party"]) == 3 and all(b > 0 for b in r["bytes_sent_per_party"])
     assert len(r["rounds_per_party"]) == 3 and r["mpc_seconds"] > 0
     assert "rank step: stage" in out.err
     assert "INFO:" not in out.err  # each progress line once, in the CLI's format
