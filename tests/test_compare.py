@@ -95,3 +95,13 @@ def test_the_mpc_attack_reads_ranks_that_reach_the_server_and_nothing_else():
     guesses = top_k_guess_from_scores(values, 10, m, rng)
     assert set(guesses) <= set(range(300, 367))
     assert precision_at_k(guesses, labels) > labels.mean() + 0.3
+
+
+def test_identical_series_are_drawn_once():
+    from types import SimpleNamespace
+
+    from secure_auc.experiments.compare import _series
+
+    rows = [SimpleNamespace(parties=p, samples=m, y=(1.0 if p < 5 else 2.0) * m) for p in (2, 3, 5) for m in (10, 20)]
+    merged = _series(rows, lambda r: r.y)
+    assert [(ps, m, y.tolist()) for ps, m, y in merged] == [([2, 3], [10, 20], [10.0, 20.0]), ([5], [10, 20], [20.0, 40.0])]

@@ -377,8 +377,10 @@ def print_report(result, source: str, as_json: bool) -> None:
         rows.append(("AUC on flipped labels", _fmt(r.raw_auc)))
     rows.append(("seconds", f"{r.seconds:.3f}"))
     for key, value in r.extra.items():
-        if key.startswith("bytes") or key.endswith("_bytes"):
-            label = "data sent+received" + (" per party" if key.endswith("per_party") else " (server)")
+        if "bytes" in key.split("_"):  # every byte counter holds what was sent plus what was received
+            label = key.replace("_", " ")
+            for old in ("bytes sent received", "bytes sent", "bytes"):
+                label = label.replace(old, "data sent+received")
             values = value if isinstance(value, list) else [value]
             rows.append((label, ", ".join(human_bytes(v) for v in values)))
             continue

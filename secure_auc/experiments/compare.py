@@ -252,33 +252,54 @@ def write_outputs(rows: list[ComparisonRow], out: Path) -> dict:
     return {"json": out / "compare.json", "csv": out / "compare.csv", "png": figure}
 
 
+def _series(rows, value, rtol=0.05):
+    """One series per number of parties, as (parties, M, values); series equal within ``rtol``
+    are merged (their party counts joined), so that identical lines are drawn once."""
+    out = []
+    for parties in sorted({r.parties for r in rows}):
+        rs = sorted((r for r in rows if r.parties == parties), key=lambda r: r.samples)
+        m, y = [r.samples for r in rs], np.array([value(r) for r in rs], dtype=float)
+        for i, (ps, m0, y0) in enumerate(out):
+            if m0 == m and np.allclose(y0, y, rtol=rtol, equal_nan=True):
+                out[i] = (ps + [parties], m0, y0)
+                break
+        else:
+            out.append(([parties], m, y))
+    return out
+
+
 def _plot(rows, path):
     """Three panels over M: what the server's top-k attack achieves in each protocol, the
     seconds of the rank step (MPC) next to the whole plain protocol, and the data each party
-    sends and receives.  Colour = number of parties, marker and line style = protocol."""
+    sends and receives.  Colour = number of parties (black: the same for every number),
+    marker and line style = protocol."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (ax0, ax1, ax2) = plt.subplots(1, 3, figsize=(15, 4.4))
+    fig, (ax0, ax1, ax2) = plt.subplots(1, 3, figsize=(15, 4.6))
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    all_parties = sorted({r.parties for r in rows})
+    colour = {p: colours[i % len(colours)] for i, p in enumerate(all_parties)}
     ks = sorted({k for r in rows for k in r.attack_precision_plain})
     k = 100 if 100 in ks else (ks[-1] if ks else None)
-    for i, parties in enumerate(sorted({r.parties for r in rows})):
-        c = colours[i % len(colours)]
-        rs = sorted((r for r in rows if r.parties == parties), key=lambda r: r.samples)
-        m = [r.samples for r in rs]
-        if k is not None:
-            ax0.plot(m, [r.attack_precision_plain.get(k, np.nan) for r in rs], "s--", color=c,
-                     label=f"plain, {parties} parties")
-            ax0.plot(m, [r.attack_precision_mpc.get(k, np.nan) for r in rs], "o-", color=c,
-                     label=f"MPC, {parties} parties")
-        ax1.plot(m, [r.mpc_rank_step_seconds for r in rs], "o-", color=c, label=f"MPC rank step, {parties} parties")
-        ax1.plot(m, [r.plain_seconds for r in rs], "s--", color=c, label=f"plain (whole), {parties} parties")
-        ax2.plot(m, [max(r.mpc_bytes_per_party) for r in rs], "o-", color=c, label=f"MPC, {parties} parties")
-        ax2.plot(m, [max(r.plain_bytes_per_party) for r in rs], "s--", color=c, label=f"plain, {parties} parties")
-    base = sorted((r.samples, r.base_rate) for r in rows)
+
+    def draw(ax, value, style, name):
+        for ps, m, y in _series(rows, value):
+            who = ("any number of parties" if len(ps) == len(all_parties) > 1
+                   else ", ".join(map(str, ps)) + " parties")
+            c = "black" if len(ps) > 1 else colour[ps[0]]
+            ax.plot(m, y, style, color=c, label=f"{name}, {who}")
+
+    if k is not None:
+        draw(ax0, lambda r: r.attack_precision_plain.get(k, np.nan), "s--", "plain")
+        draw(ax0, lambda r: r.attack_precision_mpc.get(k, np.nan), "o-", "MPC")
+    draw(ax1, lambda r: r.mpc_rank_step_seconds, "o-", "MPC rank step")
+    draw(ax1, lambda r: r.plain_seconds, "s--", "plain (whole run)")
+    draw(ax2, lambda r: max(r.mpc_bytes_per_party), "o-", "MPC")
+    draw(ax2, lambda r: max(r.plain_bytes_per_party), "s--", "plain")
+    base = sorted({(r.samples, r.base_rate) for r in rows})
     ax0.plot([b[0] for b in base], [b[1] for b in base], ":", color="grey", label="base rate (random guess)")
     ax0.set_ylim(0, 1.02)
     ax0.set_ylabel(f"precision of the server's top-{k} guess")

@@ -132,14 +132,14 @@ def _parent_log_level() -> int | None:
 
 
 def _party_process(rank, parties, addr, port, provider, timeout, job, args, after_dealer, record, results,
-                   log_level=None, identity=None, roster=None, launcher=None, run_token=None):
+                   log_level=None, identity=None, roster=None, launcher=None, run_token=None, beats=None):
     """Body of one party's process: ``job(rank, *args)``, or the dealer's service; with
     ``record``, also every buffer the process receives (:func:`.audit.record_received`)."""
     try:
         import contextlib
 
         _die_with_parent(launcher)
-        _start_heartbeat(results, rank)
+        _start_heartbeat(beats, rank)
         _log_to_stderr(log_level)
         from .audit import forbid_crypten_randomness, record_received
         from .comm.runtime import init_party, shutdown_party
@@ -148,7 +148,7 @@ def _party_process(rank, parties, addr, port, provider, timeout, job, args, afte
 
         init_party(rank=rank, parties=parties, master_addr=addr, master_port=port, provider=provider,
                    timeout=timeout, identity=None if identity is None else identity_from_bytes(identity),
-                   roster=roster, insecure=roster is None, on_ready=lambda: results.put(("ready", rank)),
+                   roster=roster, insecure=roster is None, on_ready=lambda: _mark_ready(beats, rank),
                    run_token=run_token)
         received: list = []
         with forbid_crypten_randomness(), (record_received(received) if record else contextlib.nullcontext()):
@@ -172,7 +172,7 @@ def _party_process(rank, parties, addr, port, provider, timeout, job, args, afte
         os._exit(1)
 
 
-def _host_process(h, job, args, results, record, log_level=None, launcher=None):
+def _host_process(h, job, args, results, record, log_level=None, launcher=None, beats=None, slot=None):
     """Body of a client host's process (an input party of the helpers layout): no
     CrypTen world, only links to the computing parties; ``job(h, *args)``.  Its key
     among the results is ``-(h + 1)``."""
@@ -181,11 +181,11 @@ def _host_process(h, job, args, results, record, log_level=None, launcher=None):
         import contextlib
 
         _die_with_parent(launcher)
-        _start_heartbeat(results, key)
+        _start_heartbeat(beats, slot)
         _log_to_stderr(log_level)
         from .audit import forbid_crypten_randomness, record_received
 
-        results.put(("ready", key))
+        _mark_ready(beats, slot)
         received: list = []
         with forbid_crypten_randomness(), (record_received(received) if record else contextlib.nullcontext()):
             result = job(h, *args)
@@ -204,20 +204,46 @@ def _host_process(h, job, args, results, record, log_level=None, launcher=None):
 HEARTBEAT = 0.5  # seconds between a party's signs of life to the launcher
 
 
-def _start_heartbeat(results, rank: int) -> None:
+def _start_heartbeat(beats, rank: int) -> None:
     """A sign of life to the launcher every HEARTBEAT seconds, from a thread of its own, so that
-    a party that stops (SIGSTOP, a debugger, a frozen host process) is named by the launcher."""
+    a party that stops (SIGSTOP, a debugger, a frozen host process) is named by the launcher.
+    Each party writes the time (CLOCK_MONOTONIC, system-wide on Linux) into its own slot of a
+    shared array: no lock, so a party stopped at any instant cannot hold up another's beats
+    (a shared queue's lock could)."""
     import threading
+
+    if beats is None:
+        return
 
     def beat():
         while True:
-            try:
-                results.put(("alive", rank))
-            except (OSError, ValueError):  # the queue is closed: the process is ending
-                return
+            beats[rank] = time.monotonic()
             time.sleep(HEARTBEAT)
 
     threading.Thread(target=beat, name="secure-auc-heartbeat", daemon=True).start()
+
+
+def _slot(key: int, parties: int) -> int:
+    """A process's place in the heartbeat array: its rank, then the client hosts (keys -1, -2, ...)."""
+    return key if key >= 0 else parties + (-key)
+
+
+def _read_beats(beats, keys, parties: int, last_seen: dict, ready: set) -> None:
+    """Copy the processes' last signs of life and readiness out of the shared array."""
+    half = len(beats) // 2
+    for r in keys:
+        i = _slot(r, parties)
+        if beats[i] > 0:
+            last_seen[r] = beats[i]
+        if beats[half + i] > 0:
+            ready.add(r)
+
+
+def _mark_ready(beats, rank: int) -> None:
+    """This party has its modules loaded and now waits for the others: its slot in the
+    second half of ``beats`` (see :func:`_start_heartbeat`)."""
+    if beats is not None:
+        beats[len(beats) // 2 + rank] = 1.0
 
 
 def _process_state(pid: int) -> str | None:
@@ -235,11 +261,13 @@ def _silent_parties(procs: dict, last_seen: dict, started: float, quiet_for: flo
     now = time.monotonic()
     out = []
     for r, p in sorted(procs.items()):
-        if p.exitcode is not None or r not in last_seen:  # not yet started: named by the rendezvous' failure
+        if p.exitcode is not None:
             continue
-        silent = now - last_seen[r]
-        if silent > quiet_for:
-            what = "no sign of life"
+        if r in last_seen:
+            silent, limit, what = now - last_seen[r], quiet_for, "no sign of life"
+        else:  # still importing its modules (seconds on a busy machine): a wider bound
+            silent, limit, what = now - started, max(quiet_for, 30.0), "no sign of life since it was started"
+        if silent > limit:
             stopped = " (the process is stopped: SIGSTOP or a debugger)" if _process_state(p.pid) == "T" else ""
             out.append(f"{describe(r)} stopped answering: {what} for {silent:.0f} s{stopped}")
     return out
@@ -258,7 +286,7 @@ def errors_are_consequential(errors: dict) -> bool:
 
 
 def _failure(results, errors: dict, dead: list, procs: dict, k: int, last_seen: dict | None = None,
-             started: float | None = None, ready: set | None = None, describe=None) -> MPCError:
+             started: float | None = None, ready: set | None = None, beats=None, describe=None) -> MPCError:
     """Collect the reports that arrive within a moment and name the root cause.
 
     When one party fails, the others fail too ("another party disconnected", "no
@@ -291,6 +319,8 @@ def _failure(results, errors: dict, dead: list, procs: dict, k: int, last_seen: 
     # a process that died without reporting (a signal, an abort in native code) is the cause
     silent = sorted((r for r, p in procs.items() if r not in errors and p.exitcode not in (None, 0)),
                     key=lambda r: procs[r].exitcode >= 0)  # killed by a signal first
+    if beats is not None:
+        _read_beats(beats, procs, k + 1, last_seen, ready)
     if not causes and not silent:
         quiet = _silent_parties({r: p for r, p in procs.items() if r not in errors}, last_seen, started,
                                 3 * HEARTBEAT + 1.0, describe)
@@ -511,6 +541,8 @@ def spawn_parties(job, per_rank: dict[int, tuple], parties: int, *, provider: st
     run_token = secrets.token_hex(16)  # this run's claim on the port (comm.runtime._claim_port)
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
+    # per rank: the last sign of life (time.monotonic), then whether it reached the rendezvous
+    beats = ctx.Array("d", 2 * (parties + 1 + len(per_host or [])), lock=False)
     ranks = list(range(parties)) + ([parties] if provider == "ttp" else [])
     procs = {}
     host_keys: list = []
@@ -530,7 +562,7 @@ def spawn_parties(job, per_rank: dict[int, tuple], parties: int, *, provider: st
             p = ctx.Process(target=_host_process, name=f"secure-auc-host-{h}",
                             args=(h, host_job, args, results, received is not None and
                                   (record_ranks is None or -(h + 1) in record_ranks), _parent_log_level(),
-                                  os.getpid()), daemon=True)
+                                  os.getpid(), beats, _slot(-(h + 1), parties)), daemon=True)
             p.start()
             procs[-(h + 1)] = p
             host_keys.append(-(h + 1))
@@ -540,7 +572,7 @@ def spawn_parties(job, per_rank: dict[int, tuple], parties: int, *, provider: st
                                   after_dealer, received is not None and (record_ranks is None or r in record_ranks),
                                   results, _parent_log_level(),
                                   None if insecure_links else identity_bytes(keys[r]),
-                                  None if insecure_links else roster, os.getpid(), run_token), daemon=True)
+                                  None if insecure_links else roster, os.getpid(), run_token, beats), daemon=True)
             p.start()
             procs[r] = p
         ranks += host_keys
@@ -565,7 +597,8 @@ def spawn_parties(job, per_rank: dict[int, tuple], parties: int, *, provider: st
                 if msg[0] == "ready":
                     ready.add(msg[1])
             elif msg is not None and msg[0] == "error":
-                raise _failure(results, {msg[1]: msg}, [], procs, k, last_seen, started, ready, describe) from None
+                raise _failure(results, {msg[1]: msg}, [], procs, k, last_seen, started, ready, beats,
+                               describe) from None
             elif msg is not None:
                 done[msg[1]] = msg[2]
                 if received is not None and msg[3] is not None:
@@ -573,9 +606,10 @@ def spawn_parties(job, per_rank: dict[int, tuple], parties: int, *, provider: st
             if time.monotonic() < next_check:
                 continue
             next_check = time.monotonic() + 0.2
+            _read_beats(beats, ranks, parties, last_seen, ready)
             dead = [r for r, p in procs.items() if r not in done and p.exitcode not in (None, 0)]
             if dead:
-                raise _failure(results, {}, dead, procs, k, last_seen, started, ready, describe) from None
+                raise _failure(results, {}, dead, procs, k, last_seen, started, ready, beats, describe) from None
             # a party that stopped, or never started, for as long as the others wait for it: named now
             quiet = _silent_parties({r: p for r, p in procs.items() if r not in done}, last_seen, started, timeout,
                                     describe)
