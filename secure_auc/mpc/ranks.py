@@ -129,19 +129,20 @@ def secure_midranks(keys: torch.Tensor, progress=None) -> torch.Tensor:
 
 
 def key_digits(keys: np.ndarray, digit: int, bits: int) -> np.ndarray:
-    """One-hot form of digit ``digit`` (bits ``digit*bits ..``, least significant
-    first) of the unsigned form of integer keys (n, limbs) from
-    :func:`.encoding.encode_keys`: the first limb offset by 2^31 (to [0, 2^32)),
-    limbs concatenated most significant first.  Returns (n, 2^bits - 1) int64
-    indicators [digit == v] for v = 1 .. 2^bits - 1 (v = 0 is implied)."""
+    """Digit ``digit`` (bits ``digit*bits ..``, least significant first) of the
+    unsigned form of integer keys (n, limbs) from :func:`.encoding.encode_keys`: the
+    first limb offset by 2^31 (to [0, 2^32)), limbs concatenated most significant
+    first.  Returns (n,) int64 values in [0, 2^bits)."""
     limbs = keys.shape[1]
     value = np.zeros(keys.shape[0], dtype=np.int64)
     for t in range(bits):
         q = digit * bits + t
+        if q >= 32 * limbs:
+            break
         col = limbs - 1 - q // 32
         limb = keys[:, col] + ((1 << 31) if col == 0 else 0)
         value |= ((limb >> (q % 32)) & 1) << t
-    return (value[:, None] == np.arange(1, 1 << bits)[None, :]).astype(np.int64)
+    return value
 
 
 def radix_midranks(local_keys, sizes, sources, limbs: int, *, digit_bits: int = 2, progress=None):
@@ -159,7 +160,7 @@ def radix_midranks(local_keys, sizes, sources, limbs: int, *, digit_bits: int = 
 
     def digits(l):
         local = key_digits(local_keys, l, digit_bits) if mine else None
-        return sharing.share(local, (1 << digit_bits) - 1, ("digit", l))
+        return sharing.share(local, 1, ("digit", l))
 
     keys_sorted = sorter.sort(digits, key_bits, keys, progress=None if progress is None else
                               (lambda r, _n: progress(r, total)))

@@ -22,6 +22,7 @@ from __future__ import annotations
 import torch
 
 from ..comm import backend, p2p
+from .words import pack, unpack
 
 __all__ = ["open_to", "open_to_owners", "open_to_all"]
 
@@ -69,8 +70,8 @@ def open_to_all(share: torch.Tensor) -> torch.Tensor:
     a secret permutation composed with a fresh secret shuffle)."""
     if backend.world_size() == 1:
         return share.clone()
-    parts = backend.all_gather(share.contiguous())
-    out = parts[0].clone()
+    parts = backend.all_gather(pack([share]))  # int32 shares (Z_2^32) travel as half as many words
+    out = unpack(parts[0], [share])[0].clone()
     for p in parts[1:]:
-        out += p
+        out += unpack(p, [share])[0]
     return out

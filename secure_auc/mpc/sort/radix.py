@@ -63,27 +63,55 @@ from dataclasses import dataclass, field
 import torch
 
 from ..comm import backend
-from ..primitives.beaver import beaver_round
-from ..primitives.dealer import DealerChannel
+from ..primitives.beaver import open_masked
+from ..primitives.dealer import ONEHOT, DealerChannel
 from ..primitives.randomness import Randomness
 from ..primitives.shuffle import Shuffle, open_shuffled
 
-__all__ = ["RadixSort", "digit_permutation"]
+__all__ = ["RadixSort", "digit_permutation", "onehot_rows", "digit_bases", "rotate_rows"]
+
+I32 = torch.int32
 
 
-def digit_permutation(ind: torch.Tensor, rnd: Randomness, rank: int) -> torch.Tensor:
-    """Shares of the stable sort permutation (destination vector) of shared digits,
-    given as the (M, V - 1) shares of their one-hot indicators [digit = v], v = 1..V-1."""
-    one = 1 if rank == 0 else 0  # public constants are added by one party
-    ind = torch.cat([one - ind.sum(dim=1, keepdim=True), ind], dim=1)  # I_0 = 1 - sum of the others
-    counts = torch.cumsum(ind, dim=0)  # C, inclusive (int64 wraps mod 2^64: shares stay exact)
-    totals = counts[-1]
-    offsets = torch.cumsum(totals, dim=0) - totals  # O_v = sum_{u<v} T_u
-    base = counts + offsets  # O_v + C_v
-    diff = (base[:, 1:] - base[:, :1]).contiguous()
-    _, (prod,), _ = beaver_round(rnd, muls=[(ind[:, 1:].contiguous(), diff)])
-    dest = base[:, 0] + prod.sum(dim=1)
-    return dest - 1 if rank == 0 else dest
+def onehot_rows(e: torch.Tensor, u: torch.Tensor, rank: int) -> torch.Tensor:
+    """Shares (V, M) of the indicators I_v = [digit = v] from the shares (V - 1, M) of
+    E_t = [r mod V = t], t = 1..V-1, and the opened u = (digit - r) mod V:
+    I_v = E_{(v - u) mod V}, with E_0 = 1 - sum_t E_t."""
+    v = e.shape[0] + 1
+    full = torch.empty((v, e.shape[1]), dtype=e.dtype)
+    full[1:] = e
+    torch.sum(e, dim=0, dtype=e.dtype, out=full[0])
+    full[0].neg_()
+    if rank == 0:
+        full[0] += 1
+    idx = (torch.arange(v).unsqueeze(1) - u.unsqueeze(0)) % v
+    return torch.gather(full, 0, idx)
+
+
+def digit_bases(ind: torch.Tensor) -> torch.Tensor:
+    """Shares (V, M) of O_v + C_{j,v} - 1 (offset plus inclusive count, 0-based) from the
+    indicators (V, M) in the order sorted so far; ``ind`` is overwritten."""
+    torch.cumsum(ind, dim=1, dtype=ind.dtype, out=ind)  # C (wraps mod 2^32: shares stay exact)
+    totals = ind[:, -1].clone()
+    offsets = torch.cumsum(totals, dim=0, dtype=ind.dtype) - totals  # O_v = sum_{u<v} T_u
+    ind += offsets.unsqueeze(1)
+    return ind
+
+
+def rotate_rows(base: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """D'_t = base_{(t + u) mod V} per column (the bases seen from r's one-hot)."""
+    v = base.shape[0]
+    return torch.gather(base, 0, (torch.arange(v).unsqueeze(1) + u.unsqueeze(0)) % v)
+
+
+def digit_permutation(d_rot: torch.Tensor, e: torch.Tensor, c: torch.Tensor, f: torch.Tensor, rank: int) -> torch.Tensor:
+    """Shares of sigma = sum_t E_t D'_t - 1 = D'_0 + sum_{t >= 1} E_t (D'_t - D'_0) (the
+    bases already hold the -1 at rank 0), each product by Beaver with the dealer's
+    triple (E_t, b_t, c_t = E_t b_t): f = (D'_t - D'_0) - b_t is opened, and
+    [E_t x] = f [E_t] + [c_t]."""
+    out = d_rot[0].clone()
+    out += (e * f + c).sum(dim=0, dtype=out.dtype)
+    return out
 
 
 def _scatter(tau: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
@@ -103,8 +131,8 @@ def _check_permutation(tau: torch.Tensor) -> None:
 class RadixSort:
     """Oblivious LSD radix sort of secret keys, given as digits shared round by round.
 
-    ``digit_bits``: 1 or 2 bits per round (2: half the rounds and shuffles, three
-    times the products; faster here).
+    ``digit_bits``: 1 to 4 bits per round (more: fewer rounds and shuffles,
+    :math:`2^d - 1` products per row).
     """
 
     digit_bits: int = 2
@@ -116,40 +144,65 @@ class RadixSort:
         return -(-key_bits // self.digit_bits)
 
     def sort(self, digits, key_bits: int, keys: torch.Tensor, progress=None) -> torch.Tensor:
-        """Sort the rows of ``keys`` (an (M, limbs) share matrix, carried along).
+        """Sort the rows of ``keys`` (an (M, limbs) int64 share matrix, carried along).
 
-        ``digits(l)`` returns the (M, 2^digit_bits - 1) shares of the one-hot
-        indicators of digit ``l`` (bits ``l*digit_bits ..``, least significant
-        digit first) of every row's key; the key has ``key_bits`` bits.  Returns the shares of the keys
-        in ascending order (ties in input order); keeps what :meth:`unsort`
-        needs.  ``progress(round, rounds)`` after each round.
+        ``digits(l)`` returns the (M,) shares (int64 or int32; only the value mod
+        2^digit_bits counts) of digit ``l`` (bits ``l*digit_bits ..``, least
+        significant digit first) of every row's key; the key has ``key_bits`` bits.
+        Returns the shares of the keys in ascending order (ties in input order);
+        keeps what :meth:`unsort` needs.  ``progress(round, rounds)`` after each round.
         """
         rank = backend.rank()
         m = keys.shape[0]
+        if m >= 1 << 30:
+            raise ValueError(f"the radix sort ranks fewer than 2^30 rows, got {m}")
+        kind = f"onehot{self.digit_bits}"
+        if kind not in ONEHOT:
+            raise ValueError(f"digit_bits must be 1 to 4, got {self.digit_bits}")
+        mask = (1 << self.digit_bits) - 1
         channel = DealerChannel()
         sh = self._shuffle = Shuffle(channel)
         rnd = self.randomness = Randomness(channel)
-        per_round = m * (2 ** self.digit_bits - 1)
         total = self.rounds(key_bits)
-        channel.plan_triples([per_round] * total)
-        rho = None
+        channel.plan_triples([m] * total, kind)
+        rho = tau = inst = None
         for l in range(total):
-            rnd.reserve({"mul": per_round})
-            dig = digits(l)
+            dig = digits(l).reshape(-1).to(I32)
+            if rho is not None:  # shuffle [rho | digit], open rho[s]
+                y, inst = sh.forward(torch.stack([rho, dig], dim=1))
+                rho_s, dig = y[:, 0].contiguous(), y[:, 1].contiguous()
+            rows = rnd.take(kind, m)
+            v = mask + 1
+            r, e, b, c = rows[0], torch.stack(rows[1:v]), torch.stack(rows[v : 2 * v - 1]), torch.stack(rows[2 * v - 1 :])
+            masked = ((dig - r) & mask).to(torch.uint8)  # low bits of the shares of (digit - r) mod 2^d
             if rho is None:
-                b = dig
+                _, (u,) = open_masked([], [masked])
             else:
-                y, inst = sh.forward(torch.cat([rho.unsqueeze(1), dig], dim=1))
-                tau = open_shuffled(y[:, 0])
+                _, (tau, u) = open_masked([], [rho_s, masked])
+                tau = tau.long()
                 _check_permutation(tau)
-                b = _scatter(tau, y[:, 1:])
-            sigma = digit_permutation(b, rnd, rank)
-            rho = sigma if rho is None else sh.inverse(sigma[tau].unsqueeze(1), inst)[:, 0]
+            u = (u & mask).long()
+            ind = onehot_rows(e, u, rank)  # rows in shuffled order
+            if tau is not None:
+                ind = _scatter_cols(tau, ind)  # to the order sorted so far
+            base = digit_bases(ind)
+            if rank == 0:
+                base -= 1
+            if tau is not None:
+                base = base[:, tau]  # back to shuffled order
+            d_rot = rotate_rows(base, u)
+            del base
+            diff = d_rot[1:] - d_rot[0]
+            diff -= b
+            _, (f,) = open_masked([], [diff])
+            w = digit_permutation(d_rot, e, c, f, rank)  # sigma in shuffled order: sigma[tau]
+            del d_rot, diff, f, e, b, c, rows
+            rho = w if tau is None else sh.inverse(w.unsqueeze(1), inst)[:, 0].contiguous()
             if progress is not None:
                 progress(l + 1, total)
         keys = keys.reshape(m, -1)
-        y, inst = sh.forward(torch.cat([rho.unsqueeze(1), keys], dim=1))
-        tau = open_shuffled(y[:, 0])
+        y, inst = sh.forward(torch.cat([rho.to(torch.int64).unsqueeze(1), keys], dim=1))
+        tau = open_shuffled(y[:, 0].to(I32)).long()
         _check_permutation(tau)
         self._final = (tau, inst)
         return _scatter(tau, y[:, 1:])
@@ -162,3 +215,9 @@ class RadixSort:
         out = self._shuffle.inverse(w, inst).reshape(shape)
         self._shuffle.ch.close()
         return out
+
+
+def _scatter_cols(tau: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(rows)
+    out[:, tau] = rows
+    return out
