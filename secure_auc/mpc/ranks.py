@@ -57,7 +57,7 @@ from .primitives.circuits import COMPARE_BITS, eq_packed
 from .primitives.inputs import SourceSharing
 from .primitives.opening import open_to_all, open_to_owners
 from .primitives.randomness import dealer_randomness
-from .primitives.scan import copy_forward
+from .primitives.scan import copy_forward, scan_plan
 from .sort import BitonicSort, RadixSort, n_stages
 
 __all__ = ["secure_midranks", "radix_midranks", "key_digits", "twice_midranks_sorted", "reveal_to_owners", "agree_limbs", "rank_step",
@@ -67,26 +67,31 @@ def next_pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
-def twice_midranks_sorted(keys_sorted: torch.Tensor, rnd) -> torch.Tensor:
+def twice_midranks_sorted(keys_sorted: torch.Tensor, rnd, dtype=torch.int64) -> torch.Tensor:
     """Shares of 2 x mid-rank (0-based) of each row of sorted integer-encoded keys,
     given as this party's (n,) or (n, limbs) int64 shares; ``rnd`` (a
-    :class:`.sort.Randomness`) supplies the products' triples."""
+    :class:`.sort.Randomness`) supplies the products' triples.  The scan and the
+    result are in the ring of ``dtype`` (int32: Z_2^32, enough for n < 2^30)."""
     rank = backend.rank()
     keys = keys_sorted.reshape(keys_sorted.shape[0], -1)
     n = keys.shape[0]
     one = 1 if rank == 0 else 0
     if n == 1:
-        return torch.zeros(1, dtype=torch.long)
+        return torch.zeros(1, dtype=dtype)
     d = (keys[1:] - keys[:-1]).t().contiguous()  # (limbs, n - 1)
-    eq = bit_to_arithmetic(eq_packed(d, COMPARE_BITS, rnd), n - 1, rnd)
+    eq = bit_to_arithmetic(eq_packed(d, COMPARE_BITS, rnd), n - 1, rnd).to(dtype)  # mod 2^32: still shares
+    del d
     starts = one - eq  # row j + 1 starts a tie group
-    first = torch.full((1,), one, dtype=torch.long)
+    first = torch.full((1,), one, dtype=dtype)
     # row 0: group starts, forward; row 1: group ends, on the reversed sequence
     f = torch.stack([torch.cat([first, starts]), torch.cat([first, starts.flip(0)])])
-    pos = torch.arange(n, dtype=torch.long)
+    del eq, starts
+    pos = torch.arange(n, dtype=dtype)
     v = f * torch.stack([pos, pos.flip(0)])
-    size = next_pow2(n)
-    rnd.reserve({"mul": 2 * (4 * (size - 1) + n)})  # the whole scan's triples in one batch
+    if dtype == torch.int32:  # batch by batch, each prepared while the previous is used
+        rnd.channel.plan_triples(scan_plan(2, n), "mul32")
+    else:  # the whole scan's triples in one batch
+        rnd.reserve({"mul": 2 * (4 * (next_pow2(n) - 1) + n)})
     out = copy_forward(f, v, rnd)
     return out[0] + out[1].flip(0)
 
@@ -164,7 +169,8 @@ def radix_midranks(local_keys, sizes, sources, limbs: int, *, digit_bits: int = 
 
     keys_sorted = sorter.sort(digits, key_bits, keys, progress=None if progress is None else
                               (lambda r, _n: progress(r, total)))
-    twice_sorted = twice_midranks_sorted(keys_sorted, sorter.randomness)
+    twice_sorted = twice_midranks_sorted(keys_sorted, sorter.randomness, torch.int32)
+    del keys_sorted
     if progress is not None:
         progress(rounds + 1, total)
     twice = sorter.unsort(twice_sorted)

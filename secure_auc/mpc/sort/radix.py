@@ -84,8 +84,10 @@ def onehot_rows(e: torch.Tensor, u: torch.Tensor, rank: int) -> torch.Tensor:
     full[0].neg_()
     if rank == 0:
         full[0] += 1
-    idx = (torch.arange(v).unsqueeze(1) - u.unsqueeze(0)) % v
-    return torch.gather(full, 0, idx)
+    out = torch.empty_like(full)
+    for t in range(v):  # row by row: one (M,) index at a time
+        out[t] = torch.gather(full, 0, ((t - u) % v).unsqueeze(0))[0]
+    return out
 
 
 def digit_bases(ind: torch.Tensor) -> torch.Tensor:
@@ -101,7 +103,10 @@ def digit_bases(ind: torch.Tensor) -> torch.Tensor:
 def rotate_rows(base: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     """D'_t = base_{(t + u) mod V} per column (the bases seen from r's one-hot)."""
     v = base.shape[0]
-    return torch.gather(base, 0, (torch.arange(v).unsqueeze(1) + u.unsqueeze(0)) % v)
+    out = torch.empty_like(base)
+    for t in range(v):
+        out[t] = torch.gather(base, 0, ((t + u) % v).unsqueeze(0))[0]
+    return out
 
 
 def digit_permutation(d_rot: torch.Tensor, e: torch.Tensor, c: torch.Tensor, f: torch.Tensor, rank: int) -> torch.Tensor:
