@@ -317,6 +317,10 @@ class DealerChannel:
         """This party's shares of ``n`` fresh items of correlated randomness of ``kind``
         (the rows of :func:`triple_shares`, corrected if this party is the batch's
         :func:`corrected_party`)."""
+        return list(self.block(kind, n))
+
+    def block(self, kind: str, n: int) -> torch.Tensor:
+        """:meth:`shares` as one (rows, n) tensor."""
         batch = self._batches.get(kind, 0)
         self._batches[kind] = batch + 1
         plan = self._plan.get(kind, [])
@@ -345,7 +349,7 @@ class DealerChannel:
                 self._prefetched[kind] = (batch + 1, nxt, t, work, like)
             else:
                 self._prefetched[kind] = (batch + 1, nxt, None, None, None)
-        return list(out)
+        return out
 
     def triples(self, n: int) -> list[torch.Tensor]:
         """This party's shares [a, b, c] of ``n`` fresh multiplication triples (Z_2^64)."""

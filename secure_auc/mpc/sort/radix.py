@@ -65,6 +65,7 @@ import torch
 from ..comm import backend
 from ..primitives.beaver import open_masked
 from ..primitives.dealer import ONEHOT, DealerChannel
+from ..primitives.memory import release_free_memory
 from ..primitives.randomness import Randomness
 from ..primitives.shuffle import Shuffle, open_shuffled
 
@@ -170,39 +171,47 @@ class RadixSort:
         rnd = self.randomness = Randomness(channel)
         total = self.rounds(key_bits)
         channel.plan_triples([m] * total, kind)
+        v = mask + 1
         rho = tau = inst = None
         for l in range(total):
             dig = digits(l).reshape(-1).to(I32)
-            if rho is not None:  # shuffle [rho | digit], open rho[s]
+            if l:  # shuffle [rho | digit], open rho[s] below
                 y, inst = sh.forward(torch.stack([rho, dig], dim=1))
+                rho = dig = None
                 rho_s, dig = y[:, 0].contiguous(), y[:, 1].contiguous()
-            rows = rnd.take(kind, m)
-            v = mask + 1
-            r, e, b, c = rows[0], torch.stack(rows[1:v]), torch.stack(rows[v : 2 * v - 1]), torch.stack(rows[2 * v - 1 :])
+                del y
+            rows = channel.block(kind, m)  # r, E (V - 1 rows), b, c: views, no copies
+            r, e, b, c = rows[0], rows[1:v], rows[v : 2 * v - 1], rows[2 * v - 1 :]
             masked = ((dig - r) & mask).to(torch.uint8)  # low bits of the shares of (digit - r) mod 2^d
-            if rho is None:
+            del dig
+            if l == 0:
                 _, (u,) = open_masked([], [masked])
             else:
                 _, (tau, u) = open_masked([], [rho_s, masked])
+                del rho_s
                 tau = tau.long()
                 _check_permutation(tau)
             u = (u & mask).long()
             ind = onehot_rows(e, u, rank)  # rows in shuffled order
-            if tau is not None:
+            if l:
                 ind = _scatter_cols(tau, ind)  # to the order sorted so far
             base = digit_bases(ind)
+            del ind
             if rank == 0:
                 base -= 1
-            if tau is not None:
-                base = base[:, tau]  # back to shuffled order
+            if l:
+                base = _gather_cols(base, tau)  # back to shuffled order
             d_rot = rotate_rows(base, u)
-            del base
+            del base, u
             diff = d_rot[1:] - d_rot[0]
             diff -= b
             _, (f,) = open_masked([], [diff])
+            del diff
             w = digit_permutation(d_rot, e, c, f, rank)  # sigma in shuffled order: sigma[tau]
-            del d_rot, diff, f, e, b, c, rows
-            rho = w if tau is None else sh.inverse(w.unsqueeze(1), inst)[:, 0].contiguous()
+            del d_rot, f, r, e, b, c, rows, masked
+            rho = w if l == 0 else sh.inverse(w.unsqueeze(1), inst)[:, 0].contiguous()
+            del w
+            release_free_memory()
             if progress is not None:
                 progress(l + 1, total)
         keys = keys.reshape(m, -1)
@@ -223,6 +232,16 @@ class RadixSort:
 
 
 def _scatter_cols(tau: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """out[:, tau] = rows, one row at a time (several times faster than at once)."""
     out = torch.empty_like(rows)
-    out[:, tau] = rows
+    for i in range(rows.shape[0]):
+        out[i].index_copy_(0, tau, rows[i])
+    return out
+
+
+def _gather_cols(rows: torch.Tensor, tau: torch.Tensor) -> torch.Tensor:
+    """rows[:, tau], one row at a time."""
+    out = torch.empty_like(rows)
+    for i in range(rows.shape[0]):
+        torch.index_select(rows[i], 0, tau, out=out[i])
     return out
