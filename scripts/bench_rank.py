@@ -55,7 +55,7 @@ def _job(rank, part, sizes, method):
 
 
 def _dealer_peak() -> dict:
-    return {"peak_rss": _peak_rss()}
+    return {"peak_rss": _peak_rss(), "cpu": time.process_time()}
 
 
 def _peak_rss() -> int:
@@ -123,6 +123,7 @@ def run(m: int, parties: int, provider: str, dtype: str, method: str = "radix", 
         "rounds_per_party": [done[r]["rounds"] for r in range(parties)],
         "peak_rss_per_party": [done[r]["peak_rss"] for r in range(parties)],
         "dealer_peak_rss": done[parties]["peak_rss"] if provider == "ttp" else None,
+        "dealer_cpu": round(done[parties]["cpu"], 2) if provider == "ttp" else None,
         "seconds": max(done[r]["seconds"] for r in range(parties)),
         "bytes_per_score": max(done[r]["bytes"] for r in range(parties)) / m,
         "rounds": max(done[r]["rounds"] for r in range(parties)),

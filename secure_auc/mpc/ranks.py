@@ -11,11 +11,12 @@ nobody else learns anything.
    a secure equality test on the shared count of such sources).
 2. *Sort* (``method``).
 
-   * ``"radix"`` (default, :func:`radix_midranks`): each source shares the
-     one-hot form of each 2-bit digit of its keys (:func:`key_digits`,
+   * ``"radix"`` (default, :func:`radix_midranks`): each source shares
+     each 2-bit digit of its keys (:func:`key_digits`,
      :class:`.primitives.inputs.SourceSharing`), and :class:`.sort.RadixSort` composes
-     the digits' stable-sort permutations through secret shuffles; the keys
-     are carried to sorted order by the last shuffle.  No padding.
+     the digits' stable-sort permutations through secret shuffles, in
+     :math:`\mathbb{Z}_{2^{32}}`; the keys are carried to sorted order by the
+     last shuffle.  No padding.
    * ``"network"`` (:func:`secure_midranks`): the keys are shared with integer
      encoding (precision 0), concatenated in party order and padded to
      :math:`n = 2^p` rows with public keys larger than any real one; the
@@ -33,7 +34,8 @@ nobody else learns anything.
    are segmented copy-forward scans (:mod:`.primitives.scan`, Blelloch, :math:`2 \lceil
    \log_2 n \rceil` product rounds) with flags :math:`f` and values
    :math:`v = j f`.  Then :math:`2 r_j = \mathrm{first}_j + \mathrm{last}_j`,
-   an integer.
+   an integer (the radix method scans in :math:`\mathbb{Z}_{2^{32}}`, exact for
+   :math:`n < 2^{30}`).
 4. *Unsort.*  The network's swap bits replayed in reverse, or the radix sort's
    last shuffle inverted, put :math:`2r` back in input order.  Source k's
    slice is opened to source k only, point-to-point
@@ -55,6 +57,7 @@ from .encoding import encode_keys, is_float32_exact, limbs_for, share_keys
 from .primitives.b2a import bit_to_arithmetic
 from .primitives.circuits import COMPARE_BITS, eq_packed
 from .primitives.inputs import SourceSharing
+from .primitives.memory import release_free_memory
 from .primitives.opening import open_to_all, open_to_owners
 from .primitives.randomness import dealer_randomness
 from .primitives.scan import copy_forward, scan_plan
@@ -169,6 +172,7 @@ def radix_midranks(local_keys, sizes, sources, limbs: int, *, digit_bits: int = 
 
     keys_sorted = sorter.sort(digits, key_bits, keys, progress=None if progress is None else
                               (lambda r, _n: progress(r, total)))
+    release_free_memory()
     twice_sorted = twice_midranks_sorted(keys_sorted, sorter.randomness, torch.int32)
     del keys_sorted
     if progress is not None:

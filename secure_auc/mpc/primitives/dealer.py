@@ -10,12 +10,18 @@ and sends each party its own.  Afterwards both ends derive every pad,
 permutation and triple share from that seed (:mod:`.prg`), and the dealer
 sends only corrections, each to one party:
 
-* a shuffle pass of permuter :math:`i`: :math:`\Delta_i` (:mod:`.shuffle`);
-* multiplication triples :math:`(a, b, c)`, :math:`c = ab`: every party
-  derives its shares :math:`a_p, b_p, c_p` from its stream, except that
-  rank 0's :math:`c_0 = ab - \sum_{p \ne 0} c_p` comes from the dealer
-  (:math:`a = \sum_p a_p`, :math:`b = \sum_p b_p`): one word per product to
-  rank 0, the same as CrypTen's TTP, with a generator about four times faster.
+* a shuffle pass of permuter :math:`i`: :math:`\Delta_i` (:mod:`.shuffle`),
+  in the shuffled matrix's ring (int64 or int32);
+* correlated randomness (:func:`triple_shares`): every party derives its
+  shares from its stream, except that one party's (the batch's
+  :func:`corrected_party`, rotating over the parties so that no party
+  receives all the corrections) comes from the dealer:
+  multiplication triples :math:`(a, b, c)`, :math:`c = ab`, in
+  :math:`\mathbb{Z}_{2^{64}}` (``"mul"``) or :math:`\mathbb{Z}_{2^{32}}`
+  (``"mul32"``), one corrected word per product; AND triples; B2A bits; and
+  the radix sort's one-hot randomness (``"onehot<d>"``: a random :math:`r`,
+  the one-hot of :math:`r \bmod 2^d` and triples with it as first factor,
+  :math:`2 (2^d - 1)` corrected words per row).
 
 Transport: at the start of a sort rank 0 asks the dealer, through CrypTen's
 TTP channel, to start (:func:`serve`); the dealer sends the seeds, then takes

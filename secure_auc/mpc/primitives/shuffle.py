@@ -2,7 +2,9 @@ r"""Secret-shared shuffle: permute additively shared rows by a permutation that
 no computing party knows, with correlated randomness from the dealer.
 
 Shares.  The :math:`w` computing parties hold
-:math:`X = X_0 + \dots + X_{w-1} \pmod{2^{64}}`, an :math:`(M, c)` matrix.
+:math:`X = X_0 + \dots + X_{w-1} \pmod{2^{64}}` (int64), or
+:math:`\pmod{2^{32}}` (int32: pads, messages and corrections are then half
+as many bytes), an :math:`(M, c)` matrix.
 
 One pass (permuter :math:`i`, its own uniformly random permutation
 :math:`p_i` of the rows, applied as :math:`X \mapsto X[p_i]`):
@@ -109,7 +111,7 @@ def deltas(seeds: list[bytes], instance: int, rows: int, cols: int, inverse: boo
 
 
 class Shuffle:
-    """Secret shuffles of (rows, cols) int64 share matrices over one :class:`.dealer.DealerChannel`.
+    """Secret shuffles of (rows, cols) int64 or int32 share matrices over one :class:`.dealer.DealerChannel`.
 
     ``forward(x)`` returns the shares of ``X[p]`` and the shuffle's handle;
     ``inverse(y, handle)`` returns the shares of ``Y[p^-1]`` for the same ``p``.

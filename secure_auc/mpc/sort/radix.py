@@ -5,38 +5,55 @@ The LSD radix sort of Hamada et al. (2014) in the form of Asharov et al.
 least significant first, each time with a *stable* sort, and the sort so far
 is kept as a secret permutation.  Nothing is compared; the only openings are
 secret permutations composed with fresh secret shuffles, which are uniformly
-random permutations whatever the keys (:mod:`secure_auc.mpc.shuffle`).
+random permutations whatever the keys (:mod:`secure_auc.mpc.primitives.shuffle`),
+and values masked by fresh dealer randomness.
+
+Ring.  Everything in the rounds is additively shared in
+:math:`\mathbb{Z}_{2^{32}}` (int32 words, half the bytes of
+:math:`\mathbb{Z}_{2^{64}}`): permutations, counts and destinations are below
+:math:`M < 2^{30}`, so they are exact there.  The keys carried to sorted
+order stay in :math:`\mathbb{Z}_{2^{64}}` (the mid-rank step compares them).
 
 Permutations are destination vectors: :math:`\rho` sends row :math:`j` to
 position :math:`\rho_j`, :math:`\mathrm{apply}(\rho, x)_{\rho_j} = x_j`.
 
-*Digit permutation* (one batched product round).  A shared digit
-:math:`v_j \in \{0, \dots, 2^d - 1\}` arrives as its one-hot indicators
-:math:`I_{j,v} = [v_j = v]` for :math:`v \ge 1`, secret-shared by the source
-that owns row :math:`j` (it computes them from its own key, so no product is
-needed to expand bits); :math:`I_{j,0} = 1 - \sum_{v \ge 1} I_{j,v}`.
-With the inclusive prefix counts :math:`C_{j,v} = \sum_{i \le j} I_{i,v}`
-(local: prefix sums are linear), the totals :math:`T_v = C_{M-1,v}` and
-:math:`O_v = \sum_{u < v} T_u`, the stable sort by the digit sends row
-:math:`j` to
+*Digits.*  The source of row :math:`j` shares its digit value
+:math:`v_j \in \{0, \dots, V - 1\}`, :math:`V = 2^d` (one word; sharing is
+free, :class:`.primitives.inputs.SourceSharing`).  The dealer deals, per row,
+a random :math:`r` (shares in :math:`\mathbb{Z}_{2^{32}}`), the shares of the
+one-hot :math:`E_t = [r \bmod V = t]` (:math:`t \ge 1`;
+:math:`E_0 = 1 - \sum_{t \ge 1} E_t`) and triples :math:`(E_t, b_t, c_t = E_t
+b_t)` (kind ``"onehot<d>"``, :mod:`.primitives.dealer`).  The parties open
+:math:`u = (v - r) \bmod V` (uniformly random: :math:`r \bmod V` is), and then
+:math:`I_v = [v_j = v] = E_{(v - u) \bmod V}`, a local rotation.
+
+*Digit permutation* (one opening).  With the inclusive prefix counts
+:math:`C_{j,v} = \sum_{i \le j} I_{i,v}` (local), the totals
+:math:`T_v = C_{M-1,v}` and :math:`O_v = \sum_{u < v} T_u`, the stable sort
+by the digit sends row :math:`j` to
 
 .. math::
 
-    \sigma_j = \sum_v I_{j,v}\,(O_v + C_{j,v}) - 1
-             = (O_0 + C_{j,0}) - 1 + \sum_{v \ge 1} I_{j,v}\,\big((O_v + C_{j,v}) - (O_0 + C_{j,0})\big)
+    \sigma_j = \sum_v I_{j,v}\,(O_v + C_{j,v} - 1)
+             = \sum_t E_t\,D'_t = D'_0 + \sum_{t \ge 1} E_t\,(D'_t - D'_0),
+    \qquad D'_t = O_{(t+u) \bmod V} + C_{j,(t+u) \bmod V} - 1
 
-(:math:`\sum_v I_{j,v} = 1`): :math:`2^d - 1` products per row.
+(:math:`\sum_t E_t = 1`).  Each product has the dealer's :math:`E_t` as its
+first factor, so Beaver's protocol opens only
+:math:`f_t = (D'_t - D'_0) - b_t` and :math:`[E_t x] = f_t [E_t] + [c_t]`:
+:math:`V - 1` opened words per row (a product of two shared values opens two).
 
 *Round* :math:`l \ge 1`, with the sort so far :math:`\rho` (shared):
 
-1. Shuffle :math:`[\rho \mid \text{digit}_l]` with a fresh secret :math:`S`
-   (rows :math:`X \mapsto X[s]`) and open :math:`\tau = \rho[s]`.
-2. Scatter locally: :math:`b[\tau_i] = \text{digit}_l[s_i]`, i.e.
-   :math:`b = \mathrm{apply}(\rho, \text{digit}_l)`, the digit in the order
-   sorted so far.
-3. :math:`\sigma` = digit permutation of :math:`b`.
-4. Compose: :math:`w_i = \sigma[\tau_i] = (\sigma \circ \rho)[s_i]`, a local
-   gather, so :math:`\rho \leftarrow S^{-1}(w)` (an inverse shuffle).
+1. Shuffle :math:`[\rho \mid v]` with a fresh secret :math:`S` (rows
+   :math:`X \mapsto X[s]`) and open :math:`\tau = \rho[s]`, together with
+   :math:`u` (one message).
+2. In shuffled order, :math:`I` from :math:`E` and :math:`u`; scatter it to
+   the order sorted so far (:math:`b[\tau_i] = I_i`), count there, and gather
+   the bases back: :math:`D'` in shuffled order.
+3. :math:`w = \sigma[\tau] = (\sigma \circ \rho)[s]` directly in shuffled
+   order (one opening), so :math:`\rho \leftarrow S^{-1}(w)` (an inverse
+   shuffle of one column).
 
 Round 0 needs no shuffle (:math:`\rho` is the identity).  After the last
 round the keys are moved to sorted order the same way (shuffle
@@ -49,11 +66,23 @@ permutations are independent and uniformly random: together they reveal
 nothing about the keys, not even ties (ties are kept in input order by the
 stable digit sorts; equal keys are never compared).
 
-Cost per round for :math:`M` rows: one shuffle of :math:`1 + d` columns, one
-inverse shuffle of one column (each :math:`w` passes), one opening of
-:math:`M` words and :math:`2^d - 1` products per row; :math:`\lceil
-32\,\text{limbs} / d \rceil` rounds.  Time grows as :math:`M` per round, so
-:math:`M \log M` overall only through the key width, which is fixed.
+Cost per round for :math:`M` rows: one shuffle of 2 int32 columns, one
+inverse shuffle of one, one opening of :math:`M` words and :math:`M` bytes,
+one of :math:`(V - 1) M` words, and the dealer's :math:`2 (V - 1)` corrected
+words per row to one party (rotating); :math:`\lceil 32\,\text{limbs} / d
+\rceil` rounds.  Time grows as :math:`M` per round.
+
+Examples
+--------
+The stable sort destinations of digits, from one party's shares (one party:
+its shares are the values):
+
+>>> import torch
+>>> from secure_auc.mpc.sort.radix import digit_bases
+>>> ind = torch.tensor([[0, 1, 0, 1], [1, 0, 1, 0]], dtype=torch.int32)  # digits 1, 0, 1, 0
+>>> (digit_bases(ind) - 1)  # row v: O_v + C_v - 1, the destination if the digit is v
+tensor([[-1,  0,  0,  1],
+        [ 2,  2,  3,  3]], dtype=torch.int32)
 """
 
 from __future__ import annotations
