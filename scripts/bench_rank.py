@@ -1,26 +1,31 @@
 #!/usr/bin/env python3
-"""Benchmark the secure rank step alone: seconds, bytes and rounds per party.
+"""Benchmark the secure rank step alone: seconds, bytes, rounds and peak memory per score.
 
-    .venv/bin/python scripts/bench_rank.py                 # every method, 2^12..2^20 and 458,407 scores, 2 and 3 parties
+    .venv/bin/python scripts/bench_rank.py                 # both methods, 2^12..2^22, 458,407 and 4,584,062 scores, 2 and 3 parties
     .venv/bin/python scripts/bench_rank.py --methods radix --sizes 4096 65536 --parties 3 --provider tfp --json
+    .venv/bin/python scripts/bench_rank.py --methods radix --markdown --plot docs/figures/bench_rank.png
 
 "Parties" counts the computing parties in the protocol's layout: the server
 (rank 0, no scores) and parties - 1 clients holding equal slices of the
 scores; with ``--provider ttp`` (default) a dealer process is extra.  Each
 party runs :func:`secure_auc.mpc.ranks.rank_step` (limb agreement, sharing,
-sort, mid-ranks, unsort, each client's ranks opened to it) on float32 scores
-with ties (``--dtype float64`` for two key limbs), and every run is checked
-against ``scipy.stats.rankdata``.
+sort, mid-ranks, unsort, each client's ranks opened to it), and every run is
+checked against ``scipy.stats.rankdata`` (column "exact").  Scores: float32
+with ties (uniform, rounded to 4 decimals; ``--dtype float64`` for distinct
+scores and two key limbs); at M = 458,407 and 4,584,062 the built-in Criteo-like
+sets (:func:`secure_auc.data.make_ctr_dataset`), whose AUC computed from the
+secure ranks is compared with scikit-learn's ``roc_auc_score`` (column "AUC
+diff").
 
-Peak GiB: the largest peak resident memory among the parties (and the dealer).
-The full default run takes about 13 minutes, most of it the sorting network
-at 2^19 and 2^20 (``--max-network 65536`` skips those).
-
-Seconds: the rank step in each party, from its start to its ranks (process
-start-up, about 3-5 s, excluded).  Bytes and rounds: CrypTen's communicator
-counters (``get_communication_stats()``), which count what a party sends
-plus what it receives in each collective, and one round per collective
-(with TTP, rank 0 also counts its requests to the dealer).
+Columns: seconds, the rank step in the slowest party, from its start to its
+ranks (process start-up, 3-5 s, excluded); CPU s, the largest CPU time of a
+party in that span (all its threads); bytes per score, what the busiest party
+sends plus receives (CrypTen's communicator counters, which count the
+project's point-to-point messages too) divided by M; rounds, its number of
+messages and collectives; peak bytes per score, the largest peak resident
+memory of any process (the dealer included; about 330 MB of it is the
+interpreter, torch and CrypTen) divided by M.  The sorting network is run up
+to ``--max-network`` scores (default 2^20: above, it takes minutes).
 """
 
 from __future__ import annotations
@@ -41,16 +46,16 @@ def _job(rank, part, sizes, method):
     comm = backend.comm()
     comm.barrier()
     comm.reset_communication_stats()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     twice = rank_step(part, sizes, rank, method=method)
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     stats = comm.get_communication_stats()
-    return {"seconds": seconds, "bytes": int(stats["bytes"]), "rounds": int(stats["rounds"]), "twice": twice,
-            "peak_rss": _peak_rss()}
+    return {"seconds": seconds, "cpu": cpu, "bytes": int(stats["bytes"]), "rounds": int(stats["rounds"]),
+            "twice": twice, "peak_rss": _peak_rss()}
 
 
 def _dealer_peak() -> dict:
-    return {"peak_rss": _peak_rss()}
+    return {"peak_rss": _peak_rss(), "cpu": time.process_time()}
 
 
 def _peak_rss() -> int:
@@ -59,18 +64,41 @@ def _peak_rss() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
 
 
+BUILT_IN = {458_407: "CRITEO_SMALL", 4_584_062: "CRITEO_LARGE"}
+
+
+def scores_for(m: int, dtype: str, seed: int = 0):
+    """(scores, labels or None): a built-in set at its size, else uniform scores."""
+    if m in BUILT_IN and dtype == "float32":
+        import secure_auc.data as data
+
+        spec = getattr(data, BUILT_IN[m])
+        s, y = data.make_ctr_dataset(spec.samples, spec.positives, auc=spec.auc, seed=seed)
+        return np.asarray(s, dtype=np.float64), np.asarray(y)
+    rng = np.random.default_rng(seed)
+    scores = rng.random(m)
+    if dtype == "float32":  # ties
+        scores = np.round(scores, 4).astype(np.float32).astype(np.float64)
+    return scores, None
+
+
+def auc_from_twice_ranks(twice: np.ndarray, labels: np.ndarray) -> float:
+    """AUC from 2 x the 0-based mid-ranks (Mann-Whitney): (sum of positives' ranks - P(P+1)/2) / (P N)."""
+    pos = labels.astype(bool)
+    p, n = int(pos.sum()), int((~pos).sum())
+    twice_sum = int(twice[pos].sum()) + 2 * p  # 2 x sum of 1-based ranks, an integer
+    return (twice_sum - p * (p + 1)) / (2 * p * n)
+
+
 def run(m: int, parties: int, provider: str, dtype: str, method: str = "radix", seed: int = 0,
-        timeout: float = 1800) -> dict:
+        timeout: float = 3600) -> dict:
     from scipy.stats import rankdata
 
     from secure_auc.mpc.launch import spawn_parties
 
     if parties < 2:
         raise SystemExit("--parties: at least 2 (the server and one client)")
-    rng = np.random.default_rng(seed)
-    scores = rng.random(m)
-    scores = np.round(scores, 4) if dtype == "float32" else scores  # float32: ties; float64: distinct
-    scores = scores.astype(np.float32).astype(np.float64) if dtype == "float32" else scores
+    scores, labels = scores_for(m, dtype, seed)
     parts = np.array_split(scores, parties - 1)
     sizes = [len(p) for p in parts]
     per_rank = {r: (parts[r - 1] if r >= 1 else None, sizes, method) for r in range(parties)}
@@ -80,25 +108,39 @@ def run(m: int, parties: int, provider: str, dtype: str, method: str = "radix", 
     wall = time.perf_counter() - wall
     got = np.concatenate([done[r]["twice"] for r in range(1, parties)])
     exact = bool(np.array_equal(got, 2 * (rankdata(scores) - 1)))
+    auc = None
+    if labels is not None:
+        from sklearn.metrics import roc_auc_score
+
+        mine, ref = auc_from_twice_ranks(got, labels), float(roc_auc_score(labels, scores))
+        auc = {"secure": mine, "sklearn": ref, "diff": mine - ref}
+    peaks = [done[r]["peak_rss"] for r in range(parties)] + ([done[parties]["peak_rss"]] if provider == "ttp" else [])
     return {
         "method": method, "samples": m, "parties": parties, "provider": provider, "dtype": dtype,
         "seconds_per_party": [round(done[r]["seconds"], 2) for r in range(parties)],
+        "cpu_per_party": [round(done[r]["cpu"], 2) for r in range(parties)],
         "bytes_per_party": [done[r]["bytes"] for r in range(parties)],
         "rounds_per_party": [done[r]["rounds"] for r in range(parties)],
         "peak_rss_per_party": [done[r]["peak_rss"] for r in range(parties)],
         "dealer_peak_rss": done[parties]["peak_rss"] if provider == "ttp" else None,
-        "wall_seconds": round(wall, 2), "exact": exact,
+        "dealer_cpu": round(done[parties]["cpu"], 2) if provider == "ttp" else None,
+        "seconds": max(done[r]["seconds"] for r in range(parties)),
+        "bytes_per_score": max(done[r]["bytes"] for r in range(parties)) / m,
+        "rounds": max(done[r]["rounds"] for r in range(parties)),
+        "peak_bytes_per_score": max(peaks) / m,
+        "wall_seconds": round(wall, 2), "exact": exact, "auc": auc,
     }
 
 
-DEFAULT_SIZES = sorted([2**e for e in range(12, 21)] + [458_407])
+DEFAULT_SIZES = sorted([2**e for e in range(12, 23)] + [458_407, 4_584_062])
 
 
 def growth(rows: list[dict], min_size: int = 2**14) -> list[dict]:
-    """Least-squares exponent b in seconds ~ M^b, and seconds / (M log2 M) at each end, per method and parties."""
+    """Least-squares exponent b in seconds ~ M^b (sizes >= ``min_size``), and seconds / (M log2 M)
+    at each end, per method and parties."""
     out = []
     for key in sorted({(r["method"], r["parties"]) for r in rows}):
-        pts = sorted((r["samples"], max(r["seconds_per_party"])) for r in rows
+        pts = sorted((r["samples"], r["seconds"]) for r in rows
                      if (r["method"], r["parties"]) == key and r["samples"] >= min_size)
         if len(pts) < 2:
             continue
@@ -110,45 +152,86 @@ def growth(rows: list[dict], min_size: int = 2**14) -> list[dict]:
     return out
 
 
+def markdown(rows: list[dict]) -> str:
+    head = ("| method | M | parties | seconds | CPU s (max party) | bytes per score (busiest) | rounds | "
+            "peak bytes per score | exact | AUC diff |\n|---|---:|---:|---:|---:|---:|---:|---:|---|---:|")
+    lines = [head]
+    for r in rows:
+        auc = f"{r['auc']['diff']:.1e}" if r["auc"] else ""
+        lines.append(f"| {r['method']} | {r['samples']:,} | {r['parties']} | {r['seconds']:.2f} | "
+                     f"{max(r['cpu_per_party']):.1f} | {r['bytes_per_score']:,.0f} | {r['rounds']} | "
+                     f"{r['peak_bytes_per_score']:,.0f} | {'yes' if r['exact'] else 'NO'} | {auc} |")
+    return "\n".join(lines)
+
+
+def plot(rows: list[dict], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4))
+    for key in sorted({(r["method"], r["parties"]) for r in rows}):
+        pts = sorted((r["samples"], r["seconds"], r["bytes_per_score"], r["peak_bytes_per_score"]) for r in rows
+                     if (r["method"], r["parties"]) == key)
+        m, t, b, p = np.array(pts, dtype=float).T
+        label = f"{key[0]}, {key[1]} parties"
+        axes[0].loglog(m, t, "o-", label=label)
+        axes[1].semilogx(m, b, "o-", label=label)
+        axes[2].semilogx(m, p, "o-", label=label)
+    for ax, title in zip(axes, ["rank step seconds", "bytes per score (busiest party)", "peak bytes per score (any process)"]):
+        ax.set_xlabel("M (scores)")
+        ax.set_title(title)
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
 def main() -> int:
     from secure_auc.mpc.ranks import RANK_METHODS
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sizes", type=int, nargs="+", default=DEFAULT_SIZES,
-                   help="numbers of scores (default 2^12..2^20 and 458,407)")
+                   help="numbers of scores (default 2^12..2^22, 458,407 and 4,584,062)")
     p.add_argument("--parties", type=int, nargs="+", default=[2, 3], help="computing parties (server + clients)")
     p.add_argument("--methods", nargs="+", choices=RANK_METHODS, default=list(RANK_METHODS),
                    help="rank methods to run (default: all)")
     p.add_argument("--max-network", type=int, default=2**20, metavar="M",
-                   help="skip the sorting network above M scores (default 2^20, i.e. run every size)")
+                   help="skip the sorting network above M scores (default 2^20)")
     p.add_argument("--provider", choices=("ttp", "tfp"), default="ttp")
     p.add_argument("--dtype", choices=("float32", "float64"), default="float32",
                    help="float32: one key limb; float64 (not float32-exact): two limbs")
     p.add_argument("--json", action="store_true", help="print one JSON object {rows, growth}")
+    p.add_argument("--markdown", action="store_true", help="print the table in Markdown")
+    p.add_argument("--plot", metavar="PNG", help="also plot seconds, bytes and peak memory per score against M")
     args = p.parse_args()
     rows = []
-    if not args.json:
-        print(f"{'method':>7} {'M':>8} {'parties':>7} {'seconds':>8} {'MB per party':>26} "
-              f"{'rounds per party':>16} {'peak GiB':>8}  exact")
+    if not (args.json or args.markdown):
+        print(f"{'method':>7} {'M':>9} {'parties':>7} {'seconds':>8} {'CPU s':>7} {'bytes/score':>11} "
+              f"{'rounds':>6} {'peak B/score':>12}  exact  AUC diff")
     for method in args.methods:
         for parties in args.parties:
-            for m in args.sizes:
+            for m in sorted(args.sizes):
                 if method == "network" and m > args.max_network:
                     continue
                 print(f"running {method} M={m} parties={parties} provider={args.provider} {args.dtype} ...",
                       file=sys.stderr, flush=True)
                 r = run(m, parties, args.provider, args.dtype, method=method)
                 rows.append(r)
-                if not args.json:
-                    mb = "/".join(f"{b / 1e6:.0f}" for b in r["bytes_per_party"])
-                    rounds = "/".join(str(x) for x in r["rounds_per_party"])
-                    peak = max(r["peak_rss_per_party"] + [r["dealer_peak_rss"] or 0]) / 2**30
-                    print(f"{method:>7} {m:>8} {parties:>7} {max(r['seconds_per_party']):>8.2f} {mb:>26} "
-                          f"{rounds:>16} {peak:>8.2f}  {r['exact']}", flush=True)
+                if not (args.json or args.markdown):
+                    auc = f"{r['auc']['diff']:.1e}" if r["auc"] else ""
+                    print(f"{method:>7} {m:>9} {parties:>7} {r['seconds']:>8.2f} {max(r['cpu_per_party']):>7.1f} "
+                          f"{r['bytes_per_score']:>11.0f} {r['rounds']:>6} {r['peak_bytes_per_score']:>12.0f}  "
+                          f"{str(r['exact']):>5}  {auc}", flush=True)
     fits = growth(rows)
+    if args.plot:
+        plot(rows, args.plot)
     if args.json:
         print(json.dumps({"rows": rows, "growth": fits}))
     else:
+        if args.markdown:
+            print(markdown(rows))
         print("\ngrowth (sizes >= 2^14): seconds ~ M^b; ns per M*log2(M) at the smallest and largest size")
         for g in fits:
             per = g["ns_per_M_log2M"]

@@ -11,11 +11,12 @@ nobody else learns anything.
    a secure equality test on the shared count of such sources).
 2. *Sort* (``method``).
 
-   * ``"radix"`` (default, :func:`radix_midranks`): each source shares the
-     one-hot form of each 2-bit digit of its keys (:func:`key_digits`,
+   * ``"radix"`` (default, :func:`radix_midranks`): each source shares
+     each 2-bit digit of its keys (:func:`key_digits`,
      :class:`.primitives.inputs.SourceSharing`), and :class:`.sort.RadixSort` composes
-     the digits' stable-sort permutations through secret shuffles; the keys
-     are carried to sorted order by the last shuffle.  No padding.
+     the digits' stable-sort permutations through secret shuffles, in
+     :math:`\mathbb{Z}_{2^{32}}`; the keys are carried to sorted order by the
+     last shuffle.  No padding.
    * ``"network"`` (:func:`secure_midranks`): the keys are shared with integer
      encoding (precision 0), concatenated in party order and padded to
      :math:`n = 2^p` rows with public keys larger than any real one; the
@@ -33,7 +34,8 @@ nobody else learns anything.
    are segmented copy-forward scans (:mod:`.primitives.scan`, Blelloch, :math:`2 \lceil
    \log_2 n \rceil` product rounds) with flags :math:`f` and values
    :math:`v = j f`.  Then :math:`2 r_j = \mathrm{first}_j + \mathrm{last}_j`,
-   an integer.
+   an integer (the radix method scans in :math:`\mathbb{Z}_{2^{32}}`, exact for
+   :math:`n < 2^{30}`).
 4. *Unsort.*  The network's swap bits replayed in reverse, or the radix sort's
    last shuffle inverted, put :math:`2r` back in input order.  Source k's
    slice is opened to source k only, point-to-point
@@ -55,9 +57,10 @@ from .encoding import encode_keys, is_float32_exact, limbs_for, share_keys
 from .primitives.b2a import bit_to_arithmetic
 from .primitives.circuits import COMPARE_BITS, eq_packed
 from .primitives.inputs import SourceSharing
+from .primitives.memory import release_free_memory
 from .primitives.opening import open_to_all, open_to_owners
 from .primitives.randomness import dealer_randomness
-from .primitives.scan import copy_forward
+from .primitives.scan import copy_forward, scan_plan
 from .sort import BitonicSort, RadixSort, n_stages
 
 __all__ = ["secure_midranks", "radix_midranks", "key_digits", "twice_midranks_sorted", "reveal_to_owners", "agree_limbs", "limbs_from_shared_bits", "radix_midranks_shared", "rank_step", "DIGIT_BITS",
@@ -70,26 +73,31 @@ def next_pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
-def twice_midranks_sorted(keys_sorted: torch.Tensor, rnd) -> torch.Tensor:
+def twice_midranks_sorted(keys_sorted: torch.Tensor, rnd, dtype=torch.int64) -> torch.Tensor:
     """Shares of 2 x mid-rank (0-based) of each row of sorted integer-encoded keys,
     given as this party's (n,) or (n, limbs) int64 shares; ``rnd`` (a
-    :class:`.sort.Randomness`) supplies the products' triples."""
+    :class:`.sort.Randomness`) supplies the products' triples.  The scan and the
+    result are in the ring of ``dtype`` (int32: Z_2^32, enough for n < 2^30)."""
     rank = backend.rank()
     keys = keys_sorted.reshape(keys_sorted.shape[0], -1)
     n = keys.shape[0]
     one = 1 if rank == 0 else 0
     if n == 1:
-        return torch.zeros(1, dtype=torch.long)
+        return torch.zeros(1, dtype=dtype)
     d = (keys[1:] - keys[:-1]).t().contiguous()  # (limbs, n - 1)
-    eq = bit_to_arithmetic(eq_packed(d, COMPARE_BITS, rnd), n - 1, rnd)
+    eq = bit_to_arithmetic(eq_packed(d, COMPARE_BITS, rnd), n - 1, rnd).to(dtype)  # mod 2^32: still shares
+    del d
     starts = one - eq  # row j + 1 starts a tie group
-    first = torch.full((1,), one, dtype=torch.long)
+    first = torch.full((1,), one, dtype=dtype)
     # row 0: group starts, forward; row 1: group ends, on the reversed sequence
     f = torch.stack([torch.cat([first, starts]), torch.cat([first, starts.flip(0)])])
-    pos = torch.arange(n, dtype=torch.long)
+    del eq, starts
+    pos = torch.arange(n, dtype=dtype)
     v = f * torch.stack([pos, pos.flip(0)])
-    size = next_pow2(n)
-    rnd.reserve({"mul": 2 * (4 * (size - 1) + n)})  # the whole scan's triples in one batch
+    if dtype == torch.int32:  # batch by batch, each prepared while the previous is used
+        rnd.channel.plan_triples(scan_plan(2, n), "mul32")
+    else:  # the whole scan's triples in one batch
+        rnd.reserve({"mul": 2 * (4 * (next_pow2(n) - 1) + n)})
     out = copy_forward(f, v, rnd)
     return out[0] + out[1].flip(0)
 
@@ -132,19 +140,20 @@ def secure_midranks(keys: torch.Tensor, progress=None) -> torch.Tensor:
 
 
 def key_digits(keys: np.ndarray, digit: int, bits: int) -> np.ndarray:
-    """One-hot form of digit ``digit`` (bits ``digit*bits ..``, least significant
-    first) of the unsigned form of integer keys (n, limbs) from
-    :func:`.encoding.encode_keys`: the first limb offset by 2^31 (to [0, 2^32)),
-    limbs concatenated most significant first.  Returns (n, 2^bits - 1) int64
-    indicators [digit == v] for v = 1 .. 2^bits - 1 (v = 0 is implied)."""
+    """Digit ``digit`` (bits ``digit*bits ..``, least significant first) of the
+    unsigned form of integer keys (n, limbs) from :func:`.encoding.encode_keys`: the
+    first limb offset by 2^31 (to [0, 2^32)), limbs concatenated most significant
+    first.  Returns (n,) int64 values in [0, 2^bits)."""
     limbs = keys.shape[1]
     value = np.zeros(keys.shape[0], dtype=np.int64)
     for t in range(bits):
         q = digit * bits + t
+        if q >= 32 * limbs:
+            break
         col = limbs - 1 - q // 32
         limb = keys[:, col] + ((1 << 31) if col == 0 else 0)
         value |= ((limb >> (q % 32)) & 1) << t
-    return (value[:, None] == np.arange(1, 1 << bits)[None, :]).astype(np.int64)
+    return value
 
 
 def radix_midranks(local_keys, sizes, sources, limbs: int, *, digit_bits: int = DIGIT_BITS, progress=None):
@@ -158,7 +167,7 @@ def radix_midranks(local_keys, sizes, sources, limbs: int, *, digit_bits: int = 
 
     def digits(l):
         local = key_digits(local_keys, l, digit_bits) if mine else None
-        return sharing.share(local, (1 << digit_bits) - 1, ("digit", l))
+        return sharing.share(local, 1, ("digit", l))
 
     return radix_midranks_shared(keys, digits, limbs, digit_bits=digit_bits, progress=progress)
 
@@ -173,7 +182,9 @@ def radix_midranks_shared(keys: torch.Tensor, digits, limbs: int, *, digit_bits:
     total = rounds + 2
     keys_sorted = sorter.sort(digits, key_bits, keys, progress=None if progress is None else
                               (lambda r, _n: progress(r, total)))
-    twice_sorted = twice_midranks_sorted(keys_sorted, sorter.randomness)
+    release_free_memory()
+    twice_sorted = twice_midranks_sorted(keys_sorted, sorter.randomness, torch.int32)
+    del keys_sorted
     if progress is not None:
         progress(rounds + 1, total)
     twice = sorter.unsort(twice_sorted)

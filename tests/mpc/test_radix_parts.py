@@ -16,18 +16,19 @@ from secure_auc.mpc.primitives.shuffle import deltas, pads, pass_order, permutat
 
 
 def share(rng, x, world):
-    """Additive shares of int64 x mod 2^64."""
-    parts = [rng.integers(-(2**63), 2**63 - 1, size=x.shape, dtype=np.int64, endpoint=True) for _ in range(world - 1)]
+    """Additive shares of x mod 2^64 (int64) or 2^32 (int32)."""
+    info = np.iinfo(x.dtype)
+    parts = [rng.integers(info.min, info.max, size=x.shape, dtype=x.dtype, endpoint=True) for _ in range(world - 1)]
     return parts + [x - sum(parts)] if parts else [x.copy()]
 
 
-def run_passes(shares, seeds, instance, inverse):
+def run_passes(shares, seeds, instance, inverse, dtype=np.int64):
     """Every party's side of the passes, as the shuffle docstring writes them, with
     the dealer's corrections from :func:`deltas`."""
     world = len(shares)
     rows, cols = shares[0].shape
     x = [s.copy() for s in shares]
-    corrections = deltas(seeds, instance, rows, cols, inverse)
+    corrections = deltas(seeds, instance, rows, cols, inverse, dtype=dtype)
     for step, i in enumerate(pass_order(world, inverse)):
         sid = world + step if inverse else step
         perm_i = permutation(seeds[i], instance, rows)
@@ -38,7 +39,7 @@ def run_passes(shares, seeds, instance, inverse):
         received = np.zeros_like(x[i])
         for j in range(world):
             if j != i:
-                a, b = pads(seeds[j], instance, sid, (rows, cols))
+                a, b = pads(seeds[j], instance, sid, (rows, cols), dtype)
                 received += x[j] - a  # m_j, sent to the permuter
                 x[j] = b
         who, delta = next(corrections)
@@ -48,18 +49,20 @@ def run_passes(shares, seeds, instance, inverse):
 
 
 @pytest.mark.parametrize("world", [2, 3, 4])
-def test_shuffle_passes_permute_the_secret_and_the_inverse_undoes_it(world):
+@pytest.mark.parametrize("dtype", [np.int64, np.int32])
+def test_shuffle_passes_permute_the_secret_and_the_inverse_undoes_it(world, dtype):
     rng = np.random.default_rng(world)
     seeds = [new_seed() for _ in range(world)]
-    x = rng.integers(-(2**63), 2**63 - 1, size=(50, 3), dtype=np.int64, endpoint=True)
+    info = np.iinfo(dtype)
+    x = rng.integers(info.min, info.max, size=(50, 3), dtype=dtype, endpoint=True)
     shares = share(rng, x, world)
-    out = run_passes(shares, seeds, instance=7, inverse=False)
+    out = run_passes(shares, seeds, instance=7, inverse=False, dtype=dtype)
     p = np.arange(50)
     for i in reversed(range(world)):  # p = p_0[p_1[... p_{w-1}]]
         p = permutation(seeds[i], 7, 50)[p]
     np.testing.assert_array_equal(sum(out), x[p])
     assert not np.array_equal(p, np.arange(50))
-    back = run_passes(out, seeds, instance=7, inverse=True)
+    back = run_passes(out, seeds, instance=7, inverse=True, dtype=dtype)
     np.testing.assert_array_equal(sum(back), x)
     # what a permuter receives is masked: it is not the other party's share
     a, _ = pads(seeds[1], 7, 0, (50, 3))
@@ -82,17 +85,20 @@ def test_streams_are_keyed_by_seed_and_tags():
 
 
 @pytest.mark.parametrize("world", [2, 3])
-def test_dealer_corrections_make_every_kind_of_randomness_consistent(world):
+@pytest.mark.parametrize("party", [0, 1])
+def test_dealer_corrections_make_every_kind_of_randomness_consistent(world, party):
     seeds = [new_seed() for _ in range(world)]
     n = 1000
 
     def shares(kind):
         out = [triple_shares(s, 5, n, kind).copy() for s in seeds]
-        out[0][CORRECTED[kind]] = triple_correction(seeds, 5, n, kind)
+        out[party][CORRECTED[kind]] = triple_correction(seeds, 5, n, kind, party)
         return out
 
-    a, b, c = (sum(s[k] for s in shares("mul")) for k in range(3))
-    np.testing.assert_array_equal(c, a * b)  # int64 arithmetic wraps mod 2^64
+    for kind in ("mul", "mul32"):
+        a, b, c = (sum(s[k] for s in shares(kind)) for k in range(3))
+        assert c.dtype == (np.int32 if kind == "mul32" else np.int64)
+        np.testing.assert_array_equal(c, a * b)  # numpy's integer arithmetic wraps mod 2^64 (2^32)
     xa, xb, xc = (np.bitwise_xor.reduce([s[k] for s in shares("binary")]) for k in range(3))
     np.testing.assert_array_equal(xc, xa & xb)  # bitwise AND triples, XOR-shared
     b2a = shares("b2a")
@@ -100,11 +106,26 @@ def test_dealer_corrections_make_every_kind_of_randomness_consistent(world):
     np.testing.assert_array_equal(sum(s[0] for s in b2a), bit)  # the same bit, additively shared
     assert 0.4 < bit.mean() < 0.6
     # a party's own stream is uniform: its share of c is not the product
-    assert not np.array_equal(shares("mul")[1][2], a * b)
+    assert not np.array_equal(shares("mul")[1 - party][2], a * b)
 
 
-@pytest.mark.parametrize("bits", [1, 2])
-def test_key_digits_are_the_one_hot_digits_of_the_unsigned_key(bits):
+@pytest.mark.parametrize("d", [1, 2, 3])
+def test_onehot_randomness_is_the_one_hot_of_the_shared_r_and_its_products(d):
+    world, n, v = 3, 4000, 1 << d
+    seeds = [new_seed() for _ in range(world)]
+    out = [triple_shares(s, 2, n, f"onehot{d}").copy() for s in seeds]
+    out[1][CORRECTED[f"onehot{d}"]] = triple_correction(seeds, 2, n, f"onehot{d}", 1)
+    total = sum(out)
+    r = total[0] & (v - 1)
+    e, b, c = total[1:v], total[v : 2 * v - 1], total[2 * v - 1 :]
+    np.testing.assert_array_equal(e, (r[None, :] == np.arange(1, v)[:, None]).astype(np.int32))
+    np.testing.assert_array_equal(c, e * b)
+    counts = np.bincount(r, minlength=v) / n  # r mod 2^d is uniform
+    assert np.all(np.abs(counts - 1 / v) < 0.05)
+
+
+@pytest.mark.parametrize("bits", [1, 2, 3, 4])
+def test_key_digits_are_the_digits_of_the_unsigned_key(bits):
     rng = np.random.default_rng(bits)
     third = 1 / 3
     scores = np.concatenate([rng.normal(size=40), [0.0, -0.0, np.inf, -np.inf, third, np.nextafter(third, 1)]])
@@ -117,9 +138,47 @@ def test_key_digits_are_the_one_hot_digits_of_the_unsigned_key(bits):
         assert np.all(np.diff(s[order_by_key]) >= 0)  # the unsigned key orders the scores
         digits = -(-32 * limbs // bits)
         for d in range(digits):
-            ind = key_digits(keys, d, bits)
-            assert ind.shape == (len(s), (1 << bits) - 1)
-            assert set(np.unique(ind.sum(axis=1))) <= {0, 1}
-            value = ind @ np.arange(1, 1 << bits)  # one-hot -> digit value (0 when no indicator)
+            value = key_digits(keys, d, bits)
+            assert value.shape == (len(s),)
             want = [(u >> (d * bits)) & ((1 << bits) - 1) for u in unsigned]
             np.testing.assert_array_equal(value, want)
+
+
+@pytest.mark.parametrize("world", [2, 3])
+@pytest.mark.parametrize("d", [1, 2, 3])
+def test_one_radix_round_gives_the_stable_sort_destinations(world, d):
+    """One round of :class:`RadixSort` as every party runs it locally (the two openings
+    summed here): digits in shuffled order and the opened tau give sigma[tau], sigma
+    the stable sort of the digits in tau's order (numpy's stable argsort)."""
+    import torch
+
+    from secure_auc.mpc.sort.radix import _scatter_cols, digit_bases, digit_permutation, onehot_rows, rotate_rows
+
+    rng = np.random.default_rng(10 * world + d)
+    m, v = 300, 1 << d
+    digits = rng.integers(0, v, m).astype(np.int32)
+    digits[:40] = 1  # many ties
+    tau = rng.permutation(m)
+    seeds = [new_seed() for _ in range(world)]
+    kind = f"onehot{d}"
+    rand = [triple_shares(s, 0, m, kind).copy() for s in seeds]
+    rand[1][CORRECTED[kind]] = triple_correction(seeds, 0, m, kind, 1)
+    dig = share(rng, digits, world)
+    u = sum(((dig[p] - rand[p][0]) & (v - 1)).astype(np.uint8) for p in range(world)) & (v - 1)
+    u, tau_t = torch.from_numpy(u.astype(np.int64)), torch.from_numpy(tau)
+    d_rot, masked = [], []
+    for p in range(world):
+        e = torch.from_numpy(rand[p][1:v])
+        base = digit_bases(_scatter_cols(tau_t, onehot_rows(e, u, p)))
+        if p == 0:
+            base -= 1
+        d_rot.append(rotate_rows(base[:, tau_t], u))
+        masked.append(d_rot[p][1:] - d_rot[p][0] - torch.from_numpy(rand[p][v : 2 * v - 1]))
+    f = sum(masked)
+    w = sum(digit_permutation(d_rot[p], torch.from_numpy(rand[p][1:v]), torch.from_numpy(rand[p][2 * v - 1 :]), f, p)
+            for p in range(world))
+    in_order = np.empty(m, dtype=np.int32)
+    in_order[tau] = digits  # the digits in the order sorted so far
+    sigma = np.empty(m, dtype=np.int64)
+    sigma[np.argsort(in_order, kind="stable")] = np.arange(m)
+    np.testing.assert_array_equal(w.numpy(), sigma[tau])

@@ -25,38 +25,32 @@ import torch
 
 from ..comm import backend
 from .randomness import Randomness
+from .words import add_into, pack, unpack
 
 __all__ = ["open_masked", "beaver_round", "and_gate", "not_gate"]
 
 
 def open_masked(binary: list[torch.Tensor], arithmetic: list[torch.Tensor]):
     """Open masked values to every party in one round: XOR-shared ``binary`` and
-    additively shared ``arithmetic`` tensors (shares of this party), one
-    ``all_gather`` of the concatenated shares.  Only for values masked with fresh
-    one-time randomness.  Returns the opened tensors (two lists, same shapes)."""
-    tensors = binary + arithmetic
-    flat = torch.cat([t.reshape(-1) for t in tensors])
+    additively shared ``arithmetic`` tensors (shares of this party, int64, or int32
+    for Z_2^32), one ``all_gather`` of the concatenated shares (:mod:`.words`).  Only
+    for values masked with fresh one-time randomness.  Returns the opened tensors
+    (two lists, same shapes)."""
+    like = [t.reshape(-1) for t in binary + arithmetic]
+    flat = pack(like)
     gathered = backend.all_gather(flat) if backend.world_size() > 1 else [flat]
-    nb = sum(t.numel() for t in binary)
-    xor = gathered[0][:nb].clone()
-    add = gathered[0][nb:].clone()
+    totals = [t.clone() for t in unpack(gathered[0], like)]
     for g in gathered[1:]:
-        xor ^= g[:nb]
-        add += g[nb:]
-    out, offset = [], 0
-    for t in binary:
-        out.append(xor[offset : offset + t.numel()].view(t.shape))
-        offset += t.numel()
-    out_a, offset = [], 0
-    for t in arithmetic:
-        out_a.append(add[offset : offset + t.numel()].view(t.shape))
-        offset += t.numel()
-    return out, out_a
+        add_into(totals, unpack(g, like), xor=len(binary))
+    nb = len(binary)
+    return ([t.view(x.shape) for t, x in zip(totals[:nb], binary)],
+            [t.view(x.shape) for t, x in zip(totals[nb:], arithmetic)])
 
 
 def beaver_round(rnd: Randomness, ands=(), muls=(), masked_bits=()):
     """One round: Beaver ANDs of the XOR-shared pairs ``ands``, Beaver products of
-    the additively shared pairs ``muls`` (each pair of one shape), and opening of
+    the additively shared pairs ``muls`` (each pair of one shape and dtype: int64 for
+    Z_2^64, int32 for Z_2^32, with triples of that ring), and opening of
     the already-masked XOR-shared ``masked_bits``.  Returns (ands, muls, opened bits)."""
     rank = backend.rank()
     bin_open, bin_triples, ar_open, ar_triples = [], [], [], []
@@ -65,7 +59,8 @@ def beaver_round(rnd: Randomness, ands=(), muls=(), masked_bits=()):
         bin_open += [x ^ a, y ^ b]
         bin_triples.append((a, b, c))
     for x, y in muls:
-        a, b, c = (t.view(x.shape) for t in rnd.take("mul", x.numel()))
+        kind = "mul32" if x.dtype == torch.int32 else "mul"
+        a, b, c = (t.view(x.shape) for t in rnd.take(kind, x.numel()))
         ar_open += [x - a, y - b]
         ar_triples.append((a, b, c))
     opened_b, opened_a = open_masked(bin_open + list(masked_bits), ar_open)

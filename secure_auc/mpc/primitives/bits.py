@@ -9,18 +9,24 @@ __all__ = ["bitslice", "unslice"]
 _SHIFTS = torch.arange(64, dtype=torch.long)
 
 
+_CHUNK = 1 << 12  # words per chunk: bounded temporaries (k x 2^18 elements)
+
+
 def bitslice(x: torch.Tensor, bits: int) -> torch.Tensor:
     """(k, n) int64 -> (bits, k, W) planes, W = ceil(n / 64): bit j of word w of
     plane i (row r) is bit i of x[r, 64 w + j]."""
     k, n = x.shape
     words = max(1, (n + 63) // 64)
-    if words * 64 != n:
-        x = torch.cat([x, x.new_zeros((k, words * 64 - n))], dim=1)
-    x = x.reshape(k, words, 64)
     out = torch.empty((bits, k, words), dtype=torch.long)
-    for i in range(bits):
-        # distinct powers of two: the int64 sum (wrapping at bit 63) is their OR
-        out[i] = (((x >> i) & 1) << _SHIFTS).sum(-1)
+    for lo in range(0, words, _CHUNK):
+        hi = min(words, lo + _CHUNK)
+        part = x[:, 64 * lo : 64 * hi]
+        if part.shape[1] != 64 * (hi - lo):
+            part = torch.cat([part, part.new_zeros((k, 64 * (hi - lo) - part.shape[1]))], dim=1)
+        part = part.reshape(k, hi - lo, 64)
+        for i in range(bits):
+            # distinct powers of two: the int64 sum (wrapping at bit 63) is their OR
+            out[i, :, lo:hi] = (((part >> i) & 1) << _SHIFTS).sum(-1)
     return out
 
 

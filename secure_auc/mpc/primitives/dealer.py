@@ -10,12 +10,18 @@ and sends each party its own.  Afterwards both ends derive every pad,
 permutation and triple share from that seed (:mod:`.prg`), and the dealer
 sends only corrections, each to one party:
 
-* a shuffle pass of permuter :math:`i`: :math:`\Delta_i` (:mod:`.shuffle`);
-* multiplication triples :math:`(a, b, c)`, :math:`c = ab`: every party
-  derives its shares :math:`a_p, b_p, c_p` from its stream, except that
-  rank 0's :math:`c_0 = ab - \sum_{p \ne 0} c_p` comes from the dealer
-  (:math:`a = \sum_p a_p`, :math:`b = \sum_p b_p`): one word per product to
-  rank 0, the same as CrypTen's TTP, with a generator about four times faster.
+* a shuffle pass of permuter :math:`i`: :math:`\Delta_i` (:mod:`.shuffle`),
+  in the shuffled matrix's ring (int64 or int32);
+* correlated randomness (:func:`triple_shares`): every party derives its
+  shares from its stream, except that one party's (the batch's
+  :func:`corrected_party`, rotating over the parties so that no party
+  receives all the corrections) comes from the dealer:
+  multiplication triples :math:`(a, b, c)`, :math:`c = ab`, in
+  :math:`\mathbb{Z}_{2^{64}}` (``"mul"``) or :math:`\mathbb{Z}_{2^{32}}`
+  (``"mul32"``), one corrected word per product; AND triples; B2A bits; and
+  the radix sort's one-hot randomness (``"onehot<d>"``: a random :math:`r`,
+  the one-hot of :math:`r \bmod 2^d` and triples with it as first factor,
+  :math:`2 (2^d - 1)` corrected words per row).
 
 Transport: at the start of a sort rank 0 asks the dealer, through CrypTen's
 TTP channel, to start (:func:`serve`); the dealer sends the seeds, then takes
@@ -32,48 +38,102 @@ import torch
 from ..comm import backend, p2p
 from .prg import new_seed, ring, seed_to_tensor, tensor_to_seed
 from .shuffle import deltas, permutation
+from .words import pack, unpack, words_for
 
 __all__ = ["DealerChannel", "serve", "run_dealer", "ping_dealer", "triple_shares", "triple_correction"]
 
 
+ONEHOT = {f"onehot{d}": d for d in (1, 2, 3, 4)}  # one-hot randomness for digits of d bits
+KINDS32 = ("mul32", *ONEHOT)  # kinds in Z_2^32 (int32); the others are in Z_2^64
+
+
+def _rows(kind: str) -> int:
+    if kind in ONEHOT:
+        return 1 + 3 * ((1 << ONEHOT[kind]) - 1)
+    return 2 if kind == "b2a" else 3
+
+
 def triple_shares(seed: bytes, batch: int, n: int, kind: str = "mul") -> np.ndarray:
-    """A party's shares of batch ``batch`` of ``n`` items of correlated randomness, int64:
-    ``"mul"`` and ``"binary"`` (a_p, b_p, c_p), shape (3, n); ``"b2a"`` (y_p, x_p),
-    shape (2, n), the bit's XOR share being bit 0 of x_p."""
-    return ring(seed, (kind, batch), (2 if kind == "b2a" else 3, n))
+    """A party's shares of batch ``batch`` of ``n`` items of correlated randomness:
+    ``"mul"``, ``"mul32"`` and ``"binary"`` (a_p, b_p, c_p), shape (3, n); ``"b2a"``
+    (y_p, x_p), shape (2, n), the bit's XOR share being bit 0 of x_p;
+    ``"onehot<d>"`` (V = 2^d), shape (1 + 3 (V - 1), n): r_p, then E_p (V - 1 rows),
+    b_p (V - 1 rows), c_p (V - 1 rows).  int32 (Z_2^32) for ``"mul32"`` and
+    ``"onehot<d>"``, int64 (Z_2^64) otherwise."""
+    dtype = np.int32 if kind in KINDS32 else np.int64
+    return ring(seed, (kind, batch), (_rows(kind), n), dtype)
 
 
-def triple_correction(seeds: list[bytes], batch: int, n: int, kind: str = "mul") -> np.ndarray:
-    """Rank 0's corrected share, replacing its own stream's (index :data:`CORRECTED`):
+def corrected_rows(kind: str) -> list[int]:
+    """The rows of :func:`triple_shares` that the dealer replaces at the corrected party."""
+    if kind in ONEHOT:
+        v = 1 << ONEHOT[kind]
+        return list(range(1, v)) + list(range(2 * v - 1, 3 * v - 2))
+    return [0] if kind == "b2a" else [2]
 
-    * ``"mul"``: c_0 = (sum a_p)(sum b_p) - sum_{p != 0} c_p (mod 2^64);
-    * ``"binary"``: c_0 = (xor a_p) AND (xor b_p) XOR (xor_{p != 0} c_p), bitwise;
-    * ``"b2a"``: for the random bit r = xor_p (x_p AND 1), y_0 = r - sum_{p != 0} y_p,
-      so the y_p are additive shares of the same bit the x_p share by XOR.
+
+def triple_correction(seeds: list[bytes], batch: int, n: int, kind: str = "mul", party: int = 0) -> np.ndarray:
+    """Party ``party``'s corrected rows (:func:`corrected_rows`), replacing its own stream's:
+
+    * ``"mul"``, ``"mul32"``: c_q = (sum a_p)(sum b_p) - sum_{p != q} c_p (mod 2^64, 2^32);
+    * ``"binary"``: c_q = (xor a_p) AND (xor b_p) XOR (xor_{p != q} c_p), bitwise;
+    * ``"b2a"``: for the random bit r = xor_p (x_p AND 1), y_q = r - sum_{p != q} y_p,
+      so the y_p are additive shares of the same bit the x_p share by XOR;
+    * ``"onehot<d>"``: for r = sum_p r_p (mod 2^32) and t = r mod 2^d, E = the one-hot
+      indicators [t = 1], ..., [t = V - 1] and c = E b (rowwise), E_q and c_q.
+
+    Returns shape (rows, n).
     """
     shares = [triple_shares(s, batch, n, kind) for s in seeds]
-    if kind == "mul":
+    others = [s for p, s in enumerate(shares) if p != party]
+
+    def rest(rows):
+        return sum((s[rows] for s in others), np.zeros_like(shares[0][rows]))
+
+    if kind in ("mul", "mul32"):
         a = sum(s[0] for s in shares)
         b = sum(s[1] for s in shares)
-        return a * b - sum(s[2] for s in shares[1:])
+        return (a * b - rest(2))[None]
     if kind == "binary":
         a = np.bitwise_xor.reduce([s[0] for s in shares])
         b = np.bitwise_xor.reduce([s[1] for s in shares])
-        return (a & b) ^ np.bitwise_xor.reduce([s[2] for s in shares[1:]] + [np.zeros(n, dtype=np.int64)])
+        return ((a & b) ^ np.bitwise_xor.reduce([s[2] for s in others] + [np.zeros(n, dtype=np.int64)]))[None]
     if kind == "b2a":
         r = np.bitwise_xor.reduce([s[1] & 1 for s in shares])
-        return r - sum((s[0] for s in shares[1:]), np.zeros(n, dtype=np.int64))
+        return (r - rest(0))[None]
+    if kind in ONEHOT:
+        v = 1 << ONEHOT[kind]
+        t = sum(s[0] for s in shares) & (v - 1)
+        e = (t[None, :] == np.arange(1, v, dtype=t.dtype)[:, None]).astype(np.int32)
+        b = sum(s[v : 2 * v - 1] for s in shares)
+        out = np.empty((2 * (v - 1), n), dtype=np.int32)
+        out[: v - 1] = e - rest(slice(1, v))
+        out[v - 1 :] = e * b - rest(slice(2 * v - 1, 3 * v - 2))
+        return out
     raise ValueError(f"unknown kind of randomness {kind!r}")
 
 
-CORRECTED = {"mul": 2, "binary": 2, "b2a": 0}  # which of rank 0's shares the dealer corrects
+def correction_like(kind: str, n: int) -> torch.Tensor:
+    """An empty tensor shaped and typed like a correction (to size the receive)."""
+    return torch.empty((len(corrected_rows(kind)), n), dtype=torch.int32 if kind in KINDS32 else torch.int64)
+
+
+def corrected_party(batch: int, world: int, rotate: bool = True) -> int:
+    """Whose shares of batch ``batch`` the dealer corrects: ``batch % world`` (the
+    corrections' bytes spread over the parties), or rank 0."""
+    return batch % world if rotate else 0
+
+
+CORRECTED = {k: corrected_rows(k) for k in ("mul", "mul32", "binary", "b2a", *ONEHOT)}
 
 
 class _DealerState:
-    """Every computing party's seed, and the permutations of the latest shuffles."""
+    """Every computing party's seed, and the permutations of the latest shuffles.
+    ``rotate``: see :func:`corrected_party`."""
 
-    def __init__(self, world: int):
+    def __init__(self, world: int, rotate: bool = True):
         self.world = world
+        self.rotate = rotate
         self.seeds = [new_seed() for _ in range(world)]
         self._perms: dict[tuple[int, int], np.ndarray] = {}
 
@@ -90,17 +150,19 @@ class _DealerState:
     def messages(self, kind: str, args: tuple):
         """(party, tag, correction) for one request, in the order the parties expect them."""
         if kind == "shuffle":
-            instance, rows, cols, inverse = args
-            for i, d in deltas(self.seeds, instance, rows, cols, inverse, self._perm(instance, rows)):
+            instance, rows, cols, inverse, width = args
+            dtype = np.int32 if width == 4 else np.int64
+            for i, d in deltas(self.seeds, instance, rows, cols, inverse, self._perm(instance, rows), dtype):
                 yield i, p2p.TAG_DELTA, d
         elif kind in CORRECTED:
             batch, n = args
-            yield 0, p2p.TAG_TRIPLE, triple_correction(self.seeds, batch, n, kind)
+            q = corrected_party(batch, self.world, self.rotate)
+            yield q, p2p.TAG_TRIPLE, triple_correction(self.seeds, batch, n, kind, q)
         else:
             raise ValueError(f"unknown dealer request {kind!r}")
 
 
-_KINDS = ("stop", "shuffle", "mul", "binary", "b2a")
+_KINDS = ("stop", "shuffle", "mul", "binary", "b2a", "mul32", *ONEHOT)
 
 
 def _encode(kind: str, args) -> torch.Tensor:
@@ -115,7 +177,7 @@ def _decode(t: torch.Tensor):
     kind = _KINDS[int(t[0])]
     vals = [int(x) for x in t[1:]]
     if kind == "shuffle":
-        return kind, (vals[0], vals[1], vals[2], bool(vals[3]))
+        return kind, (vals[0], vals[1], vals[2], bool(vals[3]), vals[4])
     if kind in CORRECTED:
         return kind, (vals[0], vals[1])
     return kind, ()
@@ -135,7 +197,7 @@ def _worker(state: _DealerState) -> None:
             p2p.wait_all(w for _, w in pending)
             return
         for party, tag, d in state.messages(kind, args):
-            t = torch.from_numpy(d)
+            t = pack([torch.from_numpy(d)])
             pending.append((t, p2p.isend(t, party, tag)))
             while len(pending) > 2 * state.world:  # bounded memory: a few corrections in flight
                 pending.pop(0)[1].wait()
@@ -205,19 +267,19 @@ class DealerChannel:
         self.rank, self.world = backend.rank(), backend.world_size()
         self.ttp = backend.uses_ttp()
         self.dealer = backend.ttp_rank() if self.ttp else 0
+        self.rotate = self.ttp  # with TFP rank 0 is the dealer and keeps every correction
         self._state: _DealerState | None = None
         self._own: dict[int, list[torch.Tensor]] = {p2p.TAG_DELTA: [], p2p.TAG_TRIPLE: []}
         self._sending: list = []
-        self._batches = 0
-        self._kind_batches: dict[str, int] = {}
-        self._plan: list[int] = []  # sizes of the next triple batches (rank 0 prefetches them)
-        self._prefetched = None  # (batch, n, tensor, work)
+        self._batches: dict[str, int] = {}
+        self._plan: dict[str, list[int]] = {}  # sizes of the next batches of each kind (prefetched with TTP)
+        self._prefetched: dict[str, tuple] = {}  # kind -> (batch, n, tensor, work, like)
         if self.ttp:
             if self.rank == 0:
                 self._ttp(SETUP)
             self.seed = tensor_to_seed(p2p.recv((2,), self.dealer, p2p.TAG_SEED))
         elif self.rank == 0:
-            self._state = _DealerState(self.world)
+            self._state = _DealerState(self.world, rotate=False)
             for p in range(1, self.world):
                 t = seed_to_tensor(self._state.seeds[p])
                 self._sending.append((t, p2p.isend(t, p, p2p.TAG_SEED)))
@@ -241,66 +303,82 @@ class DealerChannel:
         p2p.wait_all(w for _, w in self._sending)  # earlier corrections: long received
         self._sending = []
         for party, tag, d in self._state.messages(kind, args):
-            t = torch.from_numpy(d)
             if party == 0:
-                self._own[tag].append(t)
+                self._own[tag].append(torch.from_numpy(d))
             else:
+                t = pack([torch.from_numpy(d)])
                 self._sending.append((t, p2p.isend(t, party, tag)))
 
-    def receive(self, shape, tag: int = p2p.TAG_DELTA) -> torch.Tensor:
-        """The next correction of this kind for this party (in request order)."""
+    def receive(self, like: torch.Tensor, tag: int = p2p.TAG_DELTA) -> torch.Tensor:
+        """The next correction of this kind for this party (in request order), shaped and
+        typed like ``like``."""
         if not self.ttp and self.rank == 0:
-            return self._own[tag].pop(0)
-        return p2p.recv(shape, self.dealer, tag)
+            return self._own[tag].pop(0).view(like.shape)
+        return unpack(p2p.recv((words_for([like]),), self.dealer, tag), [like])[0]
 
-    def plan_triples(self, sizes: list[int]) -> None:
-        """Announce the sizes of the next triple batches, so rank 0 can ask for each one
+    def plan_triples(self, sizes: list[int], kind: str = "mul") -> None:
+        """Announce the sizes of the next batches of ``kind``, so that each is asked for
         while the previous is in use (the dealer computes during the parties' work)."""
-        self._plan = [int(n) for n in sizes]
+        self._plan[kind] = [int(n) for n in sizes]
+
+    def _wait(self, pre) -> torch.Tensor | None:
+        _, _, t, work, like = pre
+        if work is None:
+            return None
+        work.wait()
+        return unpack(t, [like])[0]
+
+    def shares(self, kind: str, n: int) -> list[torch.Tensor]:
+        """This party's shares of ``n`` fresh items of correlated randomness of ``kind``
+        (the rows of :func:`triple_shares`, corrected if this party is the batch's
+        :func:`corrected_party`)."""
+        return list(self.block(kind, n))
+
+    def block(self, kind: str, n: int) -> torch.Tensor:
+        """:meth:`shares` as one (rows, n) tensor."""
+        batch = self._batches.get(kind, 0)
+        self._batches[kind] = batch + 1
+        plan = self._plan.get(kind, [])
+        if plan and plan[0] == n:
+            plan.pop(0)
+        else:
+            self._plan[kind] = plan = []
+        out = torch.from_numpy(triple_shares(self.seed, batch, n, kind))
+        pre = self._prefetched.pop(kind, None)
+        if pre is not None and pre[:2] == (batch, n):
+            corr = self._wait(pre)
+        else:
+            if pre is not None:
+                self._wait(pre)  # asked for a batch of another size: drop it
+            self.request(kind, batch, n)
+            mine = self.rank == corrected_party(batch, self.world, self.rotate)
+            corr = self.receive(correction_like(kind, n), p2p.TAG_TRIPLE) if mine else None
+        if corr is not None:
+            out[CORRECTED[kind]] = corr
+        if self.ttp and plan:
+            nxt = plan[0]
+            self.request(kind, batch + 1, nxt)
+            if self.rank == corrected_party(batch + 1, self.world, self.rotate):
+                like = correction_like(kind, nxt)
+                t, work = p2p.irecv((words_for([like]),), self.dealer, p2p.TAG_TRIPLE)
+                self._prefetched[kind] = (batch + 1, nxt, t, work, like)
+            else:
+                self._prefetched[kind] = (batch + 1, nxt, None, None, None)
+        return out
 
     def triples(self, n: int) -> list[torch.Tensor]:
-        """This party's shares [a, b, c] of ``n`` fresh multiplication triples."""
-        batch = self._batches
-        self._batches += 1
-        if self._plan and self._plan[0] == n:
-            self._plan.pop(0)
-        else:
-            self._plan = []
-        abc = torch.from_numpy(triple_shares(self.seed, batch, n))
-        a, b, c = abc[0], abc[1], abc[2]
-        if self.rank == 0:
-            pre, self._prefetched = self._prefetched, None
-            if pre is not None and pre[:2] == (batch, n):
-                pre[3].wait()
-                c = pre[2]
-            else:
-                if pre is not None:
-                    pre[3].wait()  # asked for a batch of another size: drop it
-                self.request("mul", batch, n)
-                c = self.receive((n,), p2p.TAG_TRIPLE)
-            if self.ttp and self._plan:
-                nxt = self._plan[0]
-                self.request("mul", batch + 1, nxt)
-                t, work = p2p.irecv((nxt,), self.dealer, p2p.TAG_TRIPLE)
-                self._prefetched = (batch + 1, nxt, t, work)
-        return [a, b, c]
+        """This party's shares [a, b, c] of ``n`` fresh multiplication triples (Z_2^64)."""
+        return self.shares("mul", n)
 
     def correlated(self, kind: str, n: int) -> list[torch.Tensor]:
-        """This party's shares of ``n`` fresh items of ``"binary"`` triples (a, b, c) or
-        ``"b2a"`` pairs (y, x) (:func:`triple_correction`)."""
-        batch = self._kind_batches.get(kind, 0)
-        self._kind_batches[kind] = batch + 1
-        shares = list(torch.from_numpy(triple_shares(self.seed, batch, n, kind)))
-        if self.rank == 0:
-            self.request(kind, batch, n)
-            shares[CORRECTED[kind]] = self.receive((n,), p2p.TAG_TRIPLE)
-        return shares
+        """This party's shares of ``n`` fresh items of ``kind`` (:meth:`shares`)."""
+        return self.shares(kind, n)
 
     def close(self) -> None:
         """Wait for everything in flight (a prefetched batch nobody used, sends)."""
-        if self._prefetched is not None:
-            self._prefetched[3].wait()
-            self._prefetched = None
+        for pre in self._prefetched.values():
+            self._wait(pre)
+        self._prefetched = {}
         if self.ttp and self.rank == 0:
             t = _encode("stop", ())
             self._sending.append((t, p2p.isend(t, self.dealer, p2p.TAG_REQUEST)))

@@ -22,6 +22,7 @@ from __future__ import annotations
 import torch
 
 from ..comm import backend, p2p
+from .words import pack, unpack, words_for
 
 __all__ = ["open_to", "open_to_owners", "open_to_all"]
 
@@ -48,14 +49,15 @@ def open_to_owners(share: torch.Tensor, sizes, owners, *, shape=None) -> torch.T
         part = share[offset : offset + n_k]
         offset += n_k
         if owner != rank:
-            sending.append((part, p2p.isend(part, owner, p2p.TAG_OPEN)))
+            words = pack([part])  # int32 shares (Z_2^32) travel as half as many words
+            sending.append((words, p2p.isend(words, owner, p2p.TAG_OPEN)))
             continue
         mine.append(part.clone())
-        incoming.append([p2p.irecv(tuple(part.shape), j, p2p.TAG_OPEN) for j in range(world) if j != rank])
+        incoming.append([p2p.irecv((words_for([part]),), j, p2p.TAG_OPEN) for j in range(world) if j != rank])
     for total, works in zip(mine, incoming):
         for t, work in works:
             work.wait()
-            total += t
+            total += unpack(t, [total])[0]
     p2p.wait_all(w for _, w in sending)
     if not mine:
         return None
@@ -69,8 +71,8 @@ def open_to_all(share: torch.Tensor) -> torch.Tensor:
     a secret permutation composed with a fresh secret shuffle)."""
     if backend.world_size() == 1:
         return share.clone()
-    parts = backend.all_gather(share.contiguous())
-    out = parts[0].clone()
+    parts = backend.all_gather(pack([share]))  # int32 shares (Z_2^32) travel as half as many words
+    out = unpack(parts[0], [share])[0].clone()
     for p in parts[1:]:
-        out += p
+        out += unpack(p, [share])[0]
     return out

@@ -48,15 +48,16 @@ def stream(seed: bytes, *tags) -> np.random.Generator:
 _zeros = bytearray()
 
 
-def ring(seed: bytes, tags: tuple, shape) -> np.ndarray:
-    """Uniform elements of Z_2^64 (int64 array of ``shape``): AES-128-CTR keystream
-    under the key of ``tags``."""
+def ring(seed: bytes, tags: tuple, shape, dtype=np.int64) -> np.ndarray:
+    """Uniform elements of Z_2^64 (int64 array of ``shape``), or of Z_2^32 with
+    ``dtype=np.int32``: the AES-128-CTR keystream under the key of ``tags``."""
     global _zeros
+    dtype = np.dtype(dtype)
     n = int(np.prod(shape, dtype=np.int64))
-    nbytes = 8 * n
+    nbytes = dtype.itemsize * n
     if len(_zeros) < nbytes:
         _zeros = bytearray(nbytes)
-    out = np.empty(n + 2, dtype=np.int64)  # update_into may want len(data) + 15 bytes of room
+    out = np.empty(n + 16 // dtype.itemsize, dtype=dtype)  # update_into may want len(data) + 15 bytes of room
     enc = Cipher(algorithms.AES(_key(seed, tags)), modes.CTR(bytes(16))).encryptor()
     enc.update_into(memoryview(_zeros)[:nbytes], memoryview(out).cast("B"))
     return out[:n].reshape(shape)

@@ -12,7 +12,7 @@ import contextlib
 
 import torch
 
-from .dealer import DealerChannel
+from .dealer import CORRECTED, DealerChannel
 
 __all__ = ["Randomness", "dealer_randomness"]
 
@@ -52,9 +52,9 @@ class Randomness:
         return [p[:numel] for p in parts]
 
     def _fetch(self, kind: str, numel: int) -> None:
-        if kind not in ("binary", "b2a", "mul"):
+        if kind not in CORRECTED:
             raise ValueError(f"unknown kind of randomness {kind!r}")
-        new = self.channel.triples(numel) if kind == "mul" else self.channel.correlated(kind, numel)
+        new = self.channel.shares(kind, numel)
         if kind == "b2a":
             new[1] = new[1] & 1  # the bit is bit 0 of the XOR sharing
         if kind in self.stock and self.stock[kind][0].numel():

@@ -29,7 +29,7 @@ import torch
 from .beaver import beaver_round
 from .randomness import Randomness
 
-__all__ = ["copy_forward"]
+__all__ = ["copy_forward", "scan_plan"]
 
 
 def _mul(rnd: Randomness, pairs):
@@ -37,13 +37,27 @@ def _mul(rnd: Randomness, pairs):
     return out
 
 
+def scan_plan(k: int, n: int) -> list[int]:
+    """The sizes of the triple batches :func:`copy_forward` takes, in order (two per
+    combine round, then one), so the dealer can prepare each while the previous is used."""
+    size = 1 << max(0, (n - 1).bit_length())
+    levels = []
+    h = 1
+    while h < size:
+        levels.append(k * (size // (2 * h)))
+        h *= 2
+    sweep = [c for c in levels for _ in range(2)]
+    return sweep + [c for c in reversed(levels) for _ in range(2)] + [k * n]
+
+
 def copy_forward(f: torch.Tensor, v: torch.Tensor, rnd: Randomness) -> torch.Tensor:
     """Shares (k, n) of the inclusive segmented copy-forward of (k, n) shares ``f``, ``v``
-    (k independent rows scanned together)."""
+    (k independent rows scanned together), in the ring of their dtype (int64:
+    Z_2^64, int32: Z_2^32)."""
     k, n = f.shape
     size = 1 << max(0, (n - 1).bit_length())
-    F = torch.zeros((k, size), dtype=torch.long)
-    V = torch.zeros((k, size), dtype=torch.long)
+    F = torch.zeros((k, size), dtype=f.dtype)
+    V = torch.zeros((k, size), dtype=f.dtype)
     F[:, :n], V[:, :n] = f, v
     h = 1
     while h < size:  # up-sweep: node R holds the combination of its subtree
@@ -64,6 +78,7 @@ def copy_forward(f: torch.Tensor, v: torch.Tensor, rnd: Randomness) -> torch.Ten
         F[:, left], V[:, left] = fp, vp
         F[:, right], V[:, right] = fp + fl - p, vp + q
         h //= 2
+    del F
     e = V[:, :n]
     (q,) = _mul(rnd, [(f, v - e)])
     return e + q

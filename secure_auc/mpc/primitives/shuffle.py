@@ -2,7 +2,9 @@ r"""Secret-shared shuffle: permute additively shared rows by a permutation that
 no computing party knows, with correlated randomness from the dealer.
 
 Shares.  The :math:`w` computing parties hold
-:math:`X = X_0 + \dots + X_{w-1} \pmod{2^{64}}`, an :math:`(M, c)` matrix.
+:math:`X = X_0 + \dots + X_{w-1} \pmod{2^{64}}` (int64), or
+:math:`\pmod{2^{32}}` (int32: pads, messages and corrections are then half
+as many bytes), an :math:`(M, c)` matrix.
 
 One pass (permuter :math:`i`, its own uniformly random permutation
 :math:`p_i` of the rows, applied as :math:`X \mapsto X[p_i]`):
@@ -45,6 +47,7 @@ import torch
 
 from ..comm import p2p
 from .prg import ring, stream
+from .words import pack, unpack, words_for
 
 __all__ = ["Shuffle", "pads", "permutation", "pass_order", "deltas", "open_shuffled"]
 
@@ -52,9 +55,10 @@ __all__ = ["Shuffle", "pads", "permutation", "pass_order", "deltas", "open_shuff
 # ----------------------------------------------------------------- pads and permutations (pure)
 
 
-def pads(seed: bytes, instance: int, step: int, shape) -> tuple[np.ndarray, np.ndarray]:
-    """The one-time pads (A, B) of a party for pass ``step`` of shuffle ``instance``."""
-    ab = ring(seed, ("pad", instance, step), (2, *shape))
+def pads(seed: bytes, instance: int, step: int, shape, dtype=np.int64) -> tuple[np.ndarray, np.ndarray]:
+    """The one-time pads (A, B) of a party for pass ``step`` of shuffle ``instance``,
+    in Z_2^64 (int64) or Z_2^32 (``dtype=np.int32``)."""
+    ab = ring(seed, ("pad", instance, step), (2, *shape), dtype)
     return ab[0], ab[1]
 
 
@@ -79,9 +83,9 @@ def _step_id(world: int, step: int, inverse: bool) -> int:
     return world + step if inverse else step
 
 
-def deltas(seeds: list[bytes], instance: int, rows: int, cols: int, inverse: bool, perm=None):
-    """The dealer's corrections: yield (permuter i, Delta_i) for each pass, in pass order.
-    ``perm(i)`` returns p_i (default: recomputed from the stream)."""
+def deltas(seeds: list[bytes], instance: int, rows: int, cols: int, inverse: bool, perm=None, dtype=np.int64):
+    """The dealer's corrections: yield (permuter i, Delta_i) for each pass, in pass order,
+    in the ring of ``dtype``.  ``perm(i)`` returns p_i (default: recomputed from the stream)."""
     world = len(seeds)
     for step, i in enumerate(pass_order(world, inverse)):
         sid = _step_id(world, step, inverse)
@@ -89,20 +93,25 @@ def deltas(seeds: list[bytes], instance: int, rows: int, cols: int, inverse: boo
         for j in range(world):
             if j == i:
                 continue
-            a, b = pads(seeds[j], instance, sid, (rows, cols))
-            a_sum = a if a_sum is None else a_sum + a  # int64: wraps mod 2^64
-            b_sum = b if b_sum is None else b_sum + b
+            a, b = pads(seeds[j], instance, sid, (rows, cols), dtype)
+            if a_sum is None:
+                a_sum, b_sum = a.copy(), b.copy()
+            else:
+                a_sum += a  # wraps mod 2^64 (2^32)
+                b_sum += b
         p = perm(i) if perm is not None else permutation(seeds[i], instance, rows)
         if inverse:
             p = _invert(p)
-        yield i, np.take(a_sum, p, axis=0) - b_sum
+        out = np.take(a_sum, p, axis=0)
+        out -= b_sum
+        yield i, out
 
 
 # ----------------------------------------------------------------- a computing party
 
 
 class Shuffle:
-    """Secret shuffles of (rows, cols) int64 share matrices over one :class:`.dealer.DealerChannel`.
+    """Secret shuffles of (rows, cols) int64 or int32 share matrices over one :class:`.dealer.DealerChannel`.
 
     ``forward(x)`` returns the shares of ``X[p]`` and the shuffle's handle;
     ``inverse(y, handle)`` returns the shares of ``Y[p^-1]`` for the same ``p``.
@@ -133,23 +142,27 @@ class Shuffle:
         ch = self.ch
         x = x.reshape(x.shape[0], -1)
         rows, cols = x.shape
-        ch.request("shuffle", instance, rows, cols, inverse)
+        dtype = np.int32 if x.dtype == torch.int32 else np.int64
+        ch.request("shuffle", instance, rows, cols, inverse, np.dtype(dtype).itemsize)
+        words = words_for([x])
         sending = []
         for step, i in enumerate(pass_order(ch.world, inverse)):
             sid = _step_id(ch.world, step, inverse)
             if ch.rank != i:
-                a, b = pads(ch.seed, instance, sid, (rows, cols))
-                m = x - torch.from_numpy(a)
+                a, b = pads(ch.seed, instance, sid, (rows, cols), dtype)
+                m = pack([x - torch.from_numpy(a)])
                 sending.append((m, p2p.isend(m, i, p2p.TAG_PAD)))
                 x = torch.from_numpy(b)
             else:
-                incoming = [p2p.irecv((rows, cols), j, p2p.TAG_PAD) for j in range(ch.world) if j != i]
+                incoming = [p2p.irecv((words,), j, p2p.TAG_PAD) for j in range(ch.world) if j != i]
                 p = self._perm(instance, rows, inverse)
-                delta = ch.receive((rows, cols))
+                delta = ch.receive(x)
+                x = x.clone()
                 for t, work in incoming:
                     work.wait()
-                    x = x + t
-                x = x.index_select(0, p) + delta
+                    x += unpack(t, [x])[0]
+                x = x.index_select(0, p)
+                x += delta
         p2p.wait_all(w for _, w in sending)
         return x
 

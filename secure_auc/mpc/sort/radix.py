@@ -5,38 +5,55 @@ The LSD radix sort of Hamada et al. (2014) in the form of Asharov et al.
 least significant first, each time with a *stable* sort, and the sort so far
 is kept as a secret permutation.  Nothing is compared; the only openings are
 secret permutations composed with fresh secret shuffles, which are uniformly
-random permutations whatever the keys (:mod:`secure_auc.mpc.shuffle`).
+random permutations whatever the keys (:mod:`secure_auc.mpc.primitives.shuffle`),
+and values masked by fresh dealer randomness.
+
+Ring.  Everything in the rounds is additively shared in
+:math:`\mathbb{Z}_{2^{32}}` (int32 words, half the bytes of
+:math:`\mathbb{Z}_{2^{64}}`): permutations, counts and destinations are below
+:math:`M < 2^{30}`, so they are exact there.  The keys carried to sorted
+order stay in :math:`\mathbb{Z}_{2^{64}}` (the mid-rank step compares them).
 
 Permutations are destination vectors: :math:`\rho` sends row :math:`j` to
 position :math:`\rho_j`, :math:`\mathrm{apply}(\rho, x)_{\rho_j} = x_j`.
 
-*Digit permutation* (one batched product round).  A shared digit
-:math:`v_j \in \{0, \dots, 2^d - 1\}` arrives as its one-hot indicators
-:math:`I_{j,v} = [v_j = v]` for :math:`v \ge 1`, secret-shared by the source
-that owns row :math:`j` (it computes them from its own key, so no product is
-needed to expand bits); :math:`I_{j,0} = 1 - \sum_{v \ge 1} I_{j,v}`.
-With the inclusive prefix counts :math:`C_{j,v} = \sum_{i \le j} I_{i,v}`
-(local: prefix sums are linear), the totals :math:`T_v = C_{M-1,v}` and
-:math:`O_v = \sum_{u < v} T_u`, the stable sort by the digit sends row
-:math:`j` to
+*Digits.*  The source of row :math:`j` shares its digit value
+:math:`v_j \in \{0, \dots, V - 1\}`, :math:`V = 2^d` (one word; sharing is
+free, :class:`.primitives.inputs.SourceSharing`).  The dealer deals, per row,
+a random :math:`r` (shares in :math:`\mathbb{Z}_{2^{32}}`), the shares of the
+one-hot :math:`E_t = [r \bmod V = t]` (:math:`t \ge 1`;
+:math:`E_0 = 1 - \sum_{t \ge 1} E_t`) and triples :math:`(E_t, b_t, c_t = E_t
+b_t)` (kind ``"onehot<d>"``, :mod:`.primitives.dealer`).  The parties open
+:math:`u = (v - r) \bmod V` (uniformly random: :math:`r \bmod V` is), and then
+:math:`I_v = [v_j = v] = E_{(v - u) \bmod V}`, a local rotation.
+
+*Digit permutation* (one opening).  With the inclusive prefix counts
+:math:`C_{j,v} = \sum_{i \le j} I_{i,v}` (local), the totals
+:math:`T_v = C_{M-1,v}` and :math:`O_v = \sum_{u < v} T_u`, the stable sort
+by the digit sends row :math:`j` to
 
 .. math::
 
-    \sigma_j = \sum_v I_{j,v}\,(O_v + C_{j,v}) - 1
-             = (O_0 + C_{j,0}) - 1 + \sum_{v \ge 1} I_{j,v}\,\big((O_v + C_{j,v}) - (O_0 + C_{j,0})\big)
+    \sigma_j = \sum_v I_{j,v}\,(O_v + C_{j,v} - 1)
+             = \sum_t E_t\,D'_t = D'_0 + \sum_{t \ge 1} E_t\,(D'_t - D'_0),
+    \qquad D'_t = O_{(t+u) \bmod V} + C_{j,(t+u) \bmod V} - 1
 
-(:math:`\sum_v I_{j,v} = 1`): :math:`2^d - 1` products per row.
+(:math:`\sum_t E_t = 1`).  Each product has the dealer's :math:`E_t` as its
+first factor, so Beaver's protocol opens only
+:math:`f_t = (D'_t - D'_0) - b_t` and :math:`[E_t x] = f_t [E_t] + [c_t]`:
+:math:`V - 1` opened words per row (a product of two shared values opens two).
 
 *Round* :math:`l \ge 1`, with the sort so far :math:`\rho` (shared):
 
-1. Shuffle :math:`[\rho \mid \text{digit}_l]` with a fresh secret :math:`S`
-   (rows :math:`X \mapsto X[s]`) and open :math:`\tau = \rho[s]`.
-2. Scatter locally: :math:`b[\tau_i] = \text{digit}_l[s_i]`, i.e.
-   :math:`b = \mathrm{apply}(\rho, \text{digit}_l)`, the digit in the order
-   sorted so far.
-3. :math:`\sigma` = digit permutation of :math:`b`.
-4. Compose: :math:`w_i = \sigma[\tau_i] = (\sigma \circ \rho)[s_i]`, a local
-   gather, so :math:`\rho \leftarrow S^{-1}(w)` (an inverse shuffle).
+1. Shuffle :math:`[\rho \mid v]` with a fresh secret :math:`S` (rows
+   :math:`X \mapsto X[s]`) and open :math:`\tau = \rho[s]`, together with
+   :math:`u` (one message).
+2. In shuffled order, :math:`I` from :math:`E` and :math:`u`; scatter it to
+   the order sorted so far (:math:`b[\tau_i] = I_i`), count there, and gather
+   the bases back: :math:`D'` in shuffled order.
+3. :math:`w = \sigma[\tau] = (\sigma \circ \rho)[s]` directly in shuffled
+   order (one opening), so :math:`\rho \leftarrow S^{-1}(w)` (an inverse
+   shuffle of one column).
 
 Round 0 needs no shuffle (:math:`\rho` is the identity).  After the last
 round the keys are moved to sorted order the same way (shuffle
@@ -49,11 +66,23 @@ permutations are independent and uniformly random: together they reveal
 nothing about the keys, not even ties (ties are kept in input order by the
 stable digit sorts; equal keys are never compared).
 
-Cost per round for :math:`M` rows: one shuffle of :math:`1 + d` columns, one
-inverse shuffle of one column (each :math:`w` passes), one opening of
-:math:`M` words and :math:`2^d - 1` products per row; :math:`\lceil
-32\,\text{limbs} / d \rceil` rounds.  Time grows as :math:`M` per round, so
-:math:`M \log M` overall only through the key width, which is fixed.
+Cost per round for :math:`M` rows: one shuffle of 2 int32 columns, one
+inverse shuffle of one, one opening of :math:`M` words and :math:`M` bytes,
+one of :math:`(V - 1) M` words, and the dealer's :math:`2 (V - 1)` corrected
+words per row to one party (rotating); :math:`\lceil 32\,\text{limbs} / d
+\rceil` rounds.  Time grows as :math:`M` per round.
+
+Examples
+--------
+The stable sort destinations of digits, from one party's shares (one party:
+its shares are the values):
+
+>>> import torch
+>>> from secure_auc.mpc.sort.radix import digit_bases
+>>> ind = torch.tensor([[0, 1, 0, 1], [1, 0, 1, 0]], dtype=torch.int32)  # digits 1, 0, 1, 0
+>>> (digit_bases(ind) - 1)  # row v: O_v + C_v - 1, the destination if the digit is v
+tensor([[-1,  0,  0,  1],
+        [ 2,  2,  3,  3]], dtype=torch.int32)
 """
 
 from __future__ import annotations
@@ -63,27 +92,61 @@ from dataclasses import dataclass, field
 import torch
 
 from ..comm import backend
-from ..primitives.beaver import beaver_round
-from ..primitives.dealer import DealerChannel
+from ..primitives.beaver import open_masked
+from ..primitives.dealer import ONEHOT, DealerChannel
+from ..primitives.memory import release_free_memory
 from ..primitives.randomness import Randomness
 from ..primitives.shuffle import Shuffle, open_shuffled
 
-__all__ = ["RadixSort", "digit_permutation"]
+__all__ = ["RadixSort", "digit_permutation", "onehot_rows", "digit_bases", "rotate_rows"]
+
+I32 = torch.int32
 
 
-def digit_permutation(ind: torch.Tensor, rnd: Randomness, rank: int) -> torch.Tensor:
-    """Shares of the stable sort permutation (destination vector) of shared digits,
-    given as the (M, V - 1) shares of their one-hot indicators [digit = v], v = 1..V-1."""
-    one = 1 if rank == 0 else 0  # public constants are added by one party
-    ind = torch.cat([one - ind.sum(dim=1, keepdim=True), ind], dim=1)  # I_0 = 1 - sum of the others
-    counts = torch.cumsum(ind, dim=0)  # C, inclusive (int64 wraps mod 2^64: shares stay exact)
-    totals = counts[-1]
-    offsets = torch.cumsum(totals, dim=0) - totals  # O_v = sum_{u<v} T_u
-    base = counts + offsets  # O_v + C_v
-    diff = (base[:, 1:] - base[:, :1]).contiguous()
-    _, (prod,), _ = beaver_round(rnd, muls=[(ind[:, 1:].contiguous(), diff)])
-    dest = base[:, 0] + prod.sum(dim=1)
-    return dest - 1 if rank == 0 else dest
+def onehot_rows(e: torch.Tensor, u: torch.Tensor, rank: int) -> torch.Tensor:
+    """Shares (V, M) of the indicators I_v = [digit = v] from the shares (V - 1, M) of
+    E_t = [r mod V = t], t = 1..V-1, and the opened u = (digit - r) mod V:
+    I_v = E_{(v - u) mod V}, with E_0 = 1 - sum_t E_t."""
+    v = e.shape[0] + 1
+    full = torch.empty((v, e.shape[1]), dtype=e.dtype)
+    full[1:] = e
+    torch.sum(e, dim=0, dtype=e.dtype, out=full[0])
+    full[0].neg_()
+    if rank == 0:
+        full[0] += 1
+    out = torch.empty_like(full)
+    for t in range(v):  # row by row: one (M,) index at a time
+        out[t] = torch.gather(full, 0, ((t - u) % v).unsqueeze(0))[0]
+    return out
+
+
+def digit_bases(ind: torch.Tensor) -> torch.Tensor:
+    """Shares (V, M) of O_v + C_{j,v} - 1 (offset plus inclusive count, 0-based) from the
+    indicators (V, M) in the order sorted so far; ``ind`` is overwritten."""
+    torch.cumsum(ind, dim=1, dtype=ind.dtype, out=ind)  # C (wraps mod 2^32: shares stay exact)
+    totals = ind[:, -1].clone()
+    offsets = torch.cumsum(totals, dim=0, dtype=ind.dtype) - totals  # O_v = sum_{u<v} T_u
+    ind += offsets.unsqueeze(1)
+    return ind
+
+
+def rotate_rows(base: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """D'_t = base_{(t + u) mod V} per column (the bases seen from r's one-hot)."""
+    v = base.shape[0]
+    out = torch.empty_like(base)
+    for t in range(v):
+        out[t] = torch.gather(base, 0, ((t + u) % v).unsqueeze(0))[0]
+    return out
+
+
+def digit_permutation(d_rot: torch.Tensor, e: torch.Tensor, c: torch.Tensor, f: torch.Tensor, rank: int) -> torch.Tensor:
+    """Shares of sigma = sum_t E_t D'_t - 1 = D'_0 + sum_{t >= 1} E_t (D'_t - D'_0) (the
+    bases already hold the -1 at rank 0), each product by Beaver with the dealer's
+    triple (E_t, b_t, c_t = E_t b_t): f = (D'_t - D'_0) - b_t is opened, and
+    [E_t x] = f [E_t] + [c_t]."""
+    out = d_rot[0].clone()
+    out += (e * f + c).sum(dim=0, dtype=out.dtype)
+    return out
 
 
 def _scatter(tau: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
@@ -103,8 +166,8 @@ def _check_permutation(tau: torch.Tensor) -> None:
 class RadixSort:
     """Oblivious LSD radix sort of secret keys, given as digits shared round by round.
 
-    ``digit_bits``: 1 or 2 bits per round (2: half the rounds and shuffles, three
-    times the products; faster here).
+    ``digit_bits``: 1 to 4 bits per round (more: fewer rounds and shuffles,
+    :math:`2^d - 1` products per row).
     """
 
     digit_bits: int = 2
@@ -116,40 +179,73 @@ class RadixSort:
         return -(-key_bits // self.digit_bits)
 
     def sort(self, digits, key_bits: int, keys: torch.Tensor, progress=None) -> torch.Tensor:
-        """Sort the rows of ``keys`` (an (M, limbs) share matrix, carried along).
+        """Sort the rows of ``keys`` (an (M, limbs) int64 share matrix, carried along).
 
-        ``digits(l)`` returns the (M, 2^digit_bits - 1) shares of the one-hot
-        indicators of digit ``l`` (bits ``l*digit_bits ..``, least significant
-        digit first) of every row's key; the key has ``key_bits`` bits.  Returns the shares of the keys
-        in ascending order (ties in input order); keeps what :meth:`unsort`
-        needs.  ``progress(round, rounds)`` after each round.
+        ``digits(l)`` returns the (M,) shares (int64 or int32; only the value mod
+        2^digit_bits counts) of digit ``l`` (bits ``l*digit_bits ..``, least
+        significant digit first) of every row's key; the key has ``key_bits`` bits.
+        Returns the shares of the keys in ascending order (ties in input order);
+        keeps what :meth:`unsort` needs.  ``progress(round, rounds)`` after each round.
         """
         rank = backend.rank()
         m = keys.shape[0]
+        if m >= 1 << 30:
+            raise ValueError(f"the radix sort ranks fewer than 2^30 rows, got {m}")
+        kind = f"onehot{self.digit_bits}"
+        if kind not in ONEHOT:
+            raise ValueError(f"digit_bits must be 1 to 4, got {self.digit_bits}")
+        mask = (1 << self.digit_bits) - 1
         channel = DealerChannel()
         sh = self._shuffle = Shuffle(channel)
         rnd = self.randomness = Randomness(channel)
-        per_round = m * (2 ** self.digit_bits - 1)
         total = self.rounds(key_bits)
-        channel.plan_triples([per_round] * total)
-        rho = None
+        channel.plan_triples([m] * total, kind)
+        v = mask + 1
+        rho = tau = inst = None
         for l in range(total):
-            rnd.reserve({"mul": per_round})
-            dig = digits(l)
-            if rho is None:
-                b = dig
+            dig = digits(l).reshape(-1).to(I32)
+            if l:  # shuffle [rho | digit], open rho[s] below
+                y, inst = sh.forward(torch.stack([rho, dig], dim=1))
+                rho = dig = None
+                rho_s, dig = y[:, 0].contiguous(), y[:, 1].contiguous()
+                del y
+            rows = channel.block(kind, m)  # r, E (V - 1 rows), b, c: views, no copies
+            r, e, b, c = rows[0], rows[1:v], rows[v : 2 * v - 1], rows[2 * v - 1 :]
+            masked = ((dig - r) & mask).to(torch.uint8)  # low bits of the shares of (digit - r) mod 2^d
+            del dig
+            if l == 0:
+                _, (u,) = open_masked([], [masked])
             else:
-                y, inst = sh.forward(torch.cat([rho.unsqueeze(1), dig], dim=1))
-                tau = open_shuffled(y[:, 0])
+                _, (tau, u) = open_masked([], [rho_s, masked])
+                del rho_s
+                tau = tau.long()
                 _check_permutation(tau)
-                b = _scatter(tau, y[:, 1:])
-            sigma = digit_permutation(b, rnd, rank)
-            rho = sigma if rho is None else sh.inverse(sigma[tau].unsqueeze(1), inst)[:, 0]
+            u = (u & mask).long()
+            ind = onehot_rows(e, u, rank)  # rows in shuffled order
+            if l:
+                ind = _scatter_cols(tau, ind)  # to the order sorted so far
+            base = digit_bases(ind)
+            del ind
+            if rank == 0:
+                base -= 1
+            if l:
+                base = _gather_cols(base, tau)  # back to shuffled order
+            d_rot = rotate_rows(base, u)
+            del base, u
+            diff = d_rot[1:] - d_rot[0]
+            diff -= b
+            _, (f,) = open_masked([], [diff])
+            del diff
+            w = digit_permutation(d_rot, e, c, f, rank)  # sigma in shuffled order: sigma[tau]
+            del d_rot, f, r, e, b, c, rows, masked
+            rho = w if l == 0 else sh.inverse(w.unsqueeze(1), inst)[:, 0].contiguous()
+            del w
+            release_free_memory()
             if progress is not None:
                 progress(l + 1, total)
         keys = keys.reshape(m, -1)
-        y, inst = sh.forward(torch.cat([rho.unsqueeze(1), keys], dim=1))
-        tau = open_shuffled(y[:, 0])
+        y, inst = sh.forward(torch.cat([rho.to(torch.int64).unsqueeze(1), keys], dim=1))
+        tau = open_shuffled(y[:, 0].to(I32)).long()
         _check_permutation(tau)
         self._final = (tau, inst)
         return _scatter(tau, y[:, 1:])
@@ -162,3 +258,19 @@ class RadixSort:
         out = self._shuffle.inverse(w, inst).reshape(shape)
         self._shuffle.ch.close()
         return out
+
+
+def _scatter_cols(tau: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """out[:, tau] = rows, one row at a time (several times faster than at once)."""
+    out = torch.empty_like(rows)
+    for i in range(rows.shape[0]):
+        out[i].index_copy_(0, tau, rows[i])
+    return out
+
+
+def _gather_cols(rows: torch.Tensor, tau: torch.Tensor) -> torch.Tensor:
+    """rows[:, tau], one row at a time."""
+    out = torch.empty_like(rows)
+    for i in range(rows.shape[0]):
+        torch.index_select(rows[i], 0, tau, out=out[i])
+    return out
