@@ -63,16 +63,15 @@ CH_HELLO, CH_PUBLIC, CH_BIT, CH_INPUTS, CH_RANKS, CH_STATS = range(1, 7)
 
 def input_columns(sort: str, limbs: int) -> tuple[int, int]:
     """(number of digit rounds, columns a host shares per row): the key limbs, then for
-    the radix sort each round's one-hot digit (2^DIGIT_BITS - 1 columns)."""
+    the radix sort each round's digit (one column, :func:`.ranks.key_digits`)."""
     if sort != "radix":
         return 0, limbs
     rounds = RadixSort(digit_bits=DIGIT_BITS).rounds(32 * limbs)
-    return rounds, limbs + rounds * ((1 << DIGIT_BITS) - 1)
+    return rounds, limbs + rounds
 
 
 def _digit_slice(limbs: int, l: int) -> slice:
-    v = (1 << DIGIT_BITS) - 1
-    return slice(limbs + l * v, limbs + (l + 1) * v)
+    return slice(limbs + l, limbs + l + 1)
 
 
 # --------------------------------------------------------------------------- computing parties
@@ -198,7 +197,7 @@ def _compute(rank, config, links, describe, is_server, start, hellos) -> PartyRe
     progress = progress_reporter(config.progress and is_server)
     if config.sort == "radix":
         def digits(l):
-            return shares.shares(("digit", l), rows, (1 << DIGIT_BITS) - 1, corr, column_slice=_digit_slice(limbs, l))
+            return shares.shares(("digit", l), rows, 1, corr, column_slice=_digit_slice(limbs, l))
 
         twice = radix_midranks_shared(keys, digits, limbs, digit_bits=DIGIT_BITS, progress=progress)
     else:
@@ -207,10 +206,10 @@ def _compute(rank, config, links, describe, is_server, start, hellos) -> PartyRe
     rank_seconds = time.perf_counter() - rank_start
 
     # 4. each host gets the shares of its own rows only
-    twice = twice.numpy()
+    twice = twice.numpy().astype(np.int32)  # shares mod 2^32: 2 x mid-rank < 2^31
     offset = 0
     for h in range(hosts):
-        links[h].send_array(CH_RANKS, twice[offset : offset + rows[h]])
+        links[h].send_array(CH_RANKS, twice[offset : offset + rows[h]], np.int32)
         offset += rows[h]
 
     # 6. the hosts' statistics, summed in shares, opened to the server only
@@ -284,7 +283,7 @@ def _host(h, clients, first, noise_keys, config, links, keep_ranks) -> HostResul
     keys = encode_keys(scores, limbs)
     rounds, _ = input_columns(config.sort, limbs)
     blocks = [sharing.correction(keys, "keys")]
-    blocks += [sharing.correction(key_digits(keys, l, DIGIT_BITS), ("digit", l)) for l in range(rounds)]
+    blocks += [sharing.correction(key_digits(keys, l, DIGIT_BITS).reshape(-1, 1), ("digit", l)) for l in range(rounds)]
     links[c].send_array(CH_INPUTS, np.concatenate(blocks, axis=1))
     del blocks
 
@@ -294,7 +293,7 @@ def _host(h, clients, first, noise_keys, config, links, keep_ranks) -> HostResul
 
     def receive(p):
         try:
-            parts[p] = links[p].recv_array(CH_RANKS, (n,))
+            parts[p] = links[p].recv_array(CH_RANKS, (n,), np.int32)
         except BaseException as exc:  # noqa: BLE001 - re-raised below
             errors.append(exc)
 
@@ -307,7 +306,8 @@ def _host(h, clients, first, noise_keys, config, links, keep_ranks) -> HostResul
         raise errors[0]
     twice = parts[0].copy()
     for part in parts[1:]:
-        twice += part
+        twice += part  # wraps mod 2^32
+    twice = twice.astype(np.int64)
 
     width = 2 * len(config.mechanisms)
     stats = np.zeros(width, dtype=np.int64)

@@ -174,8 +174,8 @@ def radix_midranks(local_keys, sizes, sources, limbs: int, *, digit_bits: int = 
 
 def radix_midranks_shared(keys: torch.Tensor, digits, limbs: int, *, digit_bits: int = DIGIT_BITS, progress=None):
     """:func:`radix_midranks` on keys already shared: ``keys`` this party's (M, limbs)
-    shares, ``digits(l)`` its (M, 2^digit_bits - 1) shares of digit ``l``'s one-hot
-    form (:func:`key_digits`).  Returns this party's (M,) int64 shares of 2 x mid-rank."""
+    shares, ``digits(l)`` its (M, 1) shares of digit ``l``'s value
+    (:func:`key_digits`).  Returns this party's (M,) int64 shares of 2 x mid-rank."""
     sorter = RadixSort(digit_bits=digit_bits)
     key_bits = 32 * limbs
     rounds = sorter.rounds(key_bits)

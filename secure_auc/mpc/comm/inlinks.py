@@ -117,12 +117,13 @@ class InputLink:
         return out
 
     # -- typed messages
-    def send_array(self, channel: int, array: np.ndarray) -> None:
-        self._send(channel, np.ascontiguousarray(array, dtype=np.int64))
+    def send_array(self, channel: int, array: np.ndarray, dtype=np.int64) -> None:
+        self._send(channel, np.ascontiguousarray(array, dtype=dtype))
 
-    def recv_array(self, channel: int, shape) -> np.ndarray:
+    def recv_array(self, channel: int, shape, dtype=np.int64) -> np.ndarray:
         n = int(np.prod(shape, dtype=np.int64))
-        return self._recv(channel, 8 * n).view(np.int64).reshape(shape)
+        size = np.dtype(dtype).itemsize
+        return self._recv(channel, size * n).view(dtype).reshape(shape)
 
     def send_obj(self, channel: int, obj) -> None:
         self._send(channel, json.dumps(obj).encode())
