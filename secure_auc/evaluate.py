@@ -78,7 +78,8 @@ class EvaluationResult:
     --------
     >>> import numpy as np
     >>> from secure_auc import ClientData, evaluate
-    >>> result = evaluate([ClientData(np.array([0.2, 0.7]), np.array([0, 1]))])
+    >>> from secure_auc import make_mechanism
+    >>> result = evaluate([ClientData(np.array([0.2, 0.7]), np.array([0, 1]))], make_mechanism("none"))
     >>> result.auc, result.mechanism, result.samples
     (1.0, 'none', 2)
     >>> sorted(result.to_dict())[:4]
@@ -116,8 +117,8 @@ class EvaluationResult:
         Examples
         --------
         >>> import numpy as np
-        >>> from secure_auc import ClientData, evaluate
-        >>> d = evaluate([ClientData(np.array([0.2, 0.7]), np.array([0, 1]))]).to_dict()
+        >>> from secure_auc import ClientData, evaluate, make_mechanism
+        >>> d = evaluate([ClientData(np.array([0.2, 0.7]), np.array([0, 1]))], make_mechanism("none")).to_dict()
         >>> d["auc"], "extra" in d
         (1.0, False)
         """
@@ -428,7 +429,7 @@ def evaluate(
     *,
     protocol: str = "plain",
     seed: int | None = None,
-    reference: bool = True,
+    reference: bool = False,
     mpc_options: dict | None = None,
     ledger=None,
     dataset_name: str | None = None,
@@ -454,8 +455,9 @@ def evaluate(
     clients : list of ClientData
         One entry per client (K >= 1).
     mechanism : Mechanism, optional
-        From :func:`secure_auc.make_mechanism`; default :class:`NoNoise`, the
-        exact, non-private computation.
+        From :func:`secure_auc.make_mechanism`; default the command line's:
+        Laplace noise with the adaptive allocation, eps = 1 (``make_mechanism("none")``
+        is the exact, non-private computation).
     protocol : {"plain", "mpc"}, default "plain"
         ``plain``: the plain-sort protocol in this process (the server sees
         every score).  ``mpc``: the CrypTen protocol with one local process
@@ -464,9 +466,10 @@ def evaluate(
         Seed of the clients' noise keys; None draws fresh keys from
         :mod:`secrets`.  Never reuse a seed for two noisy releases
         (:class:`secure_auc.Ledger` refuses it).
-    reference : bool, default True
+    reference : bool, default False
         Also compute the exact AUC of the pooled data (``reference_auc``,
-        ``abs_error``); a real deployment has no party that could.
+        ``abs_error``): a non-private number, for local experiments only; a real
+        deployment has no party that could.
     mpc_options : dict, optional
         Keyword arguments of :func:`secure_auc.mpc.launch.run_mpc_local`
         (e.g. ``provider``, ``sort``, ``timeout``, ``port``).
@@ -498,7 +501,7 @@ def evaluate(
     >>> from secure_auc import ClientData, builtin_clients, evaluate, make_mechanism
     >>> clients = [ClientData(np.array([0.1, 0.4, 0.35, 0.8]), np.array([0, 0, 1, 1])),
     ...            ClientData(np.array([0.4, 0.4, 0.9, 0.2]), np.array([0, 1, 1, 0]))]
-    >>> exact = evaluate(clients, make_mechanism("none"))
+    >>> exact = evaluate(clients, make_mechanism("none"), reference=True)
     >>> exact.auc, exact.reference_auc, exact.samples, exact.estimated_positives
     (0.8125, 0.8125, 8, 4.0)
 
@@ -506,7 +509,7 @@ def evaluate(
     same ``seed`` gives the same noise, hence the same estimate:
 
     >>> clients = builtin_clients(3, samples=2000)
-    >>> noisy = evaluate(clients, make_mechanism("laplace", 1.0), seed=0)
+    >>> noisy = evaluate(clients, make_mechanism("laplace", 1.0), seed=0, reference=True)
     >>> round(noisy.reference_auc, 4), noisy.abs_error < 0.1
     (0.7711, True)
     >>> evaluate(clients, make_mechanism("laplace", 1.0), seed=0).auc == noisy.auc
@@ -521,7 +524,10 @@ def evaluate(
         ...
     secure_auc.validation.InputError: distributed noise protects only the aggregate: ...
     """
-    mechanism = mechanism if mechanism is not None else NoNoise()
+    if mechanism is None:
+        from .dp.registry import make_mechanism
+
+        mechanism = make_mechanism("laplace", 1.0, allocation="adaptive")
     check_clients(clients)
     sizes = [len(c) for c in clients]
     check_fixed_point_range(mechanism, sum(sizes), sizes)

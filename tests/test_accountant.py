@@ -166,7 +166,7 @@ def test_report_and_cli_show(tmp_path, capsys):
 
 def test_cli_ledger_charges_each_clients_labels(tmp_path, capsys):
     path = tmp_path / "ledger.json"
-    args = ["evaluate", "--samples", "2000", "--clients", "3", "--epsilon", "1", "--ledger", str(path),
+    args = ["evaluate", "--protocol", "plain", "--samples", "2000", "--clients", "3", "--epsilon", "1", "--ledger", str(path),
             "--dataset", "d", "--budget", "2.5", "--json"]
     for expected in (1.0, 2.0):
         assert main(args) == 0
@@ -201,7 +201,7 @@ def test_cli_plan_and_evaluations(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "100 evaluations within eps = 10, delta = 1e-06: each evaluation eps = " in out and "(pld)" in out
     path = tmp_path / "l.json"
-    assert main(["evaluate", "--samples", "2000", "--clients", "2", "--mechanism", "rr", "--evaluations", "100",
+    assert main(["evaluate", "--protocol", "plain", "--samples", "2000", "--clients", "2", "--mechanism", "rr", "--evaluations", "100",
                  "--epsilon", "10", "--delta", "1e-6", "--ledger", str(path), "--json"]) == 0
     res = json.loads(capsys.readouterr().out)
     assert res["epsilon"] > 0.1 and "each evaluation eps" in res["plan"]

@@ -26,7 +26,7 @@ def test_json_report_from_files(tmp_path, capsys):
     from secure_auc.data import read_client_csv
 
     paths = write_clients(tmp_path)
-    assert main(["evaluate", *paths, "--mechanism", "none", "--json"]) == 0
+    assert main(["evaluate", "--protocol", "plain", *paths, "--mechanism", "none", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     for key in ("auc", "reference_auc", "epsilon", "mechanism", "protocol", "clients", "samples", "seconds"):
         assert key in out
@@ -37,14 +37,14 @@ def test_json_report_from_files(tmp_path, capsys):
 
 
 def test_table_report_labels_the_reference(capsys):
-    assert main(["evaluate", "--samples", "5000", "--clients", "5", "--mechanism", "rr", "--epsilon", "2", "--seed", "1"]) == 0
+    assert main(["evaluate", "--protocol", "plain", "--samples", "5000", "--clients", "5", "--mechanism", "rr", "--epsilon", "2", "--seed", "1"]) == 0
     out = capsys.readouterr().out
     assert "AUC (DP estimate)" in out and "reference AUC*" in out and "a real deployment would not have it" in out
     assert "eps = 2" in out
 
 
 def test_python_dash_m_entry_point():
-    res = subprocess.run([sys.executable, "-m", "secure_auc", "evaluate", "--samples", "2000", "--json", "--seed", "0"],
+    res = subprocess.run([sys.executable, "-m", "secure_auc", "evaluate", "--protocol", "plain", "--samples", "2000", "--json", "--seed", "0"],
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["samples"] == 2000
@@ -73,7 +73,7 @@ def test_bad_file(tmp_path, capsys, content, match):
     good = write_clients(tmp_path, n=1)
     bad = tmp_path / "bad.csv"
     bad.write_text(content)
-    err = _err(capsys, ["evaluate", *good, str(bad), "--mechanism", "none"])
+    err = _err(capsys, ["evaluate", "--protocol", "plain", *good, str(bad), "--mechanism", "none"])
     assert match in err and "bad.csv" in err
 
 
@@ -83,7 +83,7 @@ def test_all_labels_one_class_across_clients(tmp_path, capsys):
         p = tmp_path / f"c{k}.csv"
         write_client_csv(p, [0.1, 0.2], [0, 0])
         paths.append(str(p))
-    err = _err(capsys, ["evaluate", *paths])
+    err = _err(capsys, ["evaluate", "--protocol", "plain", *paths])
     assert "all 4 labels across all 2 clients are negative" in err and "undefined" in err
 
 
@@ -102,7 +102,7 @@ def test_all_labels_one_class_across_clients(tmp_path, capsys):
     ],
 )
 def test_bad_parameters(capsys, args, match):
-    err = _err(capsys, ["evaluate", "--samples", "1000", *args])
+    err = _err(capsys, ["evaluate", "--protocol", "plain", "--samples", "1000", *args])
     assert match in err
 
 
@@ -111,7 +111,7 @@ def test_a_spreadsheet_bom_is_read(tmp_path, capsys):
     p.write_bytes("\ufeffscore,label\n0.9,1\n0.2,0\n0.4,1\n".encode("utf-8"))
     q = tmp_path / "other.csv"
     q.write_text("score,label\n0.3,0\n0.8,1\n")
-    assert main(["evaluate", str(p), str(q), "--mechanism", "none", "--json"]) == 0
+    assert main(["evaluate", "--protocol", "plain", str(p), str(q), "--mechanism", "none", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["auc"] == pytest.approx(1.0)
 
 
@@ -122,14 +122,14 @@ def test_a_spreadsheet_bom_is_read(tmp_path, capsys):
 def test_undecodable_files_are_named(tmp_path, capsys, data, match):
     p = tmp_path / "bad.csv"
     p.write_bytes(data)
-    assert main(["evaluate", str(p), "--mechanism", "none"]) == 2
+    assert main(["evaluate", "--protocol", "plain", str(p), "--mechanism", "none"]) == 2
     err = capsys.readouterr().err
     assert match in err and str(p) in err and "Traceback" not in err
 
 
 def test_the_same_file_twice_is_refused(tmp_path, capsys):
     paths = write_clients(tmp_path, n=1)
-    assert main(["evaluate", paths[0], str(tmp_path / "." / "client0.csv"), "--mechanism", "none"]) == 2
+    assert main(["evaluate", "--protocol", "plain", paths[0], str(tmp_path / "." / "client0.csv"), "--mechanism", "none"]) == 2
     assert "the same file as" in capsys.readouterr().err
 
 
@@ -141,7 +141,7 @@ def test_the_same_file_twice_is_refused(tmp_path, capsys):
     (["--mechanism", "gaussian", "--delta", "1e-320"], "delta must be at least"),
 ])
 def test_out_of_range_numbers_end_before_anything_starts(capsys, args, match):
-    assert main(["evaluate", "--samples", "200", *args]) == 2
+    assert main(["evaluate", "--protocol", "plain", "--samples", "200", *args]) == 2
     err = capsys.readouterr().err
     assert match in err and err.count("\n") == 1
 

@@ -39,13 +39,13 @@ def _one_line_error(capsys, argv):
     (["--score-column", "p"], "--score-column does not apply without client files"),
 ])
 def test_options_that_do_not_apply_are_refused(capsys, args, match):
-    assert match in _one_line_error(capsys, ["evaluate", "--samples", "500", *args])
+    assert match in _one_line_error(capsys, ["evaluate", "--protocol", "plain", "--samples", "500", *args])
 
 
 def test_builtin_data_options_with_files_are_refused(tmp_path, capsys):
     p = tmp_path / "a.csv"
     p.write_text("score,label\n0.2,0\n0.8,1\n")
-    err = _one_line_error(capsys, ["evaluate", str(p), "--samples", "500"])
+    err = _one_line_error(capsys, ["evaluate", "--protocol", "plain", str(p), "--samples", "500"])
     assert "--samples does not apply to client files" in err
 
 
@@ -63,7 +63,7 @@ def test_builtin_data_options_with_files_are_refused(tmp_path, capsys):
 ])
 def test_mpc_ranges_checked_before_any_party_starts(capsys, args, match):
     start = time.perf_counter()
-    err = _one_line_error(capsys, ["evaluate", "--samples", "500", "--protocol", "mpc", *args])
+    err = _one_line_error(capsys, ["evaluate", "--protocol", "plain", "--samples", "500", "--protocol", "mpc", *args])
     assert match in err
     assert time.perf_counter() - start < 5  # no party was started (one takes seconds to import CrypTen)
 
@@ -92,7 +92,7 @@ def test_help_states_the_defaults():
 
 
 def test_json_has_error_bars_and_no_infinity(capsys):
-    assert main(["evaluate", "--samples", "3000", "--clients", "3", "--seed", "4", "--json"]) == 0
+    assert main(["evaluate", "--protocol", "plain", "--samples", "3000", "--clients", "3", "--seed", "4", "--json"]) == 0
     out = capsys.readouterr().out
     d = json.loads(out)  # strict JSON: json.loads accepts Infinity, so check the text too
     assert "Infinity" not in out and "NaN" not in out
@@ -101,19 +101,19 @@ def test_json_has_error_bars_and_no_infinity(capsys):
 
 
 def test_table_shows_std_and_interval(capsys):
-    assert main(["evaluate", "--samples", "3000", "--clients", "3", "--seed", "4"]) == 0
+    assert main(["evaluate", "--protocol", "plain", "--samples", "3000", "--clients", "3", "--seed", "4"]) == 0
     out = capsys.readouterr().out
     assert "standard deviation" in out and "95% interval" in out
 
 
 def test_quiet_and_verbose(capsys):
-    assert main(["evaluate", "--samples", "400", "--quiet", "--mechanism", "rr", "--seed", "1"]) == 0
+    assert main(["evaluate", "--protocol", "plain", "--samples", "400", "--quiet", "--mechanism", "rr", "--seed", "1"]) == 0
     assert capsys.readouterr().err == ""
     assert main(["simulate", "--samples", "400", "--reps", "2", "--methods", "rr", "--clients", "5", "--quiet"]) == 0
     captured = capsys.readouterr()
     assert captured.err == "" and "rr" in captured.out
     with pytest.raises(SystemExit):
-        build_parser().parse_args(["evaluate", "--quiet", "--verbose"])
+        build_parser().parse_args(["evaluate", "--protocol", "plain", "--quiet", "--verbose"])
 
 
 def test_no_progress_lines_with_json(capsys):

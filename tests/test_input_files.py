@@ -44,7 +44,7 @@ def test_other_column_names(tmp_path, capsys):
     _same(data)
     with pytest.raises(InputError, match=r"c.csv.gz: missing column 'score' \(another name: --score-column\)"):
         read_client_file(p)
-    assert main(["evaluate", str(p), "--score-column", "pred", "--label-column", "clicked", "--mechanism", "none",
+    assert main(["evaluate", "--protocol", "plain", str(p), "--score-column", "pred", "--label-column", "clicked", "--mechanism", "none",
                  "--json"]) == 0
     assert '"auc": 1.0' in capsys.readouterr().out
 
@@ -83,7 +83,7 @@ def test_parquet_without_pyarrow_is_one_line(tmp_path, monkeypatch):
 
 
 def _cli_error(capsys, paths):
-    code = main(["evaluate", *map(str, paths), "--mechanism", "none"])
+    code = main(["evaluate", "--protocol", "plain", *map(str, paths), "--mechanism", "none"])
     err = capsys.readouterr().err
     assert code == 2, err
     assert err.startswith("secure-auc: error: ") and err.count("\n") == 1 and "Traceback" not in err, err

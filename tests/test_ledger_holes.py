@@ -19,7 +19,7 @@ from secure_auc.dp.randomized_response import randomized_response
 
 
 def _run(*args):
-    return main(["evaluate", *map(str, args)])
+    return main(["evaluate", "--protocol", "plain", *map(str, args)])
 
 
 @pytest.fixture

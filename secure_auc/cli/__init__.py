@@ -68,14 +68,16 @@ def check_mechanism_options(args) -> list[str]:
     given = [n for n in ("epsilon", "delta", *MECHANISM_DEFAULTS, "split") if getattr(args, n, None) is not None]
     given = list(dict.fromkeys(given))
     mech = args.mechanism
+    planning = getattr(args, "evaluations", None) is not None  # --delta: the total delta of the T evaluations
     everything = ["epsilon", "delta", "allocation", "sensitivity", "alpha", "beta", "honest_fraction", "split"]
     if mech == "none":
         check_not_given(args, everything, "to --mechanism none (exact, no noise)")
     elif mech == "rr":
-        check_not_given(args, everything[1:], "to --mechanism rr (randomized response takes --epsilon only)")
+        check_not_given(args, everything[2 if planning else 1:],
+                        "to --mechanism rr (randomized response takes --epsilon only)")
     elif mech in ("laplace", "gaussian"):
         check_not_given(args, ["honest_fraction", "split"], f"to --mechanism {mech}, only to distributed")
-        if mech == "laplace":
+        if mech == "laplace" and not planning:
             check_not_given(args, ["delta"], "to --mechanism laplace (pure eps-DP); use gaussian or distributed")
         alloc = args.allocation or MECHANISM_DEFAULTS["allocation"]
         if alloc != "split":
@@ -158,9 +160,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="the column holding the scores in every client file (default: score)")
     ev.add_argument("--label-column", default=None, metavar="NAME",
                     help="the column holding the labels in every client file (default: label)")
-    ev.add_argument("--protocol", choices=("plain", "mpc"), default="plain",
+    ev.add_argument("--protocol", choices=("plain", "mpc"), default="mpc",
                     help="plain: the paper's plain-sort protocol (the server sees every score); "
-                         "mpc: CrypTen secret-shared ranks (the server sees only the aggregate). Default: plain")
+                         "mpc: CrypTen secret-shared ranks (the server sees only the aggregate). Default: mpc")
     add_mechanism_options(ev)
     add_data_options(ev)
     ev.add_argument("--seed", type=int, default=None,
@@ -473,7 +475,7 @@ def cmd_evaluate(args) -> int:
                   "Whoever knows the seed can recompute every client's noise: use it for tests and reproductions, "
                   "never in a deployment", file=sys.stderr)
     result = evaluate(clients, mechanism, protocol=args.protocol, seed=args.seed, mpc_options=mpc_options,
-                      ledger=ledger, dataset_name=args.dataset)
+                      ledger=ledger, dataset_name=args.dataset, reference=True)
     if plan:
         result.extra["plan"] = plan.summary()
     print_report(result, source, args.json)
