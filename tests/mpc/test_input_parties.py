@@ -48,7 +48,7 @@ def _plain(clients, mechanism, keys):
 
 @pytest.mark.parametrize("sizes, w, hosts, sort", [
     ([1], 2, 1, "radix"),  # one client, one sample
-    ([40, 1, 7, 1, 30], 3, 5, "radix"),  # 5 clients, each its own host, one-sample clients
+    ([40, 1, 7, 1, 30], 3, 3, "radix"),  # 5 clients in 3 hosts, one-sample clients
     ([3] * 50, 2, 3, "radix"),  # 50 clients in 3 hosts
     ([25, 2], 3, 2, "network"),  # the bitonic network on the outsourced shares
 ])
