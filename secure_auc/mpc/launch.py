@@ -263,10 +263,9 @@ def _silent_parties(procs: dict, last_seen: dict, started: float, quiet_for: flo
     for r, p in sorted(procs.items()):
         if p.exitcode is not None:
             continue
-        if r in last_seen:
-            silent, limit, what = now - last_seen[r], quiet_for, "no sign of life"
-        else:  # still importing its modules (seconds on a busy machine): a wider bound
-            silent, limit, what = now - started, max(quiet_for, 60.0), "no sign of life since it was started"
+        if r not in last_seen:  # still importing its modules (a minute on a busy machine): named, if it
+            continue            # never gets further, when the others give up waiting at the rendezvous
+        silent, limit, what = now - last_seen[r], quiet_for, "no sign of life"
         if silent > limit:
             stopped = " (the process is stopped: SIGSTOP or a debugger)" if _process_state(p.pid) == "T" else ""
             out.append(f"{describe(r)} stopped answering: {what} for {silent:.0f} s{stopped}")

@@ -112,7 +112,7 @@ def test_a_stopped_party_is_named_within_the_timeout():
     assert proc.returncode == 1
     assert last.startswith("secure-auc: error: MPC run failed: client 0 (rank 1) stopped answering"), last
     assert "stopped: SIGSTOP or a debugger" in last and "Traceback" not in rest
-    assert took < timeout + 5, took
+    assert took < timeout + 10, took  # the others' own timeout, then the launcher stops every process
     end = time.monotonic() + 5
     while any(_alive(p) for p in parties) and time.monotonic() < end:
         time.sleep(0.05)
