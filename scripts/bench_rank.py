@@ -59,9 +59,15 @@ def _dealer_peak() -> dict:
 
 
 def _peak_rss() -> int:
+    """This process's peak resident memory (Linux: VmHWM).  Not ``ru_maxrss``, which a
+    spawned process inherits from its launcher (fork, then exec)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
     import resource
 
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 BUILT_IN = {458_407: "CRITEO_SMALL", 4_584_062: "CRITEO_LARGE"}
