@@ -184,7 +184,7 @@ def plot(rows: list[dict], path: str) -> None:
         label = f"{key[0]}, {key[1]} parties"
         axes[0].loglog(m, t, "o-", label=label)
         axes[1].semilogx(m, b, "o-", label=label)
-        axes[2].semilogx(m, p, "o-", label=label)
+        axes[2].loglog(m, p, "o-", label=label)
     for ax, title in zip(axes, ["rank step seconds", "bytes per score (busiest party)", "peak bytes per score (any process)"]):
         ax.set_xlabel("M (scores)")
         ax.set_title(title)
