@@ -59,9 +59,15 @@ def _dealer_peak() -> dict:
 
 
 def _peak_rss() -> int:
+    """This process's peak resident memory (Linux: VmHWM).  Not ``ru_maxrss``, which a
+    spawned process inherits from its launcher (fork, then exec)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
     import resource
 
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 BUILT_IN = {458_407: "CRITEO_SMALL", 4_584_062: "CRITEO_LARGE"}
@@ -178,7 +184,7 @@ def plot(rows: list[dict], path: str) -> None:
         label = f"{key[0]}, {key[1]} parties"
         axes[0].loglog(m, t, "o-", label=label)
         axes[1].semilogx(m, b, "o-", label=label)
-        axes[2].semilogx(m, p, "o-", label=label)
+        axes[2].loglog(m, p, "o-", label=label)
     for ax, title in zip(axes, ["rank step seconds", "bytes per score (busiest party)", "peak bytes per score (any process)"]):
         ax.set_xlabel("M (scores)")
         ax.set_title(title)

@@ -9,4 +9,6 @@
 * :mod:`.inputs` — secret-sharing the sources' rows.
 * :mod:`.shuffle` — secret shuffles; :mod:`.scan` — segmented scans.
 * :mod:`.opening` — opening to one party, to owners, or to everyone.
+* :mod:`.words` — int32 and byte shares carried in int64 messages;
+  :mod:`.memory` — freed heap pages back to the OS between rounds.
 """
