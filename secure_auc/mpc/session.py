@@ -46,6 +46,11 @@ class MPCSession:
         Computing parties (the server and ``computing - 1`` helpers).
     provider, sort, timeout, hosts
         As in :func:`secure_auc.mpc.launch.run_mpc_local`.
+    ledger : secure_auc.Ledger, optional
+        Charged for every client's labels before each evaluation
+        (:meth:`secure_auc.Ledger.reserve`), as :func:`secure_auc.evaluate` does.
+    dataset_name : str, optional
+        A name for the clients' datasets in the ledger's report.
 
     Examples
     --------
@@ -59,7 +64,8 @@ class MPCSession:
     """
 
     def __init__(self, labels, mechanism, *, computing: int = 3, provider: str = "ttp", sort: str = RANK_METHODS[0],
-                 timeout: float = 60.0, hosts: int | None = None, port: int | None = None):
+                 timeout: float = 60.0, hosts: int | None = None, port: int | None = None, ledger=None,
+                 dataset_name: str | None = None):
         if computing not in (2, 3):
             raise InputError(f"a session has 2 or 3 computing parties, got {computing}")
         self.labels = [np.asarray(y) for y in labels]
@@ -69,6 +75,12 @@ class MPCSession:
         self.config = PartyConfig(mechanisms=(mechanism,), clients=len(self.labels), provider=provider, sort=sort,
                                   progress=False, computing=computing, session=True)
         self.timeout = float(timeout)
+        self.mechanism = mechanism
+        self.ledger, self.dataset_name = ledger, dataset_name
+        if ledger is not None:
+            from ..dp.accountant import label_commitment
+
+            self._datasets = [label_commitment(y) for y in self.labels]
         self._closed = False
         self._error: BaseException | None = None
         self._start(hosts, port)
@@ -129,10 +141,21 @@ class MPCSession:
             if not np.isfinite(s).all():
                 raise InputError(f"client {k}: scores must be finite")
         keys = list(noise_keys) if noise_keys is not None else [None] * len(scores)
+        reservation = None
+        if self.ledger is not None:
+            reservation = self.ledger.reserve(self._datasets, self.mechanism, total=sum(self.sizes), sizes=self.sizes,
+                                              name=self.dataset_name, note="mpc session")
         start = time.perf_counter()
-        for h, (a, b) in enumerate(self.groups):
-            self._tasks[h].put(([ClientData(scores[i], self.labels[i]) for i in range(a, b)], keys[a:b]))
-        result = self._wait()
+        try:
+            for h, (a, b) in enumerate(self.groups):
+                self._tasks[h].put(([ClientData(scores[i], self.labels[i]) for i in range(a, b)], keys[a:b]))
+            result = self._wait()
+        except BaseException:
+            if reservation is not None:
+                self.ledger.finish(reservation, ok=False)  # still charged: the aggregate may have been opened
+            raise
+        if reservation is not None:
+            self.ledger.finish(reservation)
         seconds = time.perf_counter() - start
         cost = {"seconds": round(seconds, 3), "rank_step_seconds": round(result.rank_seconds, 3),
                 "server_bytes": result.bytes_sent}
