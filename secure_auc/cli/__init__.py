@@ -238,14 +238,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def add_party_options(p: argparse.ArgumentParser) -> None:
+    """Options every separately started party takes: the dealer, the rank method, the timeout."""
+    p.add_argument("--provider", choices=("ttp", "tfp"), default="ttp",
+                   help="ttp: a separate dealer process (the last rank) deals the correlated randomness (default); "
+                        "tfp: the server deals it and could unmask every score (single-operator testing only)")
+    p.add_argument("--sort", choices=RANK_METHODS, default=RANK_METHODS[0], help=rank_method_help())
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for another party (default 60)")
+
+
 def add_helpers_options(p: argparse.ArgumentParser) -> None:
     add_mechanism_options(p)
     p.add_argument("--clients", type=int, required=True, help="the number of clients K")
-    p.add_argument("--provider", choices=("ttp", "tfp"), default="ttp",
-                   help="ttp: a separate dealer deals the correlated randomness (default); tfp: the server does "
-                        "(single-operator testing only)")
-    p.add_argument("--sort", choices=RANK_METHODS, default=RANK_METHODS[0], help=rank_method_help())
-    p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for another party (default 60)")
+    add_party_options(p)
     p.add_argument("--roster", metavar="ROSTER.json", required=True,
                    help="public keys of the server, the helpers, the dealer and the clients")
 

@@ -15,11 +15,10 @@ import argparse
 import os
 import sys
 
-from . import add_mechanism_options, mechanism_from_args, print_report, setup_logging
+from . import add_mechanism_options, add_party_options, mechanism_from_args, print_report, setup_logging
 from ..data.io import read_client_csv
 from ..dp.rng import read_noise_key_file
 from ..validation import InputError
-from ..mpc import RANK_METHODS, rank_method_help
 
 __all__ = ["main"]
 
@@ -34,11 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="one file per client, in client order; each client reads only its own "
                         "(on other machines the other paths need not exist)")
     add_mechanism_options(p)
-    p.add_argument("--provider", choices=("ttp", "tfp"), default="ttp",
-                   help="ttp: a separate dealer process (the last rank) deals the correlated randomness; tfp: the server "
-                        "deals it and could unmask every score (single-operator testing only)")
-    p.add_argument("--sort", choices=RANK_METHODS, default=RANK_METHODS[0], help=rank_method_help())
-    p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for other parties (default 60)")
+    add_party_options(p)
     p.add_argument("--noise-key-file", metavar="PATH", default=None,
                    help="reproducible runs: a client reads its 128-bit noise key (32 hex digits) from PATH; "
                         "'{client}' in PATH is replaced by the client's index (keys/client{client}.key). "

@@ -163,13 +163,18 @@ def _party_process(rank, parties, addr, port, provider, timeout, job, args, afte
         results.put(("done", rank, result, received if record else None))
     except KeyboardInterrupt:
         os._exit(130)
-    except BaseException as exc:  # report, then exit non-zero
-        from .comm.runtime import explain
+    except BaseException as exc:  # noqa: BLE001 - reported, then exit non-zero
+        _report_and_exit(results, rank, exc)
 
-        results.put(("error", rank, explain(exc), traceback.format_exc()))
-        results.close()
-        results.join_thread()  # flush the report before leaving
-        os._exit(1)
+
+def _report_and_exit(results, key: int, exc: BaseException) -> None:
+    """Send the launcher one line about ``exc`` (and the traceback), flush it, exit with 1."""
+    from .comm.runtime import explain
+
+    results.put(("error", key, explain(exc), traceback.format_exc()))
+    results.close()
+    results.join_thread()  # flush the report before leaving
+    os._exit(1)
 
 
 def _host_process(h, job, args, results, record, log_level=None, launcher=None, beats=None, slot=None):
@@ -192,13 +197,8 @@ def _host_process(h, job, args, results, record, log_level=None, launcher=None, 
         results.put(("done", key, result, received if record else None))
     except KeyboardInterrupt:
         os._exit(130)
-    except BaseException as exc:  # report, then exit non-zero
-        from .comm.runtime import explain
-
-        results.put(("error", key, explain(exc), traceback.format_exc()))
-        results.close()
-        results.join_thread()
-        os._exit(1)
+    except BaseException as exc:  # noqa: BLE001 - reported, then exit non-zero
+        _report_and_exit(results, key, exc)
 
 
 HEARTBEAT = 0.5  # seconds between a party's signs of life to the launcher
