@@ -381,9 +381,9 @@ def rank_step_estimate(m: int, parties: int, method: str) -> float:
     """Rough seconds of the rank step on the 2-core reference machine (docs/benchmarks.md)."""
     if method == "radix":
         # 16 digit rounds for float32 keys (32 for float64), each linear in M, and every
-        # shuffle has one pass per party: 2^20 scores: 14 s (2 parties), 27 s (3 parties);
-        # 458,407 scores among 11 parties: about 90 s
-        return 0.5 + 1.3e-5 * m * (parties - 1) ** 1.2
+        # shuffle has one pass per party: 458,407 scores among 3 parties: 8.5-9.4 s on the
+        # idle machine (docs/benchmarks.md)
+        return 0.5 + 8e-6 * m * (parties - 1) ** 1.2
     n = 1 << max(0, (m - 1).bit_length())
     p = max(1, n.bit_length() - 1)
     stages = p * (p + 1) // 2
@@ -397,7 +397,7 @@ def _announce(m: int, parties: int, method: str) -> None:
     estimate = rank_step_estimate(m, parties, method)
     when = f"{estimate / 60:.1f} min" if estimate >= 90 else f"{max(1, round(estimate))} s"
     log.info("[secure-auc] MPC rank step: %s sort of %s scores among %d parties; expect roughly %s "
-             "(plus a few seconds to start the parties)", method, f"{m:,}", parties, when)
+             "(plus 5 to 20 s to start the parties, more on a busy machine)", method, f"{m:,}", parties, when)
 
 
 def cost_summary(done: dict, config: PartyConfig, seconds: float) -> dict:
