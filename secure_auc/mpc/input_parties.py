@@ -44,7 +44,7 @@ from ..protocol.client import Client
 from ..protocol.messages import Aggregate
 from ..protocol.server import Server
 from .comm import backend
-from .comm.inlinks import accept_hosts, connect, listen
+from .comm.inlinks import PortBoard, accept_hosts, connect, listen
 from .comm.roster import describe_helpers_rank, describe_host
 from .encoding import encode_keys, is_float32_exact
 from .party import PartyConfig, PartyResult, ProtocolError, agree_public, progress_reporter
@@ -101,7 +101,10 @@ def run_computing_party(rank: int, config: PartyConfig, endpoint: tuple[str, int
     agree_public(config, rank, describe)
 
     names = host_names or [describe_host(h) for h in range(len(host_keys))]
-    listener = listen(*endpoint)
+    addr, port = endpoint
+    listener = listen(addr, 0 if isinstance(port, PortBoard) else port)
+    if isinstance(port, PortBoard):  # a local run: the OS's port, published to the hosts
+        port.publish(rank, listener.getsockname()[1])
     try:
         links = accept_hosts(listener, rank, identity, host_keys, timeout=timeout, describe_me=describe(rank),
                              describe_host=lambda h: names[h])

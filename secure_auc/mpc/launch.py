@@ -461,6 +461,7 @@ def launch_local(clients: list[ClientData], config: PartyConfig, *, timeout: flo
 
 def _launch_helpers(clients, config, keys, *, timeout, port, received, record_ranks, hosts, keep_ranks) -> dict:
     from .comm.roster import describe_helpers_rank, describe_host, ephemeral_helpers_roster, identity_bytes
+    from .comm.inlinks import PortBoard
     from .input_parties import computing_job, host_job
 
     import numpy as np
@@ -470,8 +471,9 @@ def _launch_helpers(clients, config, keys, *, timeout, port, received, record_ra
     groups = [g for g in np.array_split(np.arange(k), hosts)]
     roster, world_keys, host_keys = ephemeral_helpers_roster(w - 1, config.provider == "ttp", hosts)
     addr = "127.0.0.1"
-    endpoints = [(addr, free_port(addr)) for _ in range(w)]
-    parties = [(a, p, roster.key(r)) for r, (a, p) in enumerate(endpoints)]
+    board = PortBoard(w)  # each computing party's listener takes a port from the OS and publishes it
+    endpoints = [(addr, board) for _ in range(w)]
+    parties = [(addr, board, roster.key(r)) for r in range(w)]
     names = [describe_host(h, range(int(g[0]), int(g[-1]) + 1)) for h, g in enumerate(groups)]
     per_rank = {r: (config, endpoints[r], identity_bytes(world_keys[r]), list(roster.clients), timeout, names)
                 for r in range(w)}

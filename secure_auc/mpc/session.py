@@ -91,7 +91,8 @@ class MPCSession:
 
         from .comm.roster import describe_helpers_rank, describe_host, ephemeral_helpers_roster, identity_bytes
         from .input_parties import session_computing_job, session_host_job
-        from .launch import free_port, spawn_parties
+        from .comm.inlinks import PortBoard
+        from .launch import spawn_parties
 
         ctx = mp.get_context("spawn")
         w, k = self.config.computing, self.config.clients
@@ -99,8 +100,9 @@ class MPCSession:
         groups = np.array_split(np.arange(k), hosts)
         self.groups = [(int(g[0]), int(g[-1]) + 1) for g in groups]
         roster, world_keys, host_keys = ephemeral_helpers_roster(w - 1, self.config.provider == "ttp", hosts)
-        endpoints = [("127.0.0.1", free_port()) for _ in range(w)]
-        parties = [(a, p, roster.key(r)) for r, (a, p) in enumerate(endpoints)]
+        board = PortBoard(w)  # each computing party's listener takes a port from the OS and publishes it
+        endpoints = [("127.0.0.1", board) for _ in range(w)]
+        parties = [("127.0.0.1", board, roster.key(r)) for r in range(w)]
         names = [describe_host(h, range(a, b)) for h, (a, b) in enumerate(self.groups)]
         self._results = ctx.Queue()
         self._tasks = [ctx.Queue() for _ in range(hosts)]

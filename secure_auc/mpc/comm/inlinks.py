@@ -35,7 +35,7 @@ import numpy as np
 
 from .channel import ChannelError, Link, derive_keys, ephemeral, public_bytes, sealed_size, sign, verify
 
-__all__ = ["InputLinkError", "InputLink", "host_id", "listen", "accept_hosts", "connect", "observers"]
+__all__ = ["InputLinkError", "InputLink", "PortBoard", "host_id", "listen", "accept_hosts", "connect", "observers"]
 
 _HEADER = struct.Struct("<IIQ")
 _HELLO = struct.Struct("<i32s")
@@ -149,6 +149,28 @@ class InputLink:
             pass
 
 
+class PortBoard:
+    """The ports the computing parties' listeners got from the OS (port 0), published to the
+    client hosts of the same machine (a local run): no port is chosen ahead and then
+    raced for.  Shared memory; pass it to the processes when they are started."""
+
+    def __init__(self, parties: int):
+        import multiprocessing as mp
+
+        self._ports = mp.get_context("spawn").RawArray("i", parties)
+
+    def publish(self, p: int, port: int) -> None:
+        self._ports[p] = port
+
+    def wait(self, p: int, timeout: float, who: str) -> int:
+        deadline = time.monotonic() + timeout
+        while self._ports[p] == 0:
+            if time.monotonic() > deadline:
+                raise InputLinkError(f"{who} did not open its port for the clients within {timeout:g} s")
+            time.sleep(0.02)
+        return int(self._ports[p])
+
+
 def listen(addr: str, port: int) -> socket.socket:
     """The computing party's listening socket for client hosts."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -232,10 +254,13 @@ def _recv_exact(sock, n: int) -> bytes:
 def connect(h: int, identity, parties: list[tuple[str, int, bytes]], *, timeout: float, describe_party,
             describe_me: str) -> list[InputLink]:
     """Client host ``h``: connect to every computing party ``(addr, port, public key)``
-    (retrying until ``timeout`` while a party is not yet listening) and authenticate it."""
+    (retrying until ``timeout`` while a party is not yet listening; ``port`` may be a
+    :class:`PortBoard`) and authenticate it."""
     me = host_id(h)
     links = []
     for p, (addr, port, key) in enumerate(parties):
+        if isinstance(port, PortBoard):
+            port = port.wait(p, timeout, describe_party(p))
         deadline = time.monotonic() + timeout
         while True:
             try:
