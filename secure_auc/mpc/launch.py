@@ -401,31 +401,21 @@ def _announce(m: int, parties: int, method: str) -> None:
 
 
 def cost_summary(done: dict, config: PartyConfig, seconds: float) -> dict:
+    """The run's cost: seconds, and per computing party (and client host) bytes and rounds."""
+    out = {"mpc_seconds": round(seconds, 3), "rank_step_seconds": round(done[0].rank_seconds, 3),
+           "provider": config.provider, "sort": config.sort,
+           "layout": "helpers" if config.computing else "clients"}
+    computing = range(config.computing or config.clients + 1)
     if config.computing:
         hosts = sorted((r for r in done if r < 0), reverse=True)
-        return {
-            "mpc_seconds": round(seconds, 3),
-            "rank_step_seconds": round(done[0].rank_seconds, 3),
-            "provider": config.provider,
-            "sort": config.sort,
-            "layout": "helpers",
-            "computing_parties": config.computing,
-            "client_hosts": len(hosts),
-            "bytes_per_party": [done[r].bytes_sent for r in range(config.computing)],
-            "bytes_from_clients_per_party": [done[r].client_bytes for r in range(config.computing)],
-            "rounds_per_party": [done[r].rounds for r in range(config.computing)],
-            "bytes_per_host": [done[r]["bytes"] for r in hosts],
-        }
-    parties = config.clients + 1
-    return {
-        "mpc_seconds": round(seconds, 3),
-        "rank_step_seconds": round(done[0].rank_seconds, 3),
-        "provider": config.provider,
-        "sort": config.sort,
-        "layout": "clients",
-        "bytes_per_party": [done[r].bytes_sent for r in range(parties)],
-        "rounds_per_party": [done[r].rounds for r in range(parties)],
-    }
+        out |= {"computing_parties": config.computing, "client_hosts": len(hosts)}
+    out["bytes_per_party"] = [done[r].bytes_sent for r in computing]
+    if config.computing:
+        out["bytes_from_clients_per_party"] = [done[r].client_bytes for r in computing]
+    out["rounds_per_party"] = [done[r].rounds for r in computing]
+    if config.computing:
+        out["bytes_per_host"] = [done[r]["bytes"] for r in hosts]
+    return out
 
 
 def launch_local(clients: list[ClientData], config: PartyConfig, *, timeout: float = 60.0,
