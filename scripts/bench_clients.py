@@ -29,11 +29,12 @@ import numpy as np
 
 def run(k: int, samples: int | None, layout: str, w: int, hosts: int, seed: int) -> dict:
     from secure_auc.dp.registry import make_mechanism
-    from secure_auc.dp.rng import ClientRngs, client_key
+    from secure_auc.dp.rng import client_key
     from secure_auc.evaluate import builtin_clients
     from secure_auc.mpc.launch import launch_local
     from secure_auc.mpc.party import PartyConfig
-    from secure_auc.protocol import Client, Server
+    from secure_auc.protocol import Server
+    from secure_auc.protocol.client import ClientGroup
 
     clients = builtin_clients(k, samples=samples)
     mechanisms = (make_mechanism("laplace", 1.0, allocation="adaptive"),
@@ -49,10 +50,9 @@ def run(k: int, samples: int | None, layout: str, w: int, hosts: int, seed: int)
     # the same keys in the plain protocol's client code give the same statistics (not for distributed noise,
     # whose shares need the secure sum: its aggregate is compared with the exact one plus the clients' shares)
     mech = mechanisms[0]
-    roles = [Client(i, c, mech, ClientRngs.from_key(keys[i])) for i, c in enumerate(clients)]
     from secure_auc.protocol.plain import run_plain
 
-    _, plain_aggregate, _ = run_plain(roles, Server(mech))
+    _, plain_aggregate, _ = run_plain([ClientGroup(0, clients, mech, keys)], Server(mech))
     same = done[0].aggregates[0] == plain_aggregate
     if layout == "helpers":
         per_client = sum(host_bytes) / k

@@ -185,14 +185,16 @@ def test_release_is_exact_in_fixed_point_and_the_estimator_is_the_centred_one(no
 
 
 def test_one_client_at_a_time_as_in_the_protocol():
-    """privatize on one client's statistics (shape (1,)) uses the mechanism's K, not 1."""
+    """privatize on one client's statistics (shape (1,)), or on a host's share of the clients,
+    uses the mechanism's K; more clients than K are refused."""
     mech = DistributedNoiseMechanism(1.0, 1000)
     one = LocalStatistics.from_client(np.arange(10.0), np.array([0, 1] * 5))
     draws = np.array([mech.privatize(one, np.random.default_rng(i), total=2000).local_p[0] for i in range(3000)])
     assert (draws == one.local_p[0]).mean() > 0.99  # a share of 1/1000 of DLap is almost always 0
-    with pytest.raises(ValueError, match="1000 clients"):
-        mech.privatize(LocalStatistics.from_owner(np.arange(10.0), np.ones(10), np.arange(10) % 2, 2),
-                       np.random.default_rng(0), total=10)
+    two = LocalStatistics.from_owner(np.arange(10.0), np.ones(10), np.arange(10) % 2, 2)
+    assert DistributedNoiseMechanism(1.0, 3).privatize(two, np.random.default_rng(0), total=10).local_p.shape == (2,)
+    with pytest.raises(ValueError, match="1 clients"):
+        DistributedNoiseMechanism(1.0, 1).privatize(two, np.random.default_rng(0), total=10)
 
 
 # ---- accuracy ------------------------------------------------------------------------------------------

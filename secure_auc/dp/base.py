@@ -132,15 +132,17 @@ class Mechanism(abc.ABC):
     def cost(self) -> PrivacyCost:
         """The privacy event one evaluation spends."""
 
-    def prepare_labels(self, labels, rng: np.random.Generator) -> np.ndarray:
-        """The labels the client computes its statistics on (default: its own).
+    def prepare_labels(self, labels, rng, owner=None) -> np.ndarray:
+        """The labels the clients compute their statistics on (default: their own).
 
         Parameters
         ----------
-        labels : array-like of 0/1, shape (n_k,)
-            The client's true labels.
-        rng : numpy.random.Generator
-            The client's label stream (randomized response draws its flips from it).
+        labels : array-like of 0/1, shape (n,)
+            The clients' true labels.
+        rng : numpy.random.Generator or secure_auc.dp.streams.Uniforms
+            The clients' label streams (randomized response draws its flips from them).
+        owner : array-like of int, optional
+            The client (stream) of each label; default: all of one client.
 
         Returns
         -------

@@ -4,7 +4,7 @@ Floating-point Laplace and Gaussian samplers have a porous support (Mironov
 2012): which doubles can come out depends on the value noised, and that leaks
 it.  Here every noise is an integer multiple of a grid step g (the protocol's
 fixed point, 2^-8), drawn *exactly* with integer arithmetic only from a stream
-of uniform integers (the client's AES-CTR stream, :mod:`.rng`):
+of uniform integers (the client's own stream, :mod:`.streams`):
 
 * :func:`bernoulli_exp` draws Bernoulli(exp(-gamma)) for a rational gamma
   (CKS Algorithm 1: Bernoulli(gamma / k) for k = 1, 2, ... as long as it
@@ -17,9 +17,14 @@ of uniform integers (the client's AES-CTR stream, :mod:`.rng`):
 
 Each works on whole arrays (one entry per client and repetition), with the
 rejection loops running over the entries not yet accepted.  The uniform
-integers come from ``Generator.integers``, which is exactly uniform (Lemire's
-rejection); ratios too large for int64 are compared bit by bit (the lazy
-binary expansion of num / den), exactly.
+integers come from a :class:`~.streams.Uniforms` source (exactly uniform,
+rejection of the low words): a numpy ``Generator`` in analysis, the clients'
+own streams (:class:`~.streams.KeyStreams`) in a release, where entry i
+of an array with one entry per client draws from client i's stream only.  Every
+choice an entry's draws depend on is made per entry, so a client draws the same
+noise alone or among any number of clients served together.  Ratios too large
+for int64 are compared bit by bit (the lazy binary expansion of num / den),
+exactly.
 
 Privacy on the grid.  A statistic x on the grid gZ with sensitivity
 Delta = k g (k an integer) plus g DLap(t) with t >= k / eps is eps-DP: the
@@ -39,6 +44,8 @@ import math
 import numpy as np
 from scipy.special import log_ndtr
 
+from .streams import Uniforms, as_uniforms
+
 __all__ = [
     "DENOMINATOR",
     "bernoulli_exp",
@@ -54,58 +61,92 @@ DENOMINATOR = 1 << 20  # denominators of the rational parameters
 _INT64_SAFE = 1 << 62
 
 
-def _uniform_below(rng: np.random.Generator, high: np.ndarray) -> np.ndarray:
-    """Exactly uniform integers in [0, high) (int64 ``high`` >= 1, elementwise)."""
-    return rng.integers(0, high, dtype=np.int64)
+def _bernoulli_ratio(src: Uniforms, owner: np.ndarray, num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """Bernoulli(num / den) for integers 0 <= num <= den, exactly (elementwise).
 
-
-def _bernoulli_ratio(rng: np.random.Generator, num: np.ndarray, den: np.ndarray) -> np.ndarray:
-    """Bernoulli(num / den) for integers 0 <= num <= den, exactly (elementwise)."""
-    num = np.asarray(num)
-    den = np.asarray(den)
-    if num.size == 0:
-        return np.zeros(num.shape, dtype=bool)
-    if num.dtype != object and den.dtype != object and int(den.max()) < _INT64_SAFE:
-        return _uniform_below(rng, den.astype(np.int64)) < num
-    # lazy binary expansion: compare uniform bits with the bits of num / den until they differ
-    r = num.astype(object).ravel().copy()
-    d = np.broadcast_to(den, num.shape).astype(object).ravel()
-    out = np.zeros(r.shape, dtype=bool)
-    todo = np.arange(r.size)
-    while todo.size:
-        r2 = r[todo] * 2
-        pbit = r2 >= d[todo]
-        r[todo] = np.where(pbit, r2 - d[todo], r2)
-        bit = rng.integers(0, 2, size=todo.size).astype(bool)
-        decided = bit != pbit
-        out[todo[decided]] = pbit[decided]  # uniform bit 0 < p bit 1: U < p
-        todo = todo[~decided]
-    return out.reshape(num.shape)
-
-
-def _bernoulli_exp_unit(rng, num, den) -> np.ndarray:
-    """Bernoulli(exp(-num/den)) for 0 <= num <= den (CKS Algorithm 1)."""
+    Entries with den < 2^62 compare one uniform integer below den with num;
+    larger ones compare uniform bits with the lazy binary expansion of num / den
+    until they differ.  The choice is per entry, so an entry's draws never depend
+    on the other entries of the call.
+    """
+    num = np.asarray(num).ravel()
+    den = np.broadcast_to(np.asarray(den), num.shape).ravel()
     out = np.zeros(num.shape, dtype=bool)
-    k = np.ones(num.shape, dtype=np.int64)
+    if num.size == 0:
+        return out
+    if num.dtype != object and den.dtype != object:
+        small = np.ones(num.size, dtype=bool) if int(den.max()) < _INT64_SAFE else den < _INT64_SAFE
+    else:
+        small = np.fromiter((int(d) < _INT64_SAFE for d in den), dtype=bool, count=den.size)
+    idx = np.flatnonzero(small)
+    if idx.size:
+        d = den[idx].astype(np.int64)
+        out[idx] = src.below(owner[idx], d) < num[idx].astype(np.int64)
+    big = np.flatnonzero(~small)
+    if big.size:
+        r = num[big].astype(object).copy()
+        d = den[big].astype(object)
+        todo = np.arange(big.size)
+        res = np.zeros(big.size, dtype=bool)
+        while todo.size:
+            r2 = r[todo] * 2
+            pbit = r2 >= d[todo]
+            r[todo] = np.where(pbit, r2 - d[todo], r2)
+            bit = src.below(owner[big[todo]], 2).astype(bool)
+            decided = bit != pbit
+            res[todo[decided]] = pbit[decided]  # uniform bit 0 < p bit 1: U < p
+            todo = todo[~decided]
+        out[big] = res
+    return out
+
+
+def _bernoulli_exp_unit(src: Uniforms, owner, num, den) -> np.ndarray:
+    """Bernoulli(exp(-num/den)) for 0 <= num <= den (CKS Algorithm 1)."""
+    num, den = np.asarray(num).ravel(), np.broadcast_to(np.asarray(den), np.shape(num)).ravel()
+    out = np.zeros(num.size, dtype=bool)
+    k = np.ones(num.size, dtype=np.int64)
     todo = np.arange(num.size)
-    numf, denf = num.ravel(), den.ravel()
     while todo.size:
-        a = _bernoulli_ratio(rng, numf[todo], denf[todo] * k.ravel()[todo])
-        kr = k.ravel()
-        kr[todo[a]] += 1
+        a = _bernoulli_ratio(src, owner[todo], num[todo], den[todo] * k[todo])
+        k[todo[a]] += 1
         stop = todo[~a]
-        out.ravel()[stop] = kr[stop] % 2 == 1
+        out[stop] = k[stop] % 2 == 1
         todo = todo[a]
     return out
 
 
-def bernoulli_exp(rng: np.random.Generator, num, den) -> np.ndarray:
+def _bernoulli_exp(src: Uniforms, owner: np.ndarray, num, den) -> np.ndarray:
+    num = np.asarray(num).ravel()
+    den = np.broadcast_to(np.asarray(den), num.shape).ravel()
+    big = num.dtype == object or den.dtype == object
+    whole = num // den
+    frac = num - whole * den
+    out = np.ones(num.shape, dtype=bool)
+    # exp(-gamma) = exp(-1)^floor(gamma) exp(-frac(gamma))
+    wmax = int(whole.max()) if whole.size else 0
+    for j in range(wmax):
+        idx = np.flatnonzero(out & (whole > j))
+        if not idx.size:
+            break
+        one = np.ones(idx.size, dtype=np.int64)
+        out[idx] = _bernoulli_exp_unit(src, owner[idx], one, one)
+    idx = np.flatnonzero(out)
+    if idx.size:
+        fn, fd = frac[idx], den[idx]
+        if not big:
+            fn, fd = fn.astype(np.int64), fd.astype(np.int64)
+        out[idx] = _bernoulli_exp_unit(src, owner[idx], fn, fd)
+    return out
+
+
+def bernoulli_exp(rng, num, den) -> np.ndarray:
     """Bernoulli(exp(-num / den)) for integers num >= 0, den >= 1, exactly (CKS Algorithm 1).
 
     Parameters
     ----------
-    rng : numpy.random.Generator
-        The source of uniform integers.
+    rng : numpy.random.Generator or secure_auc.dp.streams.Uniforms
+        The source of uniform integers (a :class:`~.streams.KeyStreams` with
+        several streams draws entry i from stream ``i mod streams``).
     num, den : array-like of int (int64 or Python ints)
         gamma = num / den, elementwise.
 
@@ -122,27 +163,8 @@ def bernoulli_exp(rng: np.random.Generator, num, den) -> np.ndarray:
     True
     """
     num = np.asarray(num)
-    den = np.broadcast_to(np.asarray(den), num.shape)
-    big = num.dtype == object or den.dtype == object
-    whole = num // den
-    frac = num - whole * den
-    out = np.ones(num.shape, dtype=bool)
-    # exp(-gamma) = exp(-1)^floor(gamma) exp(-frac(gamma))
-    wmax = int(whole.max()) if whole.size else 0
-    for j in range(wmax):
-        live = out & (whole > j)
-        idx = np.flatnonzero(live)
-        if not idx.size:
-            break
-        one = np.ones(idx.size, dtype=np.int64)
-        out.ravel()[idx] = _bernoulli_exp_unit(rng, one, one)
-    idx = np.flatnonzero(out)
-    if idx.size:
-        fn, fd = frac.ravel()[idx], den.ravel()[idx]
-        if not big:
-            fn, fd = fn.astype(np.int64), fd.astype(np.int64)
-        out.ravel()[idx] = _bernoulli_exp_unit(rng, fn, fd)
-    return out
+    src = as_uniforms(rng)
+    return _bernoulli_exp(src, src.owners(num.shape), num, den).reshape(num.shape)
 
 
 def _shape(shape) -> tuple:
@@ -159,26 +181,26 @@ def _rational_up(x) -> tuple[np.ndarray, np.ndarray]:
     return np.ceil(x * s).astype(np.int64), s.astype(np.int64)
 
 
-def _dlap_ts(rng, t: np.ndarray, s) -> np.ndarray:
+def _dlap_ts(src: Uniforms, owner: np.ndarray, t: np.ndarray, s) -> np.ndarray:
     """DLap(t / s) for int64 arrays t >= 1 and s >= 1 (CKS Algorithm 2)."""
     t = t.ravel()
     s = np.broadcast_to(np.asarray(s, dtype=np.int64), t.shape)
     out = np.zeros(t.size, dtype=np.int64)
     todo = np.arange(t.size)
     while todo.size:
-        tt = t[todo]
-        u = _uniform_below(rng, tt)
-        ok = bernoulli_exp(rng, u, tt)
+        tt, who = t[todo], owner[todo]
+        u = src.below(who, tt)
+        ok = _bernoulli_exp(src, who, u, tt)
         # V: number of Bernoulli(exp(-1)) successes before the first failure (geometric)
         v = np.zeros(tt.size, dtype=np.int64)
         live = np.arange(tt.size)
         while live.size:
             one = np.ones(live.size, dtype=np.int64)
-            a = _bernoulli_exp_unit(rng, one, one)
+            a = _bernoulli_exp_unit(src, who[live], one, one)
             v[live[a]] += 1
             live = live[a]
         y = (u + tt * v) // s[todo]
-        neg = rng.integers(0, 2, size=tt.size).astype(bool)
+        neg = src.below(who, 2).astype(bool)
         ok &= ~(neg & (y == 0))
         out[todo[ok]] = np.where(neg, -y, y)[ok]
         todo = todo[~ok]
@@ -192,12 +214,13 @@ def _dlap_fast(rng, scale: np.ndarray) -> np.ndarray:
     return (g1 - g2).astype(np.int64)
 
 
-def discrete_laplace(rng: np.random.Generator, scale, shape=None, *, exact: bool = True) -> np.ndarray:
+def discrete_laplace(rng, scale, shape=None, *, exact: bool = True) -> np.ndarray:
     """Exact DLap(scale): P(x) = (1 - q) / (1 + q) q^|x| on the integers, q = exp(-1 / scale).
 
     Parameters
     ----------
-    rng : numpy.random.Generator
+    rng : numpy.random.Generator or secure_auc.dp.streams.Uniforms
+        The source of uniform integers; with ``exact=False`` a ``Generator``.
     scale : float or array-like
         t > 0 (rounded up to a multiple of 2^-20), broadcast against ``shape``;
         ``inf`` is not allowed, 0 gives 0.
@@ -228,13 +251,19 @@ def discrete_laplace(rng: np.random.Generator, scale, shape=None, *, exact: bool
     if not exact and scale.size and scale.min() > 0:
         return _dlap_fast(rng, scale)
     out = np.zeros(shape, dtype=np.int64)
-    live = scale > 0
-    if live.any():
-        out[live] = _dlap_ts(rng, *_rational_up(scale[live])) if exact else _dlap_fast(rng, scale[live])
+    live = np.flatnonzero(scale.ravel() > 0)
+    if live.size:
+        flat = out.ravel()
+        if exact:
+            src = as_uniforms(rng)
+            flat[live] = _dlap_ts(src, src.owners(shape)[live], *_rational_up(scale.ravel()[live]))
+        else:
+            flat[live] = _dlap_fast(rng, scale.ravel()[live])
+        out = flat.reshape(shape)
     return out
 
 
-def discrete_gaussian(rng: np.random.Generator, sigma, shape=None, *, exact: bool = True) -> np.ndarray:
+def discrete_gaussian(rng, sigma, shape=None, *, exact: bool = True) -> np.ndarray:
     """Exact N_Z(0, sigma^2): P(x) proportional to exp(-x^2 / (2 sigma^2)) on the integers.
 
     CKS Algorithm 3: draw Y ~ DLap(t) with t = floor(sigma) + 1, accept with
@@ -243,7 +272,8 @@ def discrete_gaussian(rng: np.random.Generator, sigma, shape=None, *, exact: boo
 
     Parameters
     ----------
-    rng : numpy.random.Generator
+    rng : numpy.random.Generator or secure_auc.dp.streams.Uniforms
+        The source of uniform integers; with ``exact=False`` a ``Generator``.
     sigma : float or array-like
         sigma >= 0, broadcast against ``shape``; 0 gives 0.
     shape : tuple, optional
@@ -275,7 +305,10 @@ def discrete_gaussian(rng: np.random.Generator, sigma, shape=None, *, exact: boo
     t = np.floor(np.sqrt(s2 / DENOMINATOR)).astype(np.int64) + 1
     todo = np.arange(live.size)
     res = np.zeros(live.size, dtype=np.int64)
-    if not exact:
+    if exact:
+        src = as_uniforms(rng)
+        owner = src.owners(shape)[live]
+    else:
         s2f = s2 / DENOMINATOR
         while todo.size:
             tt = t[todo]
@@ -284,12 +317,12 @@ def discrete_gaussian(rng: np.random.Generator, sigma, shape=None, *, exact: boo
             res[todo[ok]] = y[ok]
             todo = todo[~ok]
     while todo.size:
-        tt = t[todo]
-        y = _dlap_ts(rng, tt, 1)
+        tt, who = t[todo], owner[todo]
+        y = _dlap_ts(src, who, tt, 1)
         at, tobj = a[todo], tt.astype(object)
         # gamma = (|y| - sigma^2/t)^2 / (2 sigma^2) = (|y| t D - a)^2 / (2 a D t^2)
         diff = np.abs(y).astype(object) * tobj * DENOMINATOR - at
-        ok = bernoulli_exp(rng, diff * diff, 2 * at * DENOMINATOR * tobj * tobj)
+        ok = _bernoulli_exp(src, who, diff * diff, 2 * at * DENOMINATOR * tobj * tobj)
         res[todo[ok]] = y[ok]
         todo = todo[~ok]
     out.ravel()[live] = res

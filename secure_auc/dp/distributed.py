@@ -90,14 +90,15 @@ from functools import lru_cache
 
 import numpy as np
 from scipy.optimize import minimize_scalar
-from scipy.special import log_ndtr
-from scipy.stats import nbinom
+from scipy.special import gammaln, log_ndtr, ndtri
+from scipy.stats import nbinom, poisson
 
 from ..local_stats import LocalStatistics
 from ..validation import InputError, check_delta, check_epsilon
 from .base import Mechanism, NoisyStatistics, PrivacyCost
 from .discrete import dlap_variance
 from .noise import analytic_gaussian_sigma
+from .streams import TWO53, Uniforms
 
 __all__ = [
     "NOISES",
@@ -260,6 +261,8 @@ class Calibration:
         replaced by a Gaussian of the same variance (simulation only).
         """
         f = shares / self.honest
+        if isinstance(rng, Uniforms):
+            return self._draw_streams(rng, tuple(shape), f)
         if self.noise == "discrete_laplace":
             out = []
             for p in (self.param_c, self.param_p):
@@ -278,6 +281,57 @@ class Calibration:
                 z = z + rng.standard_normal(shape) * (grid * math.sqrt(shares / 12.0))
             out.append(np.rint(z / grid) * grid)
         return out[0], out[1]
+
+
+    def _draw_streams(self, src: Uniforms, shape: tuple, f: float) -> tuple[np.ndarray, np.ndarray]:
+        """One client's shares from its own streams, by inversion of 53-bit uniforms (NB, Gaussian) and
+        transformed rejection (Poisson, numpy's PTRS), so that many clients are drawn at once."""
+        owner = src.owners(shape)
+
+        def u():
+            return (src.below(owner, TWO53) + 0.5) / TWO53
+
+        out = []
+        if self.noise == "discrete_laplace":
+            for p in (self.param_c, self.param_p):
+                out.append((nbinom.ppf(u(), f, p) - nbinom.ppf(u(), f, p)).reshape(shape))
+            return out[0] / 2.0, out[1]
+        if self.noise == "skellam":
+            for mu in (self.param_c, self.param_p):
+                out.append((_poisson(src, owner, f * mu) - _poisson(src, owner, f * mu)).astype(np.float64).reshape(shape))
+            return out[0] / 2.0, out[1]
+        for sigma, grid in ((self.param_c, C_GRID), (self.param_p, P_GRID)):
+            z = ndtri(u()) * (sigma * math.sqrt(f))
+            out.append((np.rint(z / grid) * grid).reshape(shape))
+        return out[0], out[1]
+
+
+def _poisson(src: Uniforms, owner: np.ndarray, lam: float) -> np.ndarray:
+    """Poisson(lam) for each entry from its owner's stream: inversion for lam < 10, else the
+    transformed rejection of Hoermann (1993) as numpy implements it (two uniforms per attempt)."""
+    if lam < 10:
+        return poisson.ppf((src.below(owner, TWO53) + 0.5) / TWO53, lam).astype(np.int64)
+    slam, loglam = math.sqrt(lam), math.log(lam)
+    b = 0.931 + 2.53 * slam
+    a = -0.059 + 0.02483 * b
+    invalpha = 1.1239 + 1.1328 / (b - 3.4)
+    vr = 0.9277 - 3.6224 / (b - 2)
+    out = np.zeros(owner.size, dtype=np.int64)
+    todo = np.arange(owner.size)
+    while todo.size:
+        uu = src.below(owner[todo], TWO53) / TWO53 - 0.5
+        v = src.below(owner[todo], TWO53) / TWO53
+        us = 0.5 - np.abs(uu)
+        k = np.floor((2 * a / us + b) * uu + lam + 0.43)
+        fast = (us >= 0.07) & (v <= vr)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            slow = ~fast & (k >= 0) & ~((us < 0.013) & (v > us))
+            slow &= (np.log(v) + math.log(invalpha) - np.log(a / (us * us) + b)
+                     <= -lam + k * loglam - gammaln(k + 1))
+        ok = fast | slow
+        out[todo[ok]] = k[ok].astype(np.int64)
+        todo = todo[~ok]
+    return out
 
 
 @lru_cache(maxsize=256)
@@ -468,7 +522,7 @@ class DistributedNoiseMechanism(Mechanism):
     def _clients_for(self, stats: LocalStatistics) -> int:
         if self.clients is None:
             return stats.clients
-        if stats.clients not in (1, self.clients):
+        if stats.clients > self.clients:
             raise ValueError(f"mechanism set up for {self.clients} clients, got statistics of {stats.clients}")
         return self.clients
 

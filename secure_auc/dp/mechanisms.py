@@ -149,8 +149,8 @@ class RandomizedResponse(NoNoise):
     def cost(self) -> PrivacyCost:
         return PrivacyCost(self.epsilon)
 
-    def prepare_labels(self, labels, rng):
-        return randomized_response(labels, self.epsilon, rng)
+    def prepare_labels(self, labels, rng, owner=None):
+        return randomized_response(labels, self.epsilon, rng, owner)
 
     def estimate(self, global_sum, positives, total: int) -> Estimate:
         """Eq. (1) on the flipped labels' sums, then the debiasing of

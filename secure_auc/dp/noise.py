@@ -111,7 +111,7 @@ class NoiseFamily:
     analytic Gaussian's sigma (within 1e-5 of it for every sensitivity of 64 grid
     steps or more), so that it is also (1 / (2 sigma_c^2))-zCDP.  ``delta`` is the delta of one release (0
     for Laplace).  Both are exact samplers driven by the uniform integers of
-    ``rng`` (the client's AES-CTR noise stream in a release).
+    ``rng`` (the client's own noise stream in a release, :mod:`.streams`).
 
     Examples
     --------

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..validation import check_epsilon
+from .streams import Uniforms
 
 __all__ = ["flip_probability", "randomized_response", "RRDebias", "debias_auc"]
 
@@ -42,11 +43,31 @@ def flip_probability(epsilon: float) -> float:
     return float(1.0 / (1.0 + np.exp(check_epsilon(epsilon))))
 
 
-def randomized_response(labels: np.ndarray, epsilon: float, rng: np.random.Generator) -> np.ndarray:
-    """Flip each 0/1 label independently with probability 1/(1+e^eps) (eps-label-DP)."""
+def randomized_response(labels: np.ndarray, epsilon: float, rng, owner=None) -> np.ndarray:
+    """Flip each 0/1 label independently with probability 1/(1+e^eps) (eps-label-DP).
+
+    Parameters
+    ----------
+    labels : array-like of 0/1
+    epsilon : float
+    rng : numpy.random.Generator or secure_auc.dp.streams.Uniforms
+        The label stream: label i is flipped when a uniform k / 2^53 drawn for
+        it is below rho.
+    owner : array-like of int, optional
+        With a :class:`~.streams.KeyStreams` of several clients, the client of
+        each label (whose stream flips it); default: all from stream 0.
+
+    Returns
+    -------
+    numpy.ndarray of int8
+    """
     rho = flip_probability(epsilon)
     labels = np.asarray(labels)
-    flips = rng.random(labels.shape) < rho
+    if isinstance(rng, Uniforms):
+        who = np.zeros(labels.size, dtype=np.int64) if owner is None else np.asarray(owner, dtype=np.int64)
+        flips = (rng.random(who) < rho).reshape(labels.shape)
+    else:
+        flips = rng.random(labels.shape) < rho
     return (labels ^ flips).astype(np.int8)
 
 

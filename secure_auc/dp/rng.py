@@ -1,14 +1,14 @@
 """Randomness for DP noise.
 
-Every client's noise, label flips and score shuffle come from AES-128 in
-counter mode (``randomgen.AESCounter``, a cryptographic PRG) under the
-client's own 128-bit *noise key*.  Real runs draw that key from the operating
+Every client's noise, label flips and score shuffle come from SHAKE-128
+streams (:class:`.streams.KeyStreams`, a cryptographic XOF) of the client's own
+128-bit *noise key*.  Real runs draw that key from the operating
 system's cryptographic source (:mod:`secrets`); a fixed key is used only when
 the user asks for reproducibility.
 
-Each client has three independent streams derived from its key: one for
-flipping its labels (randomized response), one for shuffling the scores it
-sends, one for the noise on its statistics.  Keeping them apart is what makes
+Each client has independent streams derived from its key: for flipping its
+labels (randomized response), for shuffling the scores it sends, for the
+noise on its statistics (one label and one noise stream per mechanism of a run).  Keeping them apart is what makes
 the plain and the MPC protocol, which shuffle differently, add exactly the
 same noise for the same key.
 
@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+
 import numpy as np
-from randomgen import AESCounter
+
+from .streams import KeyStreams
 
 __all__ = ["make_rng", "ClientRngs", "client_rngs", "client_key", "new_noise_key", "parse_noise_key", "read_noise_key_file"]
 
@@ -126,14 +128,13 @@ def parse_noise_key(text: str, where: str = "noise key") -> int:
     return int(t, 16)
 
 
-def _subkey(key: int, name: str) -> int:
-    msg = f"secure-auc stream|{name}".encode()
-    return int.from_bytes(hashlib.blake2b(msg, key=int(key).to_bytes(16, "little"), digest_size=16).digest(), "little")
-
-
 class ClientRngs:
-    """A client's three independent AES-CTR streams (``labels``, ``shuffle``,
-    ``noise``), each made on first use.
+    """A client's noise key and its independent streams (``labels``,
+    ``shuffle``, ``noise``; :class:`~.streams.KeyStreams` of one client).
+
+    Each property access gives the stream from its start: the protocol's
+    clients name their streams per mechanism (``labels|j``, ``noise|j``, see
+    :mod:`secure_auc.protocol.client`).
 
     Parameters
     ----------
@@ -145,18 +146,20 @@ class ClientRngs:
     --------
     The same key gives the same streams; the streams differ from each other:
 
+    >>> import numpy as np
     >>> from secure_auc.dp.rng import ClientRngs
+    >>> one = np.zeros(1, dtype=np.int64)
     >>> a, b = ClientRngs.from_key(42), ClientRngs.from_key(42)
-    >>> int(a.noise.integers(1 << 30)) == int(b.noise.integers(1 << 30))
+    >>> int(a.noise.below(one, 1 << 30)[0]) == int(b.noise.below(one, 1 << 30)[0])
     True
-    >>> int(a.labels.integers(1 << 30)) != int(a.shuffle.integers(1 << 30))
+    >>> int(a.labels.below(one, 1 << 30)[0]) != int(a.shuffle.below(one, 1 << 30)[0])
     True
     """
 
-    __slots__ = ("_key", "_gens")
+    __slots__ = ("key",)
 
     def __init__(self, key: int):
-        self._key, self._gens = int(key), {}
+        self.key = int(key)
 
     @classmethod
     def from_key(cls, key: int | None) -> "ClientRngs":
@@ -166,14 +169,13 @@ class ClientRngs:
             raise ValueError("a noise key has 128 bits")
         return cls(key)
 
-    def _get(self, name: str) -> np.random.Generator:
-        if name not in self._gens:
-            self._gens[name] = np.random.Generator(AESCounter(key=_subkey(self._key, name)))
-        return self._gens[name]
+    def stream(self, name: str) -> KeyStreams:
+        """The client's stream ``name``, from its start."""
+        return KeyStreams([self.key], name)
 
-    labels = property(lambda self: self._get("labels"))
-    shuffle = property(lambda self: self._get("shuffle"))
-    noise = property(lambda self: self._get("noise"))
+    labels = property(lambda self: self.stream("labels"))
+    shuffle = property(lambda self: self.stream("shuffle"))
+    noise = property(lambda self: self.stream("noise"))
 
 
 def client_rngs(seed: int | None, client: int) -> ClientRngs:
@@ -192,10 +194,12 @@ def client_rngs(seed: int | None, client: int) -> ClientRngs:
     Examples
     --------
     >>> from secure_auc.dp.rng import client_rngs
-    >>> client_rngs(3, 0).noise.random() == client_rngs(3, 0).noise.random()
-    True
-    >>> client_rngs(3, 0).noise.random() != client_rngs(3, 1).noise.random()
-    True
+    >>> import numpy as np
+    >>> one = np.zeros(1, dtype=np.int64)
+    >>> client_rngs(3, 0).noise.random(one) == client_rngs(3, 0).noise.random(one)
+    array([ True])
+    >>> client_rngs(3, 0).noise.random(one) != client_rngs(3, 1).noise.random(one)
+    array([ True])
     """
     return ClientRngs.from_key(None if seed is None else client_key(seed, client))
 

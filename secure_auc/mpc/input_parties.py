@@ -39,8 +39,7 @@ import time
 import numpy as np
 
 from ..data.io import ClientData
-from ..dp.rng import ClientRngs
-from ..protocol.client import Client
+from ..protocol.client import ClientGroup
 from ..protocol.messages import Aggregate
 from ..protocol.server import Server
 from .comm import backend
@@ -146,8 +145,9 @@ def _next_hellos(links, *, keep_dealer_alive: bool, interval: float) -> dict:
 
 
 def _check_hosts(hellos: dict, config: PartyConfig, rank: int, describe) -> list[list[int]]:
-    """The hosts' client counts, checked: same parameters, clients 0..K-1 in order,
-    and the same counts at every computing party as at the server."""
+    """Each host's (clients, samples), checked: same parameters, clients 0..K-1 in order,
+    and the same counts at every computing party as at the server (a host's clients'
+    own sample counts stay with the host)."""
     mine = config.public()
     layout = []
     next_client = 0
@@ -159,19 +159,21 @@ def _check_hosts(hellos: dict, config: PartyConfig, rank: int, describe) -> list
             raise ProtocolError(f"{who} was started with different parameters: "
                                 + ", ".join(f"{k}={(hello.get('public') or {}).get(k)!r} ({describe(rank)}: {mine[k]!r})"
                                             for k in keys))
-        sizes = hello.get("sizes")
-        if hello.get("first") != next_client or not isinstance(sizes, list) or not sizes or \
-                any(not isinstance(n, int) or n < 1 for n in sizes):
-            raise ProtocolError(f"{who} announced clients {hello.get('first')}.. with sample counts {sizes!r}; "
-                                f"expected clients from {next_client} on, each with at least one sample")
-        next_client += len(sizes)
-        layout.append(sizes)
+        clients, samples = hello.get("clients"), hello.get("samples")
+        if hello.get("first") != next_client or not all(isinstance(v, int) and not isinstance(v, bool)
+                                                       for v in (clients, samples)) or not 1 <= clients <= samples:
+            raise ProtocolError(f"{who} announced clients {hello.get('first')}.. as {clients!r} clients with "
+                                f"{samples!r} samples; expected clients from {next_client} on, each with at least "
+                                "one sample")
+        next_client += clients
+        layout.append((clients, samples))
     if next_client != config.clients:
         raise ProtocolError(f"the client hosts hold {next_client} clients but {config.clients} were configured")
     server_layout = backend.broadcast_obj(layout if rank == 0 else None, 0)
     if server_layout != layout:
         h = next(h for h in range(len(layout)) if h >= len(server_layout) or server_layout[h] != layout[h])
-        raise ProtocolError(f"{describe_host(h)} told {describe(rank)} other sample counts than it told the server")
+        raise ProtocolError(f"{describe_host(h)} told {describe(rank)} other client or sample counts than it told "
+                            "the server")
     return layout
 
 
@@ -180,7 +182,7 @@ def _compute(rank, config, links, describe, is_server, start, hellos) -> PartyRe
     hosts = len(links)
     bytes_before = sum(link.bytes for link in links.values())
     layout = _check_hosts(hellos, config, rank, describe)
-    rows = [sum(sizes) for sizes in layout]
+    rows = [samples for _, samples in layout]
     total = sum(rows)
     seeds = {h: (bytes.fromhex(hellos[h]["seed"]) if correction_party(h, w) != rank else None) for h in range(hosts)}
     shares = OutsideShares(rank, w, seeds)
@@ -273,7 +275,7 @@ def _host(h, clients, first, noise_keys, config, links, keep_ranks) -> HostResul
     sizes = [len(d) for d in clients]
     public = config.public()
     for p, link in enumerate(links):
-        link.send_obj(CH_HELLO, {"public": public, "first": first, "sizes": sizes,
+        link.send_obj(CH_HELLO, {"public": public, "first": first, "clients": len(sizes), "samples": sum(sizes),
                                  "seed": sharing.seeds[p].hex() if p in sharing.seeds else None})
     scores = np.concatenate([d.scores for d in clients]) if len(clients) > 1 else clients[0].scores
     bit = np.array([[0 if is_float32_exact(scores) else 1]], dtype=np.int64)
@@ -315,22 +317,15 @@ def _host(h, clients, first, noise_keys, config, links, keep_ranks) -> HostResul
     width = 2 * len(config.mechanisms)
     stats = np.zeros(width, dtype=np.int64)
     out = HostResult()
-    offset = 0
-    ranks = []
-    for i, data in enumerate(clients):
-        mine = twice[offset : offset + len(data)]
-        offset += len(data)
-        if keep_ranks:
-            ranks.append(mine.copy())
-        for j, mechanism in enumerate(config.mechanisms):
-            client = Client(first + i, data, mechanism, ClientRngs.from_key(noise_keys[i]))
-            client.set_ranks(mine.astype(np.float64) / 2.0, total)
-            msg = client.statistics_message()
-            stats[2 * j] += msg.local_sum_fixed
-            stats[2 * j + 1] += msg.local_p_fixed
-    links[c].send_array(CH_STATS, sharing.correction(stats.reshape(1, width), "statistics"))
     if keep_ranks:
-        out["ranks"] = ranks
+        out["ranks"] = np.split(twice, np.cumsum(sizes)[:-1])
+    for j, mechanism in enumerate(config.mechanisms):
+        # every hosted client at once, each from its own streams: what each computes alone
+        group = ClientGroup(first, clients, mechanism, noise_keys)
+        group.set_ranks(twice.astype(np.float64) / 2.0, total)
+        local_sum, local_p = group.fixed_statistics()
+        stats[2 * j], stats[2 * j + 1] = int(local_sum.sum()), int(local_p.sum())
+    links[c].send_array(CH_STATS, sharing.correction(stats.reshape(1, width), "statistics"))
     return out
 
 

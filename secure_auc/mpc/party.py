@@ -200,7 +200,7 @@ def _run_party(rank: int, config: PartyConfig, data: ClientData | None, noise_ke
     rank_seconds = time.perf_counter() - rank_start
 
     # 3. local statistics and noise, with the plain protocol's client code
-    #    (a fresh client role per mechanism: the same random streams as a plain run)
+    #    (each mechanism from the client's own streams for it, as in a plain run of it)
     stats_fixed = np.zeros(2 * len(config.mechanisms), dtype=np.int64)
     if not is_server:
         for i, mechanism in enumerate(config.mechanisms):

@@ -1,0 +1,194 @@
+"""Many clients served at once draw exactly what each draws alone, from its own stream only."""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import pytest
+from scipy.stats import chisquare
+from sklearn.metrics import roc_auc_score
+
+from secure_auc import make_mechanism
+from secure_auc.data.io import ClientData
+from secure_auc.dp.discrete import bernoulli_exp, discrete_gaussian, discrete_laplace
+from secure_auc.dp.randomized_response import randomized_response
+from secure_auc.dp.rng import ClientRngs, client_key
+from secure_auc.dp.streams import KeyStreams
+from secure_auc.metrics import midranks
+from secure_auc.protocol import Server
+from secure_auc.protocol.client import Client, ClientGroup
+from secure_auc.protocol.plain import run_plain
+
+KEYS = [client_key(11, k) for k in range(40)]
+
+
+@pytest.mark.parametrize("n", [9, 300, 5000])
+def test_the_stream_is_shake128_of_the_key_and_name(n):
+    # within the first words, beyond them (the longer rows) and beyond those (read to length)
+    s = KeyStreams([KEYS[0], KEYS[1]], "noise|0", words=4)
+    got = s._take(np.repeat([1, 0], n))
+    for k, part in ((1, got[:n]), (0, got[n:])):
+        want = hashlib.shake_128(int(KEYS[k]).to_bytes(16, "little") + b"secure-auc stream|noise|0").digest(8 * n)
+        assert part.tolist() == np.frombuffer(want, dtype="<u8").tolist()
+
+
+def test_below_is_uniform_and_in_range():
+    s = KeyStreams(KEYS[:8], "t")
+    owner = np.tile(np.arange(8), 6_000)
+    x = s.below(owner, 7)
+    assert x.min() == 0 and x.max() == 6
+    assert chisquare(np.bincount(x, minlength=7)).pvalue > 1e-3
+    with pytest.raises(ValueError):
+        s.below(owner[:3], 0)
+
+
+def _alone_vs_together(draw, params):
+    together = draw(KeyStreams(KEYS, "noise|0"), params)
+    alone = np.array([draw(KeyStreams([k], "noise|0"), params[i : i + 1])[0] for i, k in enumerate(KEYS)])
+    return together, alone
+
+
+@pytest.mark.parametrize("scale", [0.7, 3.0, 250.0, 1e9])
+def test_discrete_laplace_of_many_clients_equals_each_alone(scale):
+    scales = np.linspace(0.5, 2.0, len(KEYS)) * scale  # a different parameter per client, too
+    together, alone = _alone_vs_together(lambda src, p: discrete_laplace(src, p, p.shape), scales)
+    assert together.tolist() == alone.tolist()
+
+
+@pytest.mark.parametrize("sigma", [0.4, 2.2, 5e4, 3e9])
+def test_discrete_gaussian_of_many_clients_equals_each_alone(sigma):
+    sigmas = np.linspace(0.5, 2.0, len(KEYS)) * sigma
+    together, alone = _alone_vs_together(lambda src, p: discrete_gaussian(src, p, p.shape), sigmas)
+    assert together.tolist() == alone.tolist()
+
+
+def test_big_integer_bernoulli_per_entry_choice():
+    # one client with a ratio beyond int64 next to clients with small ones: each draws what it draws alone
+    num = np.array([3 * 10**30] + [1] * (len(KEYS) - 1), dtype=object)
+    den = np.array([2 * 10**30] + [2] * (len(KEYS) - 1), dtype=object)
+    together = bernoulli_exp(KeyStreams(KEYS, "noise|0"), num, den)
+    alone = [bool(bernoulli_exp(KeyStreams([k], "noise|0"), num[i : i + 1], den[i : i + 1])[0])
+             for i, k in enumerate(KEYS)]
+    assert together.tolist() == alone
+
+
+def test_many_clients_laplace_draws_have_the_geometric_pmf():
+    keys = [client_key(5, k) for k in range(30_000)]
+    t = 2.5
+    q = np.exp(-1 / t)
+    x = discrete_laplace(KeyStreams(keys, "noise|0"), t, (len(keys),))
+    ks = np.arange(-8, 9)
+    counts = np.array([(x == k).sum() for k in ks] + [(np.abs(x) > 8).sum()])
+    probs = (1 - q) / (1 + q) * q ** np.abs(ks)
+    assert chisquare(counts, np.append(probs, 1 - probs.sum()) * len(x)).pvalue > 1e-3
+
+
+def _clients(sizes, seed=0):
+    rng = np.random.default_rng(seed)
+    out = []
+    for n in sizes:
+        y = rng.integers(0, 2, n)
+        s = np.round(rng.random(n) + 0.3 * y, 2)  # ties within and across clients
+        out.append(ClientData(s, y))
+    return out
+
+
+MECHANISMS = [
+    ("rr", dict(epsilon=1.0)),
+    ("laplace", dict(epsilon=1.0, allocation="adaptive")),
+    ("laplace", dict(epsilon=0.5, allocation="split", sensitivity="global")),
+    ("gaussian", dict(epsilon=1.0, delta=1e-6, allocation="orthogonal")),
+    ("distributed", dict(epsilon=1.0, clients=25)),
+    ("distributed", dict(epsilon=1.0, clients=25, delta=1e-6)),
+    ("distributed", dict(epsilon=1.0, clients=25, noise="gaussian", delta=1e-6)),
+]
+
+
+@pytest.mark.parametrize("name, kwargs", MECHANISMS, ids=lambda v: str(v))
+def test_a_group_releases_what_each_client_releases_alone(name, kwargs):
+    datas = _clients([1, 3, 1, 7, 2] * 5)
+    mech = make_mechanism(name, **kwargs)
+    ranks = midranks(np.concatenate([d.scores for d in datas]))
+    total = len(ranks)
+    keys = KEYS[: len(datas)]
+    group = ClientGroup(0, datas, mech, keys)
+    group.set_ranks(ranks, total)
+    together = group.statistics_messages()
+    alone, at = [], 0
+    for k, d in enumerate(datas):
+        c = Client(k, d, mech, ClientRngs.from_key(keys[k]))
+        c.set_ranks(ranks[at : at + len(d)], total)
+        at += len(d)
+        alone.append(c.statistics_message())
+    assert together == alone
+    # a mechanism with other parameters draws from other streams
+    other_kwargs = dict(kwargs, epsilon=kwargs["epsilon"] * (1 + 1e-12))
+    other = ClientGroup(0, datas, make_mechanism(name, **other_kwargs), keys)
+    other.set_ranks(ranks, total)
+    assert other.statistics_messages() != together
+
+
+def test_rr_flips_depend_on_the_clients_own_stream_only():
+    labels = np.ones(40, dtype=np.int8)
+    owner = np.repeat(np.arange(20), 2)
+    together = randomized_response(labels, 0.3, KeyStreams(KEYS[:20], "labels|0"), owner)
+    alone = np.concatenate([randomized_response(labels[:2], 0.3, KeyStreams([k], "labels|0")) for k in KEYS[:20]])
+    assert together.tolist() == alone.tolist()
+
+
+def test_plain_protocol_with_groups_equals_one_client_per_role():
+    datas = _clients([4, 1, 6, 2, 3, 1], seed=3)
+    keys = KEYS[:6]
+    y = np.concatenate([d.labels for d in datas])
+    s = np.concatenate([d.scores for d in datas])
+    none = make_mechanism("none")
+    est, _, _ = run_plain([ClientGroup(0, datas[:4], none, keys[:4]), ClientGroup(4, datas[4:], none, keys[4:])],
+                          Server(none))
+    assert float(est.auc) == pytest.approx(roc_auc_score(y, s), abs=1e-12)
+    mech = make_mechanism("laplace", 1.0)
+    _, grouped, inbox = run_plain([ClientGroup(0, datas[:4], mech, keys[:4]), ClientGroup(4, datas[4:], mech, keys[4:])],
+                                  Server(mech))
+    _, single, _ = run_plain([Client(k, d, mech, ClientRngs.from_key(keys[k])) for k, d in enumerate(datas)],
+                             Server(mech))
+    assert grouped == single
+    # each client's scores reach the server as a permutation of its own, in its own message
+    sent = [m for m in inbox.messages if hasattr(m, "scores")]
+    assert [m.client for m in sent] == list(range(6))
+    for m, d in zip(sent, datas):
+        assert sorted(m.scores.tolist()) == sorted(d.scores.tolist())
+
+
+@pytest.mark.parametrize("lam", [3.0, 15.0, 2e3])
+def test_poisson_shares_have_the_poisson_pmf(lam):
+    from scipy.stats import poisson
+
+    from secure_auc.dp.distributed import _poisson
+
+    keys = [client_key(8, k) for k in range(20_000)]
+    x = _poisson(KeyStreams(keys, "noise|p"), np.arange(len(keys)), lam)
+    lo, hi = (int(v) for v in poisson.ppf([0.001, 0.999], lam))
+    ks = np.arange(lo, hi + 1)
+    counts = np.array([(x == k).sum() for k in ks] + [((x < lo) | (x > hi)).sum()])
+    probs = poisson.pmf(ks, lam)
+    assert chisquare(counts, np.append(probs, 1 - probs.sum()) * len(x)).pvalue > 1e-3
+
+
+def test_huge_poisson_shares_have_the_right_moments():
+    from secure_auc.dp.distributed import _poisson
+
+    lam = 2.7e12
+    x = _poisson(KeyStreams(KEYS, "noise|p"), np.repeat(np.arange(len(KEYS)), 1000), lam).astype(np.float64)
+    assert abs(x.mean() - lam) < 5 * np.sqrt(lam / x.size)
+    assert abs(x.var() / lam - 1) < 0.05
+
+
+@pytest.mark.parametrize("delta", [None, 1e-6])
+def test_distributed_shares_of_many_clients_sum_to_the_curators_variance(delta):
+    mech = make_mechanism("distributed", 1.0, clients=4000, delta=delta)
+    cal = mech.calibration(50_000, 4000)
+    keys = [client_key(9, k) for k in range(4000)]
+    sums = np.array([[v.sum() for v in cal.draw(KeyStreams(keys, f"noise|{r}"), (4000,))] for r in range(60)])
+    # 60 totals of 4000 shares each: their variance is the curator's (K = h), within sampling error
+    for got, want in zip(sums.var(axis=0, ddof=1), (cal.var_c, cal.var_p)):
+        assert 0.55 < got / want < 1.6
