@@ -62,25 +62,54 @@ def check_port_free(host: str, port: int) -> None:
 
 
 def _die_with_parent(launcher: int | None = None) -> None:
-    """Linux: the kernel kills this party when the launcher dies, however it dies
+    """Linux: the kernel kills this party when its parent dies, however it dies
     (SIGKILL included), so no party goes on computing on private data, orphaned.
 
-    ``launcher`` is the launcher's pid as the launcher gave it: if this process's
-    parent is no longer it, the launcher died before the request took effect (while
-    this process was importing its modules) and the process exits at once.  Where
-    ``setpriv`` exists, :func:`_spawn_executable` has already made the kernel's
-    request before Python started, which covers that start-up too."""
+    The parent is the launcher (``spawn``) or the launcher's fork server, which
+    itself dies with the launcher (:func:`_context`).  If the parent changed
+    before the request took effect, or the launcher (``launcher``, its pid) is
+    gone, the process exits at once.  Where ``setpriv`` exists,
+    :func:`_spawn_executable` has already made the kernel's request for a spawned
+    process before Python started, which covers its start-up too."""
     import ctypes
 
-    parent = os.getppid() if launcher is None else launcher
+    parent = os.getppid()
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         pr_set_pdeathsig = 1
         libc.prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0)
     except (OSError, AttributeError):
         return
-    if os.getppid() != parent:  # the launcher died before the request took effect
+    if os.getppid() != parent or parent == 1:  # the parent died before the request took effect
         os._exit(1)
+    if launcher is not None:
+        try:
+            os.kill(launcher, 0)
+        except ProcessLookupError:
+            os._exit(1)
+        except PermissionError:
+            pass
+
+
+# what every party imports: loaded once by the fork server, so a party starts in milliseconds
+_PRELOAD = ["secure_auc.mpc.launch", "secure_auc.mpc.input_parties", "secure_auc.mpc.primitives.dealer",
+            "secure_auc.mpc.audit", "secure_auc.mpc.comm.runtime"]
+
+
+def _context():
+    """The processes' start method: a fork server that has imported torch, CrypTen and
+    this package once (each party is a fork of it: no import per party, which costs
+    seconds of CPU each), where the platform has one; otherwise ``spawn``.
+
+    The fork server holds no secret (it only imports modules; every key, seed and
+    pad is drawn in the party, from :mod:`secrets`).  It starts under
+    :func:`_spawn_executable` like a spawned party, so the kernel kills it when
+    the launcher dies, and each party asks to be killed when it dies."""
+    if "forkserver" not in mp.get_all_start_methods():
+        return mp.get_context("spawn")
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(_PRELOAD)
+    return ctx
 
 
 def _spawn_executable() -> str | None:
@@ -397,7 +426,7 @@ def _announce(m: int, parties: int, method: str) -> None:
     estimate = rank_step_estimate(m, parties, method)
     when = f"{estimate / 60:.1f} min" if estimate >= 90 else f"{max(1, round(estimate))} s"
     log.info("[secure-auc] MPC rank step: %s sort of %s scores among %d parties; expect roughly %s "
-             "(plus 5 to 20 s to start the parties, more on a busy machine)", method, f"{m:,}", parties, when)
+             "(plus a few seconds to start the parties, more on a busy machine)", method, f"{m:,}", parties, when)
 
 
 def cost_summary(done: dict, config: PartyConfig, seconds: float) -> dict:
@@ -530,7 +559,7 @@ def spawn_parties(job, per_rank: dict[int, tuple], parties: int, *, provider: st
     import secrets
 
     run_token = secrets.token_hex(16)  # this run's claim on the port (comm.runtime._claim_port)
-    ctx = mp.get_context("spawn")
+    ctx = _context()
     results = ctx.Queue()
     # per rank: the last sign of life (time.monotonic), then whether it reached the rendezvous
     beats = ctx.Array("d", 2 * (parties + 1 + len(per_host or [])), lock=False)

@@ -30,7 +30,7 @@ def _cli(*args):
                             start_new_session=True)
 
 
-def _children(pid):
+def _kids(pid):
     out = []
     for p in Path("/proc").iterdir():
         if p.name.isdigit():
@@ -40,8 +40,19 @@ def _children(pid):
             except OSError:
                 continue
             if int(stat.rsplit(")", 1)[1].split()[1]) == pid and b"resource_tracker" not in cmd:
-                out.append(int(p.name))
-    return sorted(out)  # spawned in rank order: server, clients, dealer
+                out.append((int(p.name), cmd))
+    return out
+
+
+def _children(pid):
+    """The launcher's party processes: its children, or the children of its fork server."""
+    out = []
+    for kid, cmd in _kids(pid):
+        if b"forkserver" in cmd:
+            out += [k for k, _ in _kids(kid)]
+        else:
+            out.append(kid)
+    return sorted(out)  # started in rank order: server, clients, dealer
 
 
 def _alive(pid):
