@@ -91,6 +91,35 @@ def _die_with_parent(launcher: int | None = None) -> None:
             pass
 
 
+class _Stdio:
+    """The launcher's standard output and error as they are when a party starts.
+
+    A party forked from the fork server would otherwise write to the fork server's
+    (those of the moment it started, which a later redirection of the launcher's
+    does not change); pickled for the party, it carries duplicates of the
+    launcher's file descriptors 1 and 2, which :meth:`apply` puts in place."""
+
+    def __init__(self, fds=None):
+        self.fds = fds
+
+    def __reduce__(self):
+        from multiprocessing.reduction import DupFd
+
+        return (_Stdio, ([DupFd(1), DupFd(2)],))
+
+    def apply(self) -> None:
+        for target, dup in zip((1, 2), self.fds or ()):
+            fd = dup.detach()
+            os.dup2(fd, target)
+            os.close(fd)
+
+
+def _started(stdio: _Stdio, body, *args) -> None:
+    """A party's process: the launcher's stdout and stderr, then ``body(*args)``."""
+    stdio.apply()
+    body(*args)
+
+
 # what every party imports: loaded once by the fork server, so a party starts in milliseconds
 _PRELOAD = ["secure_auc.mpc.launch", "secure_auc.mpc.input_parties", "secure_auc.mpc.primitives.dealer",
             "secure_auc.mpc.audit", "secure_auc.mpc.comm.runtime"]
@@ -579,16 +608,16 @@ def spawn_parties(job, per_rank: dict[int, tuple], parties: int, *, provider: st
         # the client hosts first: their start messages (the clients' data) are the long ones, and a stop
         # while one is being written would leave the host reading a cut-off message
         for h, args in enumerate(per_host or []):
-            p = ctx.Process(target=_host_process, name=f"secure-auc-host-{h}",
-                            args=(h, host_job, args, results, received is not None and
+            p = ctx.Process(target=_started, name=f"secure-auc-host-{h}",
+                            args=(_Stdio(), _host_process, h, host_job, args, results, received is not None and
                                   (record_ranks is None or -(h + 1) in record_ranks), _parent_log_level(),
                                   os.getpid(), beats, _slot(-(h + 1), parties)), daemon=True)
             p.start()
             procs[-(h + 1)] = p
             host_keys.append(-(h + 1))
         for r in ranks:
-            p = ctx.Process(target=_party_process, name=f"secure-auc-party-{r}",
-                            args=(r, parties, addr, port, provider, timeout, job, per_rank.get(r, ()),
+            p = ctx.Process(target=_started, name=f"secure-auc-party-{r}",
+                            args=(_Stdio(), _party_process, r, parties, addr, port, provider, timeout, job, per_rank.get(r, ()),
                                   after_dealer, received is not None and (record_ranks is None or r in record_ranks),
                                   results, _parent_log_level(),
                                   None if insecure_links else identity_bytes(keys[r]),
