@@ -190,7 +190,13 @@ def compare(sizes, parties_list, *, python: str, fields, methods, ops, max_netwo
             for field in fields:
                 for op in ops:
                     print(f"spu: {PROTOCOL_FOR_PARTIES[parties]} {field} {op} M={m} ...", file=sys.stderr, flush=True)
-                    for row in run_spu(python, keys, parties, field, mine, op, timeout):
+                    try:
+                        rows = run_spu(python, keys, parties, field, mine, op, timeout)
+                    except (RuntimeError, subprocess.TimeoutExpired) as e:  # a crash or a timeout is a row
+                        print(f"spu: {e}", file=sys.stderr, flush=True)
+                        rows = [{"method": x, "op": op, "protocol": PROTOCOL_FOR_PARTIES[parties], "field": field,
+                                 "parties": parties, "samples": m, "error": str(e).splitlines()[0]} for x in mine]
+                    for row in rows:
                         row["ratio"] = row["seconds"] / r["seconds"] if "seconds" in row else None
                         row["ok"] = row.pop("correct", False)
                         spu.append(row)
@@ -216,7 +222,7 @@ def table(result: dict) -> str:
                 continue
             head = f"| {key[0]:,} | {key[1]} | SPU | {s['protocol']}, {s['field']} | {s['op']}, {s['method']} |"
             if "error" in s:
-                lines.append(f"{head} | error: {s['error'][:80]} | |")
+                lines.append(f"{head} error: {s['error'][:80]} | | |")
             else:
                 lines.append(f"{head} {s['seconds']:.2f} | {'yes' if s['ok'] else 'NO'} | {s['ratio']:.2f} |")
     lines.append("")
@@ -261,13 +267,19 @@ def main(argv=None) -> int:
     except SetupError as e:
         print(f"compare_spu: {e}", file=sys.stderr)
         return 2
-    start = time.perf_counter()
+    start, load = time.perf_counter(), os.getloadavg()
     result = compare(args.sizes, args.parties, python=python, fields=args.fields, methods=args.spu_methods,
                      ops=args.ops, max_network=args.max_network, provider=args.provider, seed=args.seed,
                      timeout=args.timeout)
     result["spu_python"] = python
+    result["load_average"] = {"before": [round(x, 2) for x in load], "after": [round(x, 2) for x in os.getloadavg()]}
     print(f"done in {time.perf_counter() - start:.0f} s", file=sys.stderr)
-    print(json.dumps(result) if args.json else table(result))
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(table(result))
+        print(f"Load average (1, 5, 15 min) before: {result['load_average']['before']}, "
+              f"after: {result['load_average']['after']}.")
     ok = all(o["ok"] for o in result["ours"]) and all(s.get("ok") for s in result["spu"] if "error" not in s)
     return 0 if ok else 1
 

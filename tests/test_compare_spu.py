@@ -122,3 +122,17 @@ def test_worker_check(worker):
     assert worker.check("argsort", keys, [perm])
     assert not worker.check("argsort", keys, [np.zeros(6, dtype=np.int64)])  # not a permutation
     assert not worker.check("argsort", keys, [perm[::-1]])
+
+
+def test_spu_crash_is_a_row(cs, monkeypatch):
+    def crashing(*a, **kw):
+        raise RuntimeError("SPU worker failed (exit -9): ...")
+
+    monkeypatch.setattr(cs, "run_spu", crashing)
+    monkeypatch.setattr(cs, "run_ours", lambda m, parties, provider, dtype, **kw: {
+        "seconds": 1.0, "exact": True, "cpu_per_party": [0.5], "bytes_per_score": 1.0, "wall_seconds": 2.0})
+    res = cs.compare([100], [2], python="unused", fields=["FM64"], methods=["SORT_QUICK"], ops=["sort"],
+                     max_network=2**16, provider="tfp", seed=0)
+    assert res["spu"][0]["error"].startswith("SPU worker failed (exit -9)") and res["summary"][0]["spu_best"] is None
+    assert "| 100 | 2 | SPU | SEMI2K, FM64 | sort, SORT_QUICK | error: SPU worker failed (exit -9)" in cs.table(res)
+    assert "no correct SPU run" in cs.table(res)
