@@ -22,7 +22,11 @@ permutation) with each ``RuntimeConfig.sort_method`` in the ring of each
 sort on already-made secret shares; compilation, making the shares and
 reconstructing the output are excluded (and reported in ``--json``).  The output
 is reconstructed and compared with numpy's sort ("ok").  The sorting network is
-run up to ``--max-network`` keys (default 2^16; it grows as M log^2 M).
+run up to ``--max-network`` keys (default 2^16; it grows as M log^2 M).  The
+benchmark's keys lie within 2^30 of each other; first, every configuration sorts
+``--range-check`` keys spread over the whole int32 range ("any int32 keys"), which
+tells the sorts that compare by the sign of a difference in the ring (wrong in
+FM32 for keys 2^31 or more apart) from those that sort any 32-bit keys.
 
 Project side: :func:`secure_auc.mpc.ranks.rank_step` with the radix method, as
 ``scripts/bench_rank.py`` measures it: one process per computing party (the
@@ -34,7 +38,8 @@ opened to it; process start-up excluded.  Checked against
 ``scipy.stats.rankdata`` ("ok").
 
 "SPU / ours" divides each SPU time by the project's in the same (M, parties);
-the summary line takes SPU's fastest correct method.  Progress goes to stderr,
+the summary lines take SPU's fastest correct configuration, and its fastest that
+also passed the range check.  Progress goes to stderr,
 the table (or ``--json``) to stdout.
 """
 
@@ -174,10 +179,56 @@ def run_spu(python: str, keys: np.ndarray, parties: int, field: str, methods: li
         return json.loads(out.read_text())["rows"]
 
 
+def full_range_keys(m: int, seed: int = 0) -> np.ndarray:
+    """``m`` int32 keys over the whole int32 range, both ends included: the benchmark's keys
+    (scores in [0, 1)) lie within 2^30 of each other and cannot tell a sort that compares
+    by the sign of a 32-bit difference from one that sorts any int32 keys.
+
+    Examples
+    --------
+    >>> k = full_range_keys(100)
+    >>> int(k.min()), int(k.max())
+    (-2147483648, 2147483647)
+    """
+    keys = np.random.default_rng(seed).integers(-(2**31), 2**31, m).astype(np.int32)
+    keys[:2] = np.iinfo(np.int32).min, np.iinfo(np.int32).max
+    return keys
+
+
+def _spu_rows(python, keys, parties, field, methods, op, timeout) -> list[dict]:
+    """:func:`run_spu`, a crash or a timeout of the worker turned into one error row per method."""
+    print(f"spu: {PROTOCOL_FOR_PARTIES[parties]} {field} {op} M={len(keys)} ...", file=sys.stderr, flush=True)
+    try:
+        rows = run_spu(python, keys, parties, field, methods, op, timeout)
+    except (RuntimeError, subprocess.TimeoutExpired) as e:
+        print(f"spu: {e}", file=sys.stderr, flush=True)
+        rows = [{"method": x, "op": op, "protocol": PROTOCOL_FOR_PARTIES[parties], "field": field,
+                 "parties": parties, "samples": len(keys), "error": str(e).splitlines()[0]} for x in methods]
+    for row in rows:
+        row["ok"] = row.pop("correct", False)
+    return rows
+
+
+def _fastest(rows: list[dict]) -> dict | None:
+    good = [s for s in rows if s.get("ok")]
+    return min(good, key=lambda s: s["seconds"]) if good else None
+
+
 def compare(sizes, parties_list, *, python: str, fields, methods, ops, max_network: int, provider: str,
-            seed: int = 0, timeout: float = 3600) -> dict:
-    """Both sides on the same keys per (M, parties); rows and a summary per (M, parties)."""
-    ours, spu, summary = [], [], []
+            seed: int = 0, timeout: float = 3600, range_check: int = 4096) -> dict:
+    """Both sides on the same keys per (M, parties); rows and a summary per (M, parties).
+
+    With ``range_check`` > 0, every SPU configuration first sorts that many
+    :func:`full_range_keys`; a row's ``any_keys`` says whether it did so exactly, and
+    the summary's ``spu_best_any_keys`` is the fastest row that is right here and there."""
+    ours, spu, summary, full_range = [], [], [], []
+    if range_check:
+        for parties in parties_list:
+            for field in fields:
+                for op in ops:
+                    full_range += _spu_rows(python, full_range_keys(range_check, seed), parties, field, methods, op,
+                                            timeout)
+    any_keys = {(x["parties"], x["field"], x["op"], x["method"]): x["ok"] for x in full_range}
     for m in sorted(sizes):
         keys = keys_for(m, seed)
         for parties in parties_list:
@@ -187,50 +238,60 @@ def compare(sizes, parties_list, *, python: str, fields, methods, ops, max_netwo
                          "cpu_max_party": max(r["cpu_per_party"]), "bytes_per_score": r["bytes_per_score"],
                          "provider": provider, "wall_seconds": r["wall_seconds"]})
             mine = [x for x in methods if x != "SORT_NETWORK" or m <= max_network]
+            here = []
             for field in fields:
                 for op in ops:
-                    print(f"spu: {PROTOCOL_FOR_PARTIES[parties]} {field} {op} M={m} ...", file=sys.stderr, flush=True)
-                    try:
-                        rows = run_spu(python, keys, parties, field, mine, op, timeout)
-                    except (RuntimeError, subprocess.TimeoutExpired) as e:  # a crash or a timeout is a row
-                        print(f"spu: {e}", file=sys.stderr, flush=True)
-                        rows = [{"method": x, "op": op, "protocol": PROTOCOL_FOR_PARTIES[parties], "field": field,
-                                 "parties": parties, "samples": m, "error": str(e).splitlines()[0]} for x in mine]
-                    for row in rows:
-                        row["ratio"] = row["seconds"] / r["seconds"] if "seconds" in row else None
-                        row["ok"] = row.pop("correct", False)
-                        spu.append(row)
-            good = [s for s in spu if (s["samples"], s["parties"]) == (m, parties) and s.get("ok")]
-            best = min(good, key=lambda s: s["seconds"]) if good else None
-            summary.append({"samples": m, "parties": parties, "ours_seconds": r["seconds"],
-                            "spu_best": best and {k: best[k] for k in ("protocol", "field", "op", "method", "seconds")},
-                            "ratio": best and best["seconds"] / r["seconds"]})
-    return {"ours": ours, "spu": spu, "summary": summary,
+                    here += _spu_rows(python, keys, parties, field, mine, op, timeout)
+            for row in here:
+                row["ratio"] = row["seconds"] / r["seconds"] if "seconds" in row else None
+                row["any_keys"] = any_keys.get((parties, row["field"], row["op"], row["method"]))
+            spu += here
+            entry = {"samples": m, "parties": parties, "ours_seconds": r["seconds"]}
+            for name, best in (("spu_best", _fastest(here)),
+                               ("spu_best_any_keys", _fastest([x for x in here if x["any_keys"]]))):
+                entry[name] = best and {k: best[k] for k in ("protocol", "field", "op", "method", "seconds", "ratio")}
+            summary.append(entry)
+    return {"ours": ours, "spu": spu, "summary": summary, "full_range": full_range,
             "includes": {"spu": SPU_INCLUDES, "ours": OURS_INCLUDES}}
+
+
+def _yes(flag) -> str:
+    return "" if flag is None else ("yes" if flag else "NO")
 
 
 def table(result: dict) -> str:
     """The Markdown table: one row per measurement, ours first in each (M, parties)."""
-    lines = ["| M | parties | system | protocol, ring | op, method | seconds | ok | SPU / ours |",
-             "|---:|---:|---|---|---|---:|---|---:|"]
+    lines = ["| M | parties | system | protocol, ring | op, method | seconds | ok | any int32 keys | SPU / ours |",
+             "|---:|---:|---|---|---|---:|---|---|---:|"]
     for o in result["ours"]:
         key = (o["samples"], o["parties"])
         lines.append(f"| {key[0]:,} | {key[1]} | ours | {o['provider']}, Z_2^32 | rank step, radix | "
-                     f"{o['seconds']:.2f} | {'yes' if o['ok'] else 'NO'} | |")
+                     f"{o['seconds']:.2f} | {_yes(o['ok'])} | | |")
         for s in result["spu"]:
             if (s["samples"], s["parties"]) != key:
                 continue
             head = f"| {key[0]:,} | {key[1]} | SPU | {s['protocol']}, {s['field']} | {s['op']}, {s['method']} |"
             if "error" in s:
-                lines.append(f"{head} error: {s['error'][:80]} | | |")
+                lines.append(f"{head} error: {s['error'][:80]} | | {_yes(s.get('any_keys'))} | |")
             else:
-                lines.append(f"{head} {s['seconds']:.2f} | {'yes' if s['ok'] else 'NO'} | {s['ratio']:.2f} |")
+                lines.append(f"{head} {s['seconds']:.2f} | {_yes(s['ok'])} | {_yes(s.get('any_keys'))} | "
+                             f"{s['ratio']:.2f} |")
     lines.append("")
+
+    def says(b) -> str:
+        return (f"{b['protocol']} {b['field']} {b['op']} {b['method']}, {b['seconds']:.2f} s = {b['ratio']:.2f} x ours"
+                if b else "none")
+
     for x in result["summary"]:
-        b = x["spu_best"]
-        best = (f"SPU's fastest, {b['protocol']} {b['field']} {b['op']} {b['method']}: {b['seconds']:.2f} s = "
-                f"{x['ratio']:.2f} x ours") if b else "no correct SPU run"
-        lines.append(f"- M = {x['samples']:,}, {x['parties']} parties: ours {x['ours_seconds']:.2f} s; {best}")
+        line = f"- M = {x['samples']:,}, {x['parties']} parties: ours {x['ours_seconds']:.2f} s; SPU's fastest: "
+        line += says(x["spu_best"])
+        if result.get("full_range"):
+            line += f"; SPU's fastest that also sorts any int32 keys: {says(x['spu_best_any_keys'])}"
+        lines.append(line)
+    if result.get("full_range"):
+        n = result["full_range"][0]["samples"]
+        lines.append(f"\n\"any int32 keys\": the same configuration sorted {n:,} keys drawn over the whole int32 range "
+                     "exactly.")
     lines += ["", f"SPU seconds: {SPU_INCLUDES}.", f"Ours: {OURS_INCLUDES}."]
     return "\n".join(lines)
 
@@ -250,6 +311,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="what SPU computes: the sorted keys (default) and/or the sorting permutation")
     p.add_argument("--max-network", type=int, default=2**16, metavar="M",
                    help="run SPU's sorting network up to M keys (default 2^16)")
+    p.add_argument("--range-check", type=int, default=4096, metavar="M",
+                   help="first sort M keys over the whole int32 range with every SPU configuration (0: skip)")
     p.add_argument("--provider", choices=("ttp", "tfp"), default="ttp", help="the project's triple provider")
     p.add_argument("--seed", type=int, default=0, help="seed of the benchmark's scores (both sides)")
     p.add_argument("--timeout", type=float, default=3600, help="seconds allowed to each run")
@@ -270,7 +333,7 @@ def main(argv=None) -> int:
     start, load = time.perf_counter(), os.getloadavg()
     result = compare(args.sizes, args.parties, python=python, fields=args.fields, methods=args.spu_methods,
                      ops=args.ops, max_network=args.max_network, provider=args.provider, seed=args.seed,
-                     timeout=args.timeout)
+                     timeout=args.timeout, range_check=args.range_check)
     result["spu_python"] = python
     result["load_average"] = {"before": [round(x, 2) for x in load], "after": [round(x, 2) for x in os.getloadavg()]}
     print(f"done in {time.perf_counter() - start:.0f} s", file=sys.stderr)

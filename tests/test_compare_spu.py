@@ -32,6 +32,7 @@ def worker():
 
 def test_arguments(cs):
     a = cs.parse_args([])
+    assert a.range_check == 4096
     assert (a.sizes, a.parties, a.fields, a.ops) == ([2**16, 2**20], [2, 3], ["FM32", "FM64"], ["sort"])
     assert a.spu_methods == ["SORT_DEFAULT", "SORT_RADIX", "SORT_QUICK", "SORT_NETWORK"] and a.max_network == 2**16
     a = cs.parse_args(["--sizes", "100", "200", "--parties", "3", "--fields", "FM32", "--spu-python", "/x/python",
@@ -74,10 +75,13 @@ def test_both_sides_get_the_same_keys(cs, monkeypatch):
         return out
 
     def fake_spu(python, keys, parties, field, methods, op, timeout):
-        seen["spu"] = keys
+        full_range = keys.min() < 0  # the range check's keys; the benchmark's are positive
+        if not full_range:
+            seen["spu"] = keys
         times = {"SORT_RADIX": 3.0, "SORT_QUICK": 1.0, "SORT_NETWORK": 0.5}
+        right = {"SORT_RADIX": True, "SORT_QUICK": not full_range, "SORT_NETWORK": False}
         return [{"method": m, "op": op, "protocol": "SEMI2K", "field": field, "parties": parties,
-                 "samples": len(keys), "seconds": times[m], "correct": m != "SORT_NETWORK"} for m in methods]
+                 "samples": len(keys), "seconds": times[m], "correct": right[m]} for m in methods]
 
     monkeypatch.setattr(launch, "spawn_parties", fake_spawn)
     monkeypatch.setattr(cs, "run_spu", fake_spu)
@@ -87,13 +91,20 @@ def test_both_sides_get_the_same_keys(cs, monkeypatch):
     assert res["ours"][0]["ok"] and res["ours"][0]["seconds"] == 2.0
     assert [s["ratio"] for s in res["spu"]] == [1.5, 0.5, 0.25]
     best = res["summary"][0]  # the fastest *correct* method: the network's wrong output is not taken
-    assert best["spu_best"]["method"] == "SORT_QUICK" and best["ratio"] == 0.5
+    assert best["spu_best"]["method"] == "SORT_QUICK" and best["spu_best"]["ratio"] == 0.5
+    # quick sort failed the full-range keys: the fastest that sorts any keys is the radix sort
+    assert best["spu_best_any_keys"]["method"] == "SORT_RADIX" and best["spu_best_any_keys"]["ratio"] == 1.5
+    assert [(x["samples"], x["method"], x["ok"]) for x in res["full_range"]] == [
+        (4096, "SORT_RADIX", True), (4096, "SORT_QUICK", False), (4096, "SORT_NETWORK", False)]
     text = cs.table(res)
-    assert "| 3,000 | 3 | SPU | SEMI2K, FM32 | sort, SORT_NETWORK | 0.50 | NO | 0.25 |" in text
-    assert "SORT_QUICK: 1.00 s = 0.50 x ours" in text
+    assert "| 3,000 | 3 | SPU | SEMI2K, FM32 | sort, SORT_NETWORK | 0.50 | NO | NO | 0.25 |" in text
+    assert "| 3,000 | 3 | SPU | SEMI2K, FM32 | sort, SORT_QUICK | 1.00 | yes | NO | 0.50 |" in text
+    assert "SPU's fastest: SEMI2K FM32 sort SORT_QUICK, 1.00 s = 0.50 x ours" in text
+    assert "any int32 keys: SEMI2K FM32 sort SORT_RADIX, 3.00 s = 1.50 x ours" in text
     res = cs.compare([3000], [3], python="unused", fields=["FM32"], methods=["SORT_RADIX", "SORT_NETWORK"],
-                     ops=["sort"], max_network=2000, provider="ttp", seed=7)
+                     ops=["sort"], max_network=2000, provider="ttp", seed=7, range_check=0)
     assert [s["method"] for s in res["spu"]] == ["SORT_RADIX"]  # network above --max-network is skipped
+    assert res["full_range"] == [] and res["spu"][0]["any_keys"] is None
 
 
 def test_missing_spu_python_is_one_line(cs, capsys):
@@ -135,4 +146,10 @@ def test_spu_crash_is_a_row(cs, monkeypatch):
                      max_network=2**16, provider="tfp", seed=0)
     assert res["spu"][0]["error"].startswith("SPU worker failed (exit -9)") and res["summary"][0]["spu_best"] is None
     assert "| 100 | 2 | SPU | SEMI2K, FM64 | sort, SORT_QUICK | error: SPU worker failed (exit -9)" in cs.table(res)
-    assert "no correct SPU run" in cs.table(res)
+    assert "SPU's fastest: none; SPU's fastest that also sorts any int32 keys: none" in cs.table(res)
+
+
+def test_full_range_keys(cs):
+    k = cs.full_range_keys(1000, seed=2)
+    assert k.dtype == np.int32 and k.min() == -(2**31) and k.max() == 2**31 - 1
+    assert (k < -(2**30)).any() and (k > 2**30).any()  # spans far more than 2^31
