@@ -61,7 +61,7 @@ _DEBYE_MIN_Z = 2000.0  # 2 mu at and above which the uniform expansion is used
 _ENUMERATE_MAX = 2**21  # supports up to this many integers are summed term by term
 _TAIL = 1e-20  # Chernoff bound on the mass left out on each side
 _ERR = 1e-12  # margin for floating-point error in the cumulative masses (added to the +inf mass)
-_TOL = 1e-9  # margin for floating-point error in a privacy-loss value (added before rounding up)
+_TOL = 1e-12  # margin (times 1 + |L|) for floating-point error in a privacy-loss value, added before rounding up
 _GL_X, _GL_W = np.polynomial.legendre.leggauss(8)
 
 # Debye polynomials: u_k(t) / v^k = r^k P_k(t^2), coefficients of P_k in powers of t^2 (DLMF 10.41.10)
