@@ -44,6 +44,8 @@ Noise families (``noise``), each calibrated for the two statistics jointly:
   bound of Agarwal, Kairouz & Liu (2021) for each coordinate, RDP
   composition over the two, and the RDP -> (eps, delta) conversion of Balle et
   al. (2020) / Canonne, Kamath & Steinke (2020) (the two forms are identical).
+  Its privacy event (:func:`.events.skellam_event`) is composed across
+  evaluations with the exact privacy-loss distribution (:mod:`.skellam_pld`).
 * ``gaussian`` ((eps, delta)).  Shares N(0, sigma^2 / h), each rounded by its
   client to the fixed-point grid (2^-8 on C, 2^-7 on P, so that rbar e_P stays
   on the grid).  The rounding is covered: the released sum is a post-processing

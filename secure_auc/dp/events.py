@@ -34,15 +34,16 @@ sensitivity, known before the data is (the ledger reserves before a run).
 ``skellam``.  For the PLD accountant, the exact privacy-loss distribution of
 the Skellam mechanism, discretised pessimistically
 (:func:`.skellam_pld.skellam_pld`); for the RDP accountant, the zCDP event of
-:func:`skellam_zcdp`, whose bound (Agarwal, Kairouz, Liu 2021) eps(alpha) = alpha D^2 / (4 mu) + min(((2 alpha - 1) D^2 + 6 D) / (16 mu^2),
-3 D / (4 mu)) is at most xi + rho alpha with rho = D^2 / (4 mu) + D^2 / (8 mu^2),
+:func:`skellam_zcdp`: the RDP bound of Agarwal, Kairouz & Liu (2021),
+eps(alpha) = alpha D^2 / (4 mu) + min(((2 alpha - 1) D^2 + 6 D) / (16 mu^2), 3 D / (4 mu)),
+is at most xi + rho alpha with rho = D^2 / (4 mu) + D^2 / (8 mu^2) and
 xi = max(0, (6 D - D^2) / (16 mu^2)).
 
 :func:`compose` reports, for a target delta, the smallest eps among the
 accountants that support every event: basic composition (sum of eps, valid when
 the sum of the releases' deltas is at most the target), the RDP accountant
 (``dp_accounting.rdp.RdpAccountant``) and the PLD accountant
-(``dp_accounting.pld.PLDAccountant``).
+(``dp_accounting.pld.PLDAccountant``, extended to ``skellam`` events).
 """
 
 from __future__ import annotations

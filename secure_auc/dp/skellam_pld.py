@@ -162,7 +162,7 @@ def _cuts(mu: float, d: int, lo: int, hi: int, h: float) -> np.ndarray:
     return np.unique(np.concatenate([a, grid, [lo - 1, hi]]))
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=16)
 def skellam_pld(mu: float, sensitivity: int, value_discretization_interval: float = 1e-4,
                 enumerate_max: int = _ENUMERATE_MAX):
     """Pessimistic ``dp_accounting`` PLD of Sk(mu) noise on an integer statistic of sensitivity Delta.
