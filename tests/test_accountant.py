@@ -255,7 +255,8 @@ def test_skellam_logpmf_matches_high_precision_bessel_functions():
         assert float(skellam_logpmf(x, mu)) == pytest.approx(ref, abs=1e-12, rel=1e-13), (mu, x)
 
 
-@pytest.mark.parametrize("mu, d", [(10.0, 1), (30.0, 3), (100.0, 5)])
+@pytest.mark.parametrize("mu, d", [(10.0, 1), (30.0, 3), (100.0, 5), (10.0, 30)])
+@pytest.mark.filterwarnings("ignore:overflow encountered in divide:RuntimeWarning")  # dp-accounting, (10, 30)
 def test_skellam_pld_matches_the_brute_force_pld_at_small_mu(mu, d):
     """eps(delta) of Sk(mu) through compose(): at least the exact value from the whole pmf (soundness) and
     within the discretisation (1e-4 per composed release) of it; at T = 10 against dp-accounting's own PLD
@@ -275,6 +276,13 @@ def test_skellam_pld_matches_the_brute_force_pld_at_small_mu(mu, d):
     ref_eps = ref.get_epsilon_for_delta(delta - 10 * tail)
     c10 = compose([skellam_event(mu, d)] * 10, delta)
     assert c10.epsilon == pytest.approx(ref_eps, abs=10 * 1e-4)
+
+
+def test_skellam_pld_with_a_sensitivity_far_beyond_the_noise_is_not_private():
+    """Delta = 1000 against Sk(10): p(x - Delta) underflows on the whole support, every loss is +infinity."""
+    from secure_auc.dp.skellam_pld import skellam_pld
+
+    assert skellam_pld(10.0, 1000).get_epsilon_for_delta(0.5) == math.inf
 
 
 @pytest.mark.parametrize("t", [1, 100])

@@ -21,8 +21,9 @@ of it on the grid h Z (h = ``value_discretization_interval``):
   Chernoff bound P(X <= -t) <= exp(-2 mu phi(t / (2 mu))),
   phi(s) = s asinh(s) - sqrt(1 + s^2) + 1 (from E exp(lambda X) =
   exp(2 mu (cosh lambda - 1))), plus a margin ``err`` for floating-point
-  errors; the mass above the highest block (lowest losses) goes to that block's
-  value.  The cumulative masses so computed are upper bounds of the true
+  errors; the mass above the highest block (lowest losses) goes to the loss
+  just above it, rounded up; outputs x with p(x - Delta) below the
+  floating-point range (Delta >> sqrt(mu)) count as loss +infinity.  The cumulative masses so computed are upper bounds of the true
   P(L >= l) at every grid value l, which is what the pessimistic PLD needs
   (the hockey-stick divergence is increasing in the loss, also after
   composition).
@@ -201,7 +202,7 @@ def skellam_pld(mu: float, sensitivity: int, value_discretization_interval: floa
     if not (mu > 0 and math.isfinite(mu)) or d < 1 or d != sensitivity:
         raise ValueError(f"need mu > 0 and an integer sensitivity >= 1, got mu = {mu}, sensitivity = {sensitivity}")
     t = _tail_point(mu, _TAIL)
-    lo, hi = -t, t + d  # x < lo: mass <= _TAIL (losses highest); x > hi: mass <= _TAIL (lowest)
+    lo, hi = -t, t  # x < lo: mass <= _TAIL (losses highest); x > hi: mass <= _TAIL (lowest)
     if hi - lo + 1 <= enumerate_max:
         first = np.arange(lo, hi + 1)  # block j = {first[j]}
         mass = np.exp(skellam_logpmf(first, mu))
@@ -226,9 +227,18 @@ def skellam_pld(mu: float, sensitivity: int, value_discretization_interval: floa
         mass = np.where(over, np.diff(np.concatenate([[infinity], upper])).astype(np.float64), mass)
     rest = float(max(0, 1 - min(cum[-1], 1)))  # x > hi: losses below L(hi + 1)
     losses = skellam_privacy_loss(first, mu, d)
+    if np.isnan(losses).any() or (losses == -np.inf).any():
+        raise ValueError(f"Skellam privacy loss out of floating-point range (mu = {mu}, sensitivity = {d})")
+    beyond = np.isinf(losses)  # p(x - Delta) underflows (Delta >> sqrt(mu)): the loss counts as +infinity
+    if beyond.any():
+        infinity += float(mass[beyond].sum())
+        first, mass, losses = first[~beyond], mass[~beyond], losses[~beyond]
     rounded = np.ceil((losses + _TOL * (1 + np.abs(losses))) / h).astype(np.int64)
-    last = int(math.ceil((float(skellam_privacy_loss(hi + 1, mu, d)) + _TOL) / h))
-    keys = np.concatenate([rounded, [last]])
+    last = float(skellam_privacy_loss(hi + 1, mu, d))
+    if math.isinf(last):
+        infinity += rest
+        rest, last = 0.0, float(losses.min()) if losses.size else 0.0
+    keys = np.concatenate([rounded, [math.ceil((last + _TOL * (1 + abs(last))) / h)]])
     vals = np.concatenate([mass, [rest]])
     base = keys.min()
     acc = np.bincount(keys - base, weights=vals)
