@@ -444,7 +444,9 @@ class DistributedNoiseMechanism(Mechanism):
     def privacy_event(self, total: int | None = None) -> dict:
         """The curator's noise on (D, P): two eps-DP events (discrete Laplace), two Skellam events
         (:func:`.events.skellam_event`: Sk(mu_D) on D, sensitivity M - 1, and Sk(mu_P) on P,
-        sensitivity 1; needs M) or one Gaussian event with noise multiplier sigma_1 (Gaussian)."""
+        sensitivity 1; needs M: a party's ledger passes the lower bound n_k + K - 1, for which
+        mu_D / (M - 1)^2 and the composed eps agree to about 1e-9 relative on the built-in data)
+        or one Gaussian event with noise multiplier sigma_1 (Gaussian)."""
         from .events import composed_event, gaussian_event, pure_event, skellam_event
 
         if self.noise == "discrete_laplace":
