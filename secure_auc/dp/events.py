@@ -12,7 +12,8 @@ kind              mechanism                                              account
                   Laplace (per noise), Laplace
 ``gaussian``      continuous Gaussian, noise multiplier sigma / Delta     PLD, RDP
 ``zcdp``          discrete Gaussian (rho = 1 / (2 sigma_c^2), CKS 2020)   RDP
-                  and Skellam (rho, xi from Agarwal, Kairouz, Liu 2021)
+``skellam``       Skellam noise Sk(mu) on an integer statistic of         PLD (:mod:`.skellam_pld`),
+                  sensitivity Delta                                      RDP (as ``zcdp``, below)
 ``composed``      several of the above in one evaluation                 as its parts
 ``none``          the exact, non-private computation                     eps = inf
 ``noop``          post-processing of an earlier release (RR flips        free
@@ -28,26 +29,32 @@ the PLD accountant and ``RandomizedResponseDpEvent(2 / (1 + e^eps), 2)`` for
 the RDP accountant: a bound valid for every eps-DP release whatever its
 sensitivity, known before the data is (the ledger reserves before a run).
 
-``zcdp``.  (xi, rho)-zCDP: RDP eps(alpha) <= xi + rho alpha.  The Skellam
-bound eps(alpha) = alpha D^2 / (4 mu) + min(((2 alpha - 1) D^2 + 6 D) / (16 mu^2),
-3 D / (4 mu)) is at most xi + rho alpha with rho = D^2 / (4 mu) + D^2 / (8 mu^2),
+``zcdp``.  (xi, rho)-zCDP: RDP eps(alpha) <= xi + rho alpha.
+
+``skellam``.  For the PLD accountant, the exact privacy-loss distribution of
+the Skellam mechanism, discretised pessimistically
+(:func:`.skellam_pld.skellam_pld`); for the RDP accountant, the zCDP event of
+:func:`skellam_zcdp`: the RDP bound of Agarwal, Kairouz & Liu (2021),
+eps(alpha) = alpha D^2 / (4 mu) + min(((2 alpha - 1) D^2 + 6 D) / (16 mu^2), 3 D / (4 mu)),
+is at most xi + rho alpha with rho = D^2 / (4 mu) + D^2 / (8 mu^2) and
 xi = max(0, (6 D - D^2) / (16 mu^2)).
 
 :func:`compose` reports, for a target delta, the smallest eps among the
 accountants that support every event: basic composition (sum of eps, valid when
 the sum of the releases' deltas is at most the target), the RDP accountant
 (``dp_accounting.rdp.RdpAccountant``) and the PLD accountant
-(``dp_accounting.pld.PLDAccountant``).
+(``dp_accounting.pld.PLDAccountant``, extended to ``skellam`` events).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
-__all__ = ["pure_event", "gaussian_event", "zcdp_event", "composed_event", "NONE_EVENT", "NOOP_EVENT", "check_event",
+__all__ = ["pure_event", "gaussian_event", "zcdp_event", "skellam_event", "composed_event", "NONE_EVENT", "NOOP_EVENT", "check_event",
            "to_dp_event", "Composition", "compose", "skellam_zcdp"]
 
 NONE_EVENT = {"kind": "none"}
@@ -74,6 +81,19 @@ def gaussian_event(noise_multiplier: float) -> dict:
 def zcdp_event(rho: float, xi: float = 0.0) -> dict:
     """An (xi, rho)-zCDP release (discrete Gaussian, Skellam)."""
     return {"kind": "zcdp", "rho": float(rho), "xi": float(xi)}
+
+
+def skellam_event(mu: float, sensitivity: int) -> dict:
+    """Sk(mu) = Pois(mu) - Pois(mu) noise on an integer statistic of sensitivity Delta (``sensitivity``).
+
+    Examples
+    --------
+    >>> from secure_auc.dp.events import compose, skellam_event
+    >>> c = compose([skellam_event(2e6, 1000)] * 10, 1e-6)
+    >>> c.accountant, bool(c.pld < c.rdp)
+    ('pld', True)
+    """
+    return {"kind": "skellam", "mu": float(mu), "sensitivity": int(sensitivity)}
 
 
 def composed_event(events) -> dict:
@@ -112,6 +132,12 @@ def check_event(event) -> dict:
     elif kind == "zcdp":
         _finite_nonneg(event.get("rho"), "rho")
         _finite_nonneg(event.get("xi", 0.0), "xi")
+    elif kind == "skellam":
+        if _finite_nonneg(event.get("mu"), "mu") == 0:
+            raise ValueError("mu of a Skellam event must be > 0")
+        d = event.get("sensitivity")
+        if isinstance(d, bool) or not isinstance(d, int) or d < 1:
+            raise ValueError(f"sensitivity of a Skellam event must be an integer >= 1, got {d!r}")
     elif kind == "composed":
         parts = event.get("events")
         if not isinstance(parts, list) or not parts:
@@ -161,7 +187,45 @@ def to_dp_event(event: dict, accountant: str = "pld"):
         return dpa.GaussianDpEvent(event["noise_multiplier"])
     if kind == "zcdp":
         return None if accountant == "pld" else dpa.ZCDpEvent(rho=event["rho"], xi=event.get("xi", 0.0))
+    if kind == "skellam":
+        if accountant == "pld":
+            return _skellam_classes()[0](event["mu"], event["sensitivity"])
+        z = skellam_zcdp(event["mu"], event["sensitivity"])
+        return dpa.ZCDpEvent(rho=z["rho"], xi=z["xi"])
     raise ValueError(f"unknown privacy event kind {kind!r}")
+
+
+def _skellam_accountant_classes():
+    """SkellamDpEvent and a PLDAccountant that composes it (dp-accounting's extension point)."""
+    import dp_accounting as dpa
+    from dp_accounting.pld import PLDAccountant
+
+    @dataclass(frozen=True)
+    class SkellamDpEvent(dpa.DpEvent):
+        """Sk(mu) noise on an integer statistic of sensitivity Delta."""
+
+        mu: float
+        sensitivity: int
+
+    class SkellamPLDAccountant(PLDAccountant):
+        """``PLDAccountant`` that also composes :class:`SkellamDpEvent` (PLD of :mod:`.skellam_pld`)."""
+
+        def _maybe_compose(self, event, count, do_compose):
+            if not isinstance(event, SkellamDpEvent):
+                return super()._maybe_compose(event, count, do_compose)
+            if do_compose:
+                from .skellam_pld import skellam_pld
+
+                pld = skellam_pld(event.mu, event.sensitivity, self._value_discretization_interval)
+                self._pld = self._pld.compose(pld.self_compose(count))
+            return None
+
+    return SkellamDpEvent, SkellamPLDAccountant
+
+
+@lru_cache(maxsize=1)
+def _skellam_classes():
+    return _skellam_accountant_classes()
 
 
 @dataclass(frozen=True)
@@ -195,12 +259,10 @@ def _grouped(events, accountant: str):
 
 
 def _pld_epsilon(events, delta: float) -> float | None:
-    from dp_accounting.pld import PLDAccountant
-
     parts = _grouped(events, "pld")
     if any(p is None for p, _ in parts):
         return None
-    acc = PLDAccountant(value_discretization_interval=1e-4)
+    acc = _skellam_classes()[1](value_discretization_interval=1e-4)
     for p, n in parts:
         acc.compose(p, n)
     return float(acc.get_epsilon(delta))
