@@ -75,7 +75,7 @@ def _bernoulli_ratio(src: Uniforms, owner: np.ndarray, num: np.ndarray, den: np.
     if num.size == 0:
         return out
     if num.dtype != object and den.dtype != object:
-        small = np.ones(num.size, dtype=bool) if int(den.max()) < _INT64_SAFE else den < _INT64_SAFE
+        small = den < _INT64_SAFE
     else:
         small = np.fromiter((int(d) < _INT64_SAFE for d in den), dtype=bool, count=den.size)
     idx = np.flatnonzero(small)

@@ -100,7 +100,7 @@ from ..validation import InputError, check_delta, check_epsilon
 from .base import Mechanism, NoisyStatistics, PrivacyCost
 from .discrete import dlap_variance
 from .noise import analytic_gaussian_sigma
-from .streams import TWO53, Uniforms
+from .streams import Uniforms
 
 __all__ = [
     "NOISES",
@@ -289,21 +289,18 @@ class Calibration:
         """One client's shares from its own streams, by inversion of 53-bit uniforms (NB, Gaussian) and
         transformed rejection (Poisson, numpy's PTRS), so that many clients are drawn at once."""
         owner = src.owners(shape)
-
-        def u():
-            return (src.below(owner, TWO53) + 0.5) / TWO53
-
         out = []
         if self.noise == "discrete_laplace":
             for p in (self.param_c, self.param_p):
-                out.append((nbinom.ppf(u(), f, p) - nbinom.ppf(u(), f, p)).reshape(shape))
+                out.append((nbinom.ppf(src.open_unit(owner), f, p) - nbinom.ppf(src.open_unit(owner), f, p))
+                           .reshape(shape))
             return out[0] / 2.0, out[1]
         if self.noise == "skellam":
             for mu in (self.param_c, self.param_p):
                 out.append((_poisson(src, owner, f * mu) - _poisson(src, owner, f * mu)).astype(np.float64).reshape(shape))
             return out[0] / 2.0, out[1]
         for sigma, grid in ((self.param_c, C_GRID), (self.param_p, P_GRID)):
-            z = ndtri(u()) * (sigma * math.sqrt(f))
+            z = ndtri(src.open_unit(owner)) * (sigma * math.sqrt(f))
             out.append((np.rint(z / grid) * grid).reshape(shape))
         return out[0], out[1]
 
@@ -312,7 +309,7 @@ def _poisson(src: Uniforms, owner: np.ndarray, lam: float) -> np.ndarray:
     """Poisson(lam) for each entry from its owner's stream: inversion for lam < 10, else the
     transformed rejection of Hoermann (1993) as numpy implements it (two uniforms per attempt)."""
     if lam < 10:
-        return poisson.ppf((src.below(owner, TWO53) + 0.5) / TWO53, lam).astype(np.int64)
+        return poisson.ppf(src.open_unit(owner), lam).astype(np.int64)
     slam, loglam = math.sqrt(lam), math.log(lam)
     b = 0.931 + 2.53 * slam
     a = -0.059 + 0.02483 * b
@@ -321,8 +318,8 @@ def _poisson(src: Uniforms, owner: np.ndarray, lam: float) -> np.ndarray:
     out = np.zeros(owner.size, dtype=np.int64)
     todo = np.arange(owner.size)
     while todo.size:
-        uu = src.below(owner[todo], TWO53) / TWO53 - 0.5
-        v = src.below(owner[todo], TWO53) / TWO53
+        uu = src.random(owner[todo]) - 0.5
+        v = src.random(owner[todo])
         us = 0.5 - np.abs(uu)
         k = np.floor((2 * a / us + b) * uu + lam + 0.43)
         fast = (us >= 0.07) & (v <= vr)

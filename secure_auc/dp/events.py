@@ -195,8 +195,10 @@ def to_dp_event(event: dict, accountant: str = "pld"):
     raise ValueError(f"unknown privacy event kind {kind!r}")
 
 
-def _skellam_accountant_classes():
-    """SkellamDpEvent and a PLDAccountant that composes it (dp-accounting's extension point)."""
+@lru_cache(maxsize=1)
+def _skellam_classes():
+    """SkellamDpEvent and a PLDAccountant that composes it (dp-accounting's extension point),
+    made once."""
     import dp_accounting as dpa
     from dp_accounting.pld import PLDAccountant
 
@@ -221,11 +223,6 @@ def _skellam_accountant_classes():
             return None
 
     return SkellamDpEvent, SkellamPLDAccountant
-
-
-@lru_cache(maxsize=1)
-def _skellam_classes():
-    return _skellam_accountant_classes()
 
 
 @dataclass(frozen=True)

@@ -133,7 +133,7 @@ class ClientRngs:
     ``shuffle``, ``noise``; :class:`~.streams.KeyStreams` of one client).
 
     Each property access gives the stream from its start: the protocol's
-    clients name their streams per mechanism (``labels|j``, ``noise|j``, see
+    clients name their streams per mechanism (``labels|<m>``, ``noise|<m>``, see
     :mod:`secure_auc.protocol.client`).
 
     Parameters

@@ -102,6 +102,11 @@ class Uniforms:
         """Uniform doubles k / 2^53 in [0, 1), one per entry."""
         return self.below(owner, TWO53).astype(np.float64) / TWO53
 
+    def open_unit(self, owner) -> np.ndarray:
+        """Uniform doubles (k + 1/2) / 2^53 in (0, 1), one per entry (for inversion of a
+        distribution function, which 0 and 1 would send to its ends)."""
+        return (self.below(owner, TWO53) + 0.5) / TWO53
+
     def permutation_keys(self, owner) -> np.ndarray:
         """Uniform 63-bit sort keys, one per entry (a stable sort by them is a uniform
         shuffle up to ties of probability below n^2 / 2^64)."""

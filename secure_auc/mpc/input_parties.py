@@ -319,10 +319,11 @@ def _host(h, clients, first, noise_keys, config, links, keep_ranks) -> HostResul
     out = HostResult()
     if keep_ranks:
         out["ranks"] = np.split(twice, np.cumsum(sizes)[:-1])
+    ranks = twice.astype(np.float64) / 2.0
     for j, mechanism in enumerate(config.mechanisms):
         # every hosted client at once, each from its own streams: what each computes alone
         group = ClientGroup(first, clients, mechanism, noise_keys)
-        group.set_ranks(twice.astype(np.float64) / 2.0, total)
+        group.set_ranks(ranks, total)
         local_sum, local_p = group.fixed_statistics()
         stats[2 * j], stats[2 * j + 1] = int(local_sum.sum()), int(local_p.sum())
     links[c].send_array(CH_STATS, sharing.correction(stats.reshape(1, width), "statistics"))
