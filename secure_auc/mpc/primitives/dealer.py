@@ -300,8 +300,9 @@ class DealerChannel:
             t = _encode(kind, args)
             self._sending.append((t, p2p.isend(t, self.dealer, p2p.TAG_REQUEST)))
             return
-        p2p.wait_all(w for _, w in self._sending)  # earlier corrections: long received
-        self._sending = []
+        # earlier corrections still in flight stay referenced (a shuffle prepared ahead of its use
+        # is received only when it runs: waiting for it here would stop rank 0 before the others)
+        self._sending = [(t, w) for t, w in self._sending if not w.is_completed()]
         for party, tag, d in self._state.messages(kind, args):
             if party == 0:
                 self._own[tag].append(torch.from_numpy(d))

@@ -49,7 +49,7 @@ from ..comm import p2p
 from .prg import ring, stream
 from .words import pack, unpack, words_for
 
-__all__ = ["Shuffle", "pads", "permutation", "pass_order", "deltas", "open_shuffled"]
+__all__ = ["Shuffle", "pads", "permutation", "permute_rows", "pass_order", "deltas", "open_shuffled"]
 
 
 # ----------------------------------------------------------------- pads and permutations (pure)
@@ -67,10 +67,33 @@ def permutation(seed: bytes, instance: int, rows: int) -> np.ndarray:
     return stream(seed, "perm", instance).permutation(rows)
 
 
-def _invert(p: np.ndarray) -> np.ndarray:
-    q = np.empty_like(p)
-    q[p] = np.arange(p.size, dtype=p.dtype)
-    return q
+def _as_rows(x):
+    """A 1-D view with one element per row when a row is one 4- or 8-byte word (a row of
+    two int32 shares moves as one int64: gathers of 1-D arrays are several times faster), else ``x``."""
+    width = x.shape[1] * x.itemsize if isinstance(x, np.ndarray) else x.shape[1] * x.element_size()
+    if width not in (4, 8) or not (x.flags.c_contiguous if isinstance(x, np.ndarray) else x.is_contiguous()):
+        return x
+    if isinstance(x, np.ndarray):
+        return x.view(np.int32 if width == 4 else np.int64).reshape(-1)
+    return x.view(torch.int32 if width == 4 else torch.int64).reshape(-1)
+
+
+def permute_rows(x, p, inverse: bool = False):
+    """``x[p]`` (rows), or ``x[p^-1]`` with ``inverse`` (a scatter: ``out[p] = x``, no inverse
+    permutation computed), for an (M, c) numpy array or torch tensor and an (M,) permutation."""
+    rows = _as_rows(x)
+    if isinstance(x, np.ndarray):
+        if inverse:
+            out = np.empty_like(rows)
+            out[p] = rows
+        else:
+            out = np.take(rows, p, axis=0)
+        return out.view(x.dtype).reshape(x.shape)
+    if inverse:
+        out = torch.empty_like(rows).index_copy_(0, p, rows)
+    else:
+        out = rows.index_select(0, p)
+    return out.view(x.dtype).reshape(x.shape)
 
 
 def pass_order(world: int, inverse: bool) -> list[int]:
@@ -100,9 +123,7 @@ def deltas(seeds: list[bytes], instance: int, rows: int, cols: int, inverse: boo
                 a_sum += a  # wraps mod 2^64 (2^32)
                 b_sum += b
         p = perm(i) if perm is not None else permutation(seeds[i], instance, rows)
-        if inverse:
-            p = _invert(p)
-        out = np.take(a_sum, p, axis=0)
+        out = permute_rows(a_sum, p, inverse)
         out -= b_sum
         yield i, out
 
@@ -121,6 +142,25 @@ class Shuffle:
         self.ch = channel
         self.count = 0
         self._perms: dict[int, np.ndarray] = {}
+        self._asked: dict[tuple[int, bool], tuple[int, int, int]] = {}  # (instance, inverse) -> (rows, cols, width)
+
+    def prepare(self, rows: int, cols: int, dtype: torch.dtype, *, inverse_of: int | None = None) -> None:
+        """Ask the dealer now for the corrections of a coming shuffle: the next forward one
+        (default) or the inverse of shuffle ``inverse_of``, of a (rows, cols) matrix of
+        ``dtype``, so that the dealer computes them while the parties work.  The
+        shuffle must then be run with those sizes (checked); every party calls it."""
+        instance = self.count if inverse_of is None else inverse_of
+        self._ask(instance, inverse_of is not None, rows, cols, torch.empty((), dtype=dtype).element_size())
+
+    def _ask(self, instance: int, inverse: bool, rows: int, cols: int, width: int) -> None:
+        key, spec = (instance, inverse), (rows, cols, width)
+        if key in self._asked:
+            if self._asked[key] != spec:
+                raise RuntimeError(f"shuffle {instance} was prepared for {self._asked[key]} (rows, cols, bytes) "
+                                   f"and run with {spec}")
+            return
+        self._asked[key] = spec
+        self.ch.request("shuffle", instance, rows, cols, inverse, width)
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, int]:
         instance = self.count
@@ -132,18 +172,18 @@ class Shuffle:
         self._perms.pop(instance, None)
         return out
 
-    def _perm(self, instance: int, rows: int, inverse: bool) -> torch.Tensor:
+    def _perm(self, instance: int, rows: int) -> torch.Tensor:
         if instance not in self._perms:
             self._perms[instance] = permutation(self.ch.seed, instance, rows)
-        p = self._perms[instance]
-        return torch.from_numpy(_invert(p) if inverse else p)
+        return torch.from_numpy(self._perms[instance])
 
     def _run(self, x: torch.Tensor, instance: int, inverse: bool) -> torch.Tensor:
         ch = self.ch
         x = x.reshape(x.shape[0], -1)
         rows, cols = x.shape
         dtype = np.int32 if x.dtype == torch.int32 else np.int64
-        ch.request("shuffle", instance, rows, cols, inverse, np.dtype(dtype).itemsize)
+        self._ask(instance, inverse, rows, cols, np.dtype(dtype).itemsize)
+        self._asked.pop((instance, inverse))
         words = words_for([x])
         sending = []
         for step, i in enumerate(pass_order(ch.world, inverse)):
@@ -155,13 +195,13 @@ class Shuffle:
                 x = torch.from_numpy(b)
             else:
                 incoming = [p2p.irecv((words,), j, p2p.TAG_PAD) for j in range(ch.world) if j != i]
-                p = self._perm(instance, rows, inverse)
+                p = self._perm(instance, rows)
                 delta = ch.receive(x)
                 x = x.clone()
                 for t, work in incoming:
                     work.wait()
                     x += unpack(t, [x])[0]
-                x = x.index_select(0, p)
+                x = permute_rows(x, p, inverse)
                 x += delta
         p2p.wait_all(w for _, w in sending)
         return x

@@ -40,15 +40,25 @@ def words_for(like) -> int:
 def pack(tensors) -> torch.Tensor:
     """The bytes of ``tensors`` (any integer dtypes) concatenated, as an int64 vector."""
     tensors = list(tensors)
-    if len(tensors) == 1 and tensors[0].dtype == torch.int64:
-        return tensors[0].reshape(-1).contiguous()
-    out = torch.zeros(8 * words_for(tensors), dtype=torch.uint8)
+    if len(tensors) == 1:
+        t = tensors[0]
+        if t.dtype == torch.int64:
+            return t.reshape(-1).contiguous()
+        if _nbytes(t) % 8 == 0 and t.is_contiguous() and t.numel() and t.storage_offset() * t.element_size() % 8 == 0:
+            # a view of the same bytes, no copy
+            return t.reshape(-1).view(torch.int64)
+    total = 8 * words_for(tensors)
+    out = torch.empty(total, dtype=torch.uint8)
     offset = 0
     for t in tensors:
         n = _nbytes(t)
-        flat = torch.empty(t.numel(), dtype=t.dtype).copy_(t.reshape(-1))  # unit stride, even for one element
-        out[offset : offset + n] = flat.view(torch.uint8)
+        if offset % t.element_size() == 0:  # straight into place
+            out[offset : offset + n].view(t.dtype).copy_(t.reshape(-1))
+        else:
+            flat = torch.empty(t.numel(), dtype=t.dtype).copy_(t.reshape(-1))  # unit stride, even for one element
+            out[offset : offset + n] = flat.view(torch.uint8)
         offset += n
+    out[offset:].zero_()  # the padding of the last word
     return out.view(torch.int64)
 
 

@@ -115,8 +115,8 @@ def onehot_rows(e: torch.Tensor, u: torch.Tensor, rank: int) -> torch.Tensor:
     if rank == 0:
         full[0] += 1
     out = torch.empty_like(full)
-    for t in range(v):  # row by row: one (M,) index at a time
-        out[t] = torch.gather(full, 0, ((t - u) % v).unsqueeze(0))[0]
+    for t in range(v):  # row by row: one (M,) index at a time; & (v - 1) is mod v (v = 2^d), 2x faster than %
+        out[t] = torch.gather(full, 0, ((t - u) & (v - 1)).unsqueeze(0))[0]
     return out
 
 
@@ -135,7 +135,7 @@ def rotate_rows(base: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     v = base.shape[0]
     out = torch.empty_like(base)
     for t in range(v):
-        out[t] = torch.gather(base, 0, ((t + u) % v).unsqueeze(0))[0]
+        out[t] = torch.gather(base, 0, ((t + u) & (v - 1)).unsqueeze(0))[0]
     return out
 
 
@@ -202,6 +202,14 @@ class RadixSort:
         channel.plan_triples([m] * total, kind)
         v = mask + 1
         rho = tau = inst = None
+        limbs = keys.reshape(m, -1).shape[1]
+
+        def prepare_next():  # the next forward shuffle: a round's [rho | digit], or the last [rho | keys]
+            if l + 1 < total:
+                sh.prepare(m, 2, I32)
+            else:
+                sh.prepare(m, 1 + limbs, torch.int64)
+
         for l in range(total):
             dig = digits(l).reshape(-1).to(I32)
             if l:  # shuffle [rho | digit], open rho[s] below
@@ -209,7 +217,11 @@ class RadixSort:
                 rho = dig = None
                 rho_s, dig = y[:, 0].contiguous(), y[:, 1].contiguous()
                 del y
+                sh.prepare(m, 1, I32, inverse_of=inst)  # the dealer computes during this round
+                prepare_next()
             rows = channel.block(kind, m)  # r, E (V - 1 rows), b, c: views, no copies
+            if l == 0:
+                prepare_next()
             r, e, b, c = rows[0], rows[1:v], rows[v : 2 * v - 1], rows[2 * v - 1 :]
             masked = ((dig - r) & mask).to(torch.uint8)  # low bits of the shares of (digit - r) mod 2^d
             del dig
