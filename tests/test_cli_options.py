@@ -47,6 +47,14 @@ def test_builtin_data_options_with_files_are_refused(tmp_path, capsys):
     p.write_text("score,label\n0.2,0\n0.8,1\n")
     err = _one_line_error(capsys, ["evaluate", "--protocol", "plain", str(p), "--samples", "500"])
     assert "--samples does not apply to client files" in err
+    assert "--large does not apply to client files" in _one_line_error(
+        capsys, ["evaluate", "--protocol", "plain", str(p), "--large"])
+
+
+@pytest.mark.parametrize("option", [["--samples", "500"], ["--base-rate", "0.3"], ["--data-auc", "0.8"]])
+def test_large_fixes_the_built_in_set(capsys, option):
+    err = _one_line_error(capsys, ["evaluate", "--protocol", "plain", "--large", *option])
+    assert f"{option[0]} does not apply with --large" in err
 
 
 @pytest.mark.parametrize("args, match", [

@@ -108,6 +108,8 @@ def add_data_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--partition", choices=SCHEMES, default=None,
                    help="iid (uniform) or noniid (consecutive blocks by score). Default: iid")
     g.add_argument("--samples", type=int, default=None, help="M (default 458,407 as the paper's small Criteo set)")
+    g.add_argument("--large", action="store_true", default=None,
+                   help="the paper's large Criteo set instead: M = 4,584,062, P = 1,173,981, AUC 0.7505")
     g.add_argument("--base-rate", type=float, default=None, help="P/M (default 117,317/458,407)")
     g.add_argument("--data-auc", type=float, default=None, help="population AUC of the generator (default 0.7494)")
     g.add_argument("--data-seed", type=int, default=None, help="seed of the generator and the IID split (default 0)")
@@ -424,9 +426,11 @@ def check_evaluate_options(args) -> None:
     from .output import check_not_given, resolve_defaults
 
     if args.files:
-        check_not_given(args, ["clients", "partition", "samples", "base_rate", "data_auc", "data_seed"],
+        check_not_given(args, ["clients", "partition", "samples", "large", "base_rate", "data_auc", "data_seed"],
                         "to client files, only to the built-in dataset")
-    else:
+    elif args.large:
+        check_not_given(args, ["samples", "base_rate", "data_auc"], "with --large (it fixes M, P and the AUC)")
+    if not args.files:
         check_not_given(args, ["score_column", "label_column"], "without client files")
     if args.protocol == "plain":
         check_not_given(args, ["provider", "sort", "timeout", "port", "layout", "computing_parties"],
@@ -453,9 +457,13 @@ def cmd_evaluate(args) -> int:
         clients = load_clients(args.files, score_column=args.score_column, label_column=args.label_column)
         source = f"{len(args.files)} client file(s)"
     else:
+        if args.large:
+            from ..data import CRITEO_LARGE as spec
+
+            args.samples, args.base_rate, args.data_auc = spec.samples, spec.positives / spec.samples, spec.auc
         clients = builtin_clients(args.clients, args.partition, samples=args.samples,
                                   auc=args.data_auc, base_rate=args.base_rate, data_seed=args.data_seed)
-        source = f"built-in Criteo-like dataset, {args.partition} split"
+        source = f"built-in Criteo-like dataset{' (large)' if args.large else ''}, {args.partition} split"
     total = sum(len(c) for c in clients)
     plan = planned_mechanism(args, len(clients), total)
     mechanism = plan.mechanism if plan else mechanism_from_args(args, clients=len(clients))

@@ -43,7 +43,7 @@ from ..protocol.client import ClientGroup
 from ..protocol.messages import Aggregate
 from ..protocol.server import Server
 from .comm import backend
-from .comm.inlinks import PortBoard, accept_hosts, connect, listen
+from .comm.inlinks import Heartbeat, PortBoard, accept_hosts, connect, listen
 from .comm.roster import describe_helpers_rank, describe_host
 from .encoding import encode_keys, is_float32_exact
 from .party import PartyConfig, PartyResult, ProtocolError, agree_public, progress_reporter
@@ -57,7 +57,7 @@ log = logging.getLogger(__name__)
 __all__ = ["run_computing_party", "run_client_host", "computing_job", "host_job", "session_computing_job",
            "session_host_job", "HostResult", "input_columns"]
 
-CH_HELLO, CH_PUBLIC, CH_BIT, CH_INPUTS, CH_RANKS, CH_STATS = range(1, 7)
+CH_HELLO, CH_PUBLIC, CH_BIT, CH_INPUTS, CH_RANKS, CH_STATS, CH_ALIVE = range(1, 8)
 
 
 def input_columns(sort: str, limbs: int) -> tuple[int, int]:
@@ -200,13 +200,14 @@ def _compute(rank, config, links, describe, is_server, start, hellos) -> PartyRe
     corr = {h: links[h].recv_array(CH_INPUTS, (rows[h], cols)) for h in mine}
     keys = shares.shares("keys", rows, limbs, corr, column_slice=slice(0, limbs))
     progress = progress_reporter(config.progress and is_server)
-    if config.sort == "radix":
-        def digits(l):
-            return shares.shares(("digit", l), rows, 1, corr, column_slice=_digit_slice(limbs, l))
+    with Heartbeat(links.values(), CH_ALIVE):  # the hosts wait for the ranks
+        if config.sort == "radix":
+            def digits(l):
+                return shares.shares(("digit", l), rows, 1, corr, column_slice=_digit_slice(limbs, l))
 
-        twice = radix_midranks_shared(keys, digits, limbs, digit_bits=DIGIT_BITS, progress=progress)
-    else:
-        twice = secure_midranks(keys, progress=progress)
+            twice = radix_midranks_shared(keys, digits, limbs, digit_bits=DIGIT_BITS, progress=progress)
+        else:
+            twice = secure_midranks(keys, progress=progress)
     del corr, keys
     rank_seconds = time.perf_counter() - rank_start
 
@@ -298,7 +299,7 @@ def _host(h, clients, first, noise_keys, config, links, keep_ranks) -> HostResul
 
     def receive(p):
         try:
-            parts[p] = links[p].recv_array(CH_RANKS, (n,), np.int32)
+            parts[p] = links[p].recv_array(CH_RANKS, (n,), np.int32, alive=CH_ALIVE)
         except BaseException as exc:  # noqa: BLE001 - re-raised below
             errors.append(exc)
 

@@ -27,6 +27,57 @@ def _pair():
     return Link(0, 1, k01, k10, name), Link(1, 0, k10, k01, name)
 
 
+def _input_pair(timeout: float):
+    import socket
+
+    from secure_auc.mpc.comm.inlinks import InputLink
+
+    a, b = _pair()
+    sa, sb = socket.socketpair()
+    for sock in (sa, sb):
+        sock.settimeout(timeout)
+    return InputLink(sa, a, "client host", timeout), InputLink(sb, b, "computing party", timeout)
+
+
+@pytest.mark.parametrize("beating", [True, False])
+def test_a_waiting_host_outlasts_its_timeout_only_on_heartbeats(beating):
+    """Long work (three timeouts) with heartbeats: the waiting side gets its array; without
+    them, it names the silent peer within its timeout."""
+    import threading
+
+    from secure_auc.mpc.comm.inlinks import Heartbeat, InputLinkError
+
+    party, host = _input_pair(timeout=0.6)
+    ranks = np.arange(5, dtype=np.int32)
+
+    def work():
+        if beating:
+            with Heartbeat([party], channel=9):
+                time.sleep(1.8)
+        else:
+            time.sleep(1.8)
+        try:
+            party.send_array(3, ranks, np.int32)
+        except Exception:  # the host has given up and closed its end
+            pass
+
+    t = threading.Thread(target=work, daemon=True)
+    t.start()
+    start = time.monotonic()
+    try:
+        if beating:
+            assert np.array_equal(host.recv_array(3, (5,), np.int32, alive=9), ranks)
+            assert time.monotonic() - start > 1.7
+        else:
+            with pytest.raises(InputLinkError, match="no answer from computing party within 0.6 s"):
+                host.recv_array(3, (5,), np.int32, alive=9)
+            assert time.monotonic() - start < 1.5
+    finally:
+        host.close()
+        t.join()
+        party.close()
+
+
 @pytest.mark.parametrize("n", [0, 5, CHUNK, 3 * CHUNK + 7])
 def test_a_sealed_message_opens_to_the_same_bytes(n):
     a, b = _pair()

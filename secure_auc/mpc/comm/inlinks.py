@@ -29,13 +29,15 @@ from __future__ import annotations
 import json
 import socket
 import struct
+import threading
 import time
 
 import numpy as np
 
 from .channel import ChannelError, Link, derive_keys, ephemeral, public_bytes, sealed_size, sign, verify
 
-__all__ = ["InputLinkError", "InputLink", "PortBoard", "host_id", "listen", "accept_hosts", "connect", "observers"]
+__all__ = ["InputLinkError", "InputLink", "Heartbeat", "PortBoard", "host_id", "listen", "accept_hosts", "connect",
+           "observers"]
 
 _HEADER = struct.Struct("<IIQ")
 _HELLO = struct.Struct("<i32s")
@@ -68,19 +70,21 @@ class InputLink:
         self.sock, self.link, self.peer = sock, link, describe_peer
         self.timeout = timeout
         self.bytes = 0
+        self._sending = threading.Lock()  # one frame at a time (a :class:`Heartbeat` sends from its thread)
 
     # -- raw frames
     def _send(self, channel: int, payload: bytes | np.ndarray) -> None:
         data = np.frombuffer(payload, dtype=np.uint8) if isinstance(payload, (bytes, bytearray)) else \
             np.ascontiguousarray(payload).view(np.uint8).reshape(-1)
-        seq = self.link.next_send(channel)
-        sealed = self.link.seal(channel, seq, data)
-        try:
-            self.sock.sendall(_HEADER.pack(channel, seq, data.size))
-            self.sock.sendall(memoryview(sealed))
-        except OSError as exc:
-            raise InputLinkError(f"{self.peer} disconnected ({exc.strerror or exc})") from None
-        self.bytes += _HEADER.size + sealed.size
+        with self._sending:
+            seq = self.link.next_send(channel)
+            sealed = self.link.seal(channel, seq, data)
+            try:
+                self.sock.sendall(_HEADER.pack(channel, seq, data.size))
+                self.sock.sendall(memoryview(sealed))
+            except OSError as exc:
+                raise InputLinkError(f"{self.peer} disconnected ({exc.strerror or exc})") from None
+            self.bytes += _HEADER.size + sealed.size
 
     def _read_exact(self, n: int) -> memoryview:
         buf = bytearray(n)
@@ -99,8 +103,15 @@ class InputLink:
         self.bytes += n
         return view
 
-    def _recv(self, channel: int, expected: int | None) -> np.ndarray:
+    def _recv(self, channel: int, expected: int | None, alive: int | None = None) -> np.ndarray:
         ch, seq, n = _HEADER.unpack(self._read_exact(_HEADER.size))
+        while alive is not None and ch == alive and n == 0:  # the peer's heartbeat: authenticate it, wait on
+            self._open(alive, seq, 0)
+            ch, seq, n = _HEADER.unpack(self._read_exact(_HEADER.size))
+        return self._open(channel, seq, n, ch, expected)
+
+    def _open(self, channel: int, seq: int, n: int, ch: int | None = None, expected: int | None = 0) -> np.ndarray:
+        ch = channel if ch is None else ch
         want = self.link.next_recv(channel)
         if ch != channel or seq != want:
             raise ChannelError(f"a message from {self.peer} arrived out of order (channel {ch}, sequence {seq}; "
@@ -120,10 +131,16 @@ class InputLink:
     def send_array(self, channel: int, array: np.ndarray, dtype=np.int64) -> None:
         self._send(channel, np.ascontiguousarray(array, dtype=dtype))
 
-    def recv_array(self, channel: int, shape, dtype=np.int64) -> np.ndarray:
+    def recv_array(self, channel: int, shape, dtype=np.int64, *, alive: int | None = None) -> np.ndarray:
+        """An array on ``channel``; with ``alive``, the peer's heartbeats on that channel
+        (:class:`Heartbeat`) are accepted meanwhile, each renewing the timeout."""
         n = int(np.prod(shape, dtype=np.int64))
         size = np.dtype(dtype).itemsize
-        return self._recv(channel, size * n).view(dtype).reshape(shape)
+        return self._recv(channel, size * n, alive).view(dtype).reshape(shape)
+
+    def send_alive(self, channel: int) -> None:
+        """An empty authenticated frame on ``channel``: this party is alive and working."""
+        self._send(channel, b"")
 
     def send_obj(self, channel: int, obj) -> None:
         self._send(channel, json.dumps(obj).encode())
@@ -147,6 +164,37 @@ class InputLink:
             self.sock.close()
         except OSError:
             pass
+
+
+class Heartbeat:
+    """While the block runs, send every link an empty frame on ``channel`` every
+    ``interval`` seconds (from a thread), so that a peer waiting for a result of long
+    work (``recv_array(..., alive=channel)``) tells a working party from a silent one:
+    its wait stays bounded by its timeout, renewed by each heartbeat.  The frames carry
+    nothing but their time.  Default interval: a third of the links' shortest timeout."""
+
+    def __init__(self, links, channel: int, interval: float | None = None):
+        self.links, self.channel = list(links), channel
+        self.interval = interval if interval is not None else max(
+            0.5, min((link.timeout for link in self.links), default=3.0) / 3)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="heartbeat")
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            for link in self.links:
+                try:
+                    link.send_alive(self.channel)
+                except InputLinkError:  # the main thread names the peer when it next uses the link
+                    pass
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 class PortBoard:
