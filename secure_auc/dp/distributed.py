@@ -5,7 +5,8 @@ noise has to protect only those sums: it is added once in total, in shares,
 instead of once per client, and the accuracy no longer depends on the number of
 clients K.  Each client adds a *share* drawn from an infinitely divisible
 distribution, so that the sum of the shares of any h clients has exactly the
-distribution a single trusted curator would add.  Derivations, the trust model
+distribution a single trusted curator would add (discrete Gaussian shares: a
+sum close to it, accounted as such).  Derivations, the trust model
 and measured results: ``docs/distributed-noise.md``.
 
 Centred statistic.  With rbar = (M - 1) / 2 (public) and 0-based mid-ranks,
@@ -40,21 +41,35 @@ Noise families (``noise``), each calibrated for the two statistics jointly:
   shares sum to exactly DLap (Goryczka & Xiong 2015; Balle, Bell, Gascon,
   Nissim 2020).  Budget: eps_C = split * eps on D, eps_P = (1 - split) eps on P.
 * ``skellam`` ((eps, delta), integer).  Sk(mu) = Pois(mu) - Pois(mu); shares
-  Pois(mu/h) - Pois(mu/h) sum to exactly Sk(mu).  Calibrated with the Renyi-DP
-  bound of Agarwal, Kairouz & Liu (2021) for each coordinate, RDP
-  composition over the two, and the RDP -> (eps, delta) conversion of Balle et
-  al. (2020) / Canonne, Kamath & Steinke (2020) (the two forms are identical).
-  Its privacy event (:func:`.events.skellam_event`) is composed across
-  evaluations with the exact privacy-loss distribution (:mod:`.skellam_pld`).
-* ``gaussian`` ((eps, delta)).  Shares N(0, sigma^2 / h), each rounded by its
-  client to the fixed-point grid (2^-8 on C, 2^-7 on P, so that rbar e_P stays
-  on the grid).  The rounding is covered: the released sum is a post-processing
-  of the h rounded shares, and a shift Delta of the sum can be spread over the
-  h shares in grid steps, so the analytic Gaussian (Balle & Wang 2018) is
-  applied with the effective sensitivity sqrt(h * min sum_k delta_k^2)
-  (:func:`grid_effective_sensitivity`).  That is ~Delta for the C coordinate,
-  but sqrt(h g_P) >> 1 for P once h exceeds 1/g_P = 128: with many clients
-  prefer ``skellam``.
+  Pois(mu/h) - Pois(mu/h) sum to exactly Sk(mu).  Its privacy event
+  (:func:`.events.skellam_event`, one per coordinate) is composed with the exact
+  privacy-loss distribution (:mod:`.skellam_pld`); one evaluation is calibrated
+  to spend exactly eps by that PLD, starting from the Renyi-DP bound of
+  Agarwal, Kairouz & Liu (2021) with RDP composition over the two coordinates
+  and the RDP -> (eps, delta) conversion of Balle et al. (2020) / Canonne,
+  Kamath & Steinke (2020) (kept if the PLD fails).
+* ``gaussian`` ((eps, delta), integer): the distributed discrete Gaussian.
+  Each share is C_GRID N_Z(0, s_C^2) on C and P_GRID N_Z(0, s_P^2) on P (s in
+  grid units, C_GRID = 2^-8, P_GRID = 2^-7 so that rbar e_P stays on the 2^-8
+  grid), drawn exactly (:func:`.discrete.discrete_gaussian`).  A label change
+  shifts the sum by 128 (M - 1) grid steps on C and 128 on P.  The sum of h
+  shares is not a discrete Gaussian; its event (:func:`.events.ddg_event`, one
+  per coordinate) is accounted by the pointwise bound of :mod:`.ddg` with the
+  PLD of N_Z(0, h s^2), and by Kairouz, Liu & Steinke (2021, Proposition 14)
+  for RDP.  Each share's std is at least MIN_SHARE_STD = 2 grid steps, where
+  the difference between the sum and N_Z(0, h s^2) is negligible; the scale is
+  the smallest meeting (eps, delta) by the tightest accountant.
+
+Samplers.  The discrete Gaussian shares are exact (integer arithmetic on the
+client's uniform integers).  The NB and Poisson shares are integer-valued but
+computed in floating point from uniforms k / 2^53 of the client's stream: NB
+by inversion of its CDF (``scipy.stats.nbinom.ppf``), Poisson by inversion
+(``poisson.ppf``) for lambda < 10 and otherwise by the transformed rejection of
+Hoermann (1993) as numpy implements it (:func:`_poisson`).  Their support is
+all of the integers whatever the statistic (no porous support), but each
+probability deviates from the ideal NB or Poisson one by the floating-point
+error of the CDF or acceptance test and the 2^-53 resolution of the uniforms;
+the privacy analysis assumes the ideal distributions.
 
 For Skellam and Gaussian, ``split`` is the share of the squared (Mahalanobis)
 sensitivity budget on C: Delta_C^2 / sigma_C^2 = split / sigma_1^2 and
@@ -555,9 +570,11 @@ class DistributedNoiseMechanism(Mechanism):
     def privacy_event(self, total: int | None = None) -> dict:
         """The curator's noise on (D, P): two eps-DP events (discrete Laplace), two Skellam events
         (:func:`.events.skellam_event`: Sk(mu_D) on D, sensitivity M - 1, and Sk(mu_P) on P,
-        sensitivity 1; needs M: a party's ledger passes the lower bound n_k + K - 1, for which
-        mu_D / (M - 1)^2 and the composed eps agree to about 1e-9 relative on the built-in data)
-        or one Gaussian event with noise multiplier sigma_1 (Gaussian)."""
+        sensitivity 1) or two distributed discrete Gaussian events (:func:`.events.ddg_event`:
+        h shares N_Z(0, s^2) with the shift 128 (M - 1) on C and 128 on P, grid steps).  Skellam
+        and Gaussian need M: a party's ledger passes the lower bound n_k + K - 1, for which the
+        noise per unit of sensitivity and the composed eps agree closely (about 1e-9 relative
+        for Skellam on the built-in data)."""
         from .events import composed_event, pure_event, skellam_event
 
         if self.noise == "discrete_laplace":
