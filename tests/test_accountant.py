@@ -450,6 +450,7 @@ def test_planning_100_gaussian_evaluations_within_10_and_1e6_has_std_below_4e5()
     stats = LocalStatistics.from_owner(midranks(scores), labels, partition_owner(scores, k, "iid", seed=0), k)
     p = plan_evaluations(lambda e, d: make_mechanism("distributed", e, delta=d, clients=k, noise="gaussian"),
                          100, 10.0, 1e-6, total=m)
+    assert [e["kind"] for e in p.mechanism.privacy_event(m)["events"]] == ["ddg", "ddg"]
     assert p.composition.accountant == "pld" and p.composition.epsilon <= 10.0
     assert compose([p.mechanism.privacy_event(m)] * 100, 1e-6).epsilon <= 10.0 * (1 + 1e-9)
     assert p.mechanism.delta_method_std(stats, m, rank_auc(labels, scores)) <= 4e-5
