@@ -42,7 +42,7 @@ integers are cut where L crosses the grid values k h (h the discretisation
 interval); each block's mass goes to its largest loss rounded up, so the
 result is pessimistic whatever the cut points.  Block masses are differences of
 the cdf P[X <= c]: summed term by term for sigma < 16 (or small supports),
-else from :func:`.discrete._dgauss_tail` (Euler-Maclaurin, relative error
+else from :func:`.discrete.dgauss_tail` (Euler-Maclaurin, relative error
 O(sigma^-5)); the mass beyond +-t, t = 10 sigma (tail ~ 1e-23), goes to +infinity
 (high losses) and to the loss just above it (low losses), plus a margin of 1e-12 on the
 +infinity mass for floating-point error.  dp-accounting's own
@@ -58,12 +58,12 @@ from functools import lru_cache
 
 import numpy as np
 
-from .discrete import _dgauss_tail
+from .discrete import dgauss_tail
+from .skellam_pld import capped_masses, pessimistic_pld
 
 __all__ = ["ddg_eta", "ddg_max_divergence", "ddg_tau", "ddg_rdp", "dgauss_pld"]
 
 _ERR = 1e-12
-_TOL = 1e-12
 _ENUMERATE_MAX = 2**21
 
 
@@ -132,8 +132,8 @@ def _cdf(c: np.ndarray, sigma: float) -> np.ndarray:
     c = np.asarray(c, dtype=np.float64)
     out = np.empty(c.shape)
     neg = c < 0
-    out[neg] = _dgauss_tail(-c[neg], sigma)  # P[X <= c] = P[X >= -c]
-    out[~neg] = 1.0 - _dgauss_tail(c[~neg] + 1.0, sigma)
+    out[neg] = dgauss_tail(-c[neg], sigma)  # P[X <= c] = P[X >= -c]
+    out[~neg] = 1.0 - dgauss_tail(c[~neg] + 1.0, sigma)
     return out
 
 
@@ -165,8 +165,6 @@ def dgauss_pld(sigma: float, sensitivity: int, value_discretization_interval: fl
     >>> bool(abs(dg - ga) < 2e-3)
     True
     """
-    from dp_accounting.pld.privacy_loss_distribution import PrivacyLossDistribution
-
     sigma, d, h = float(sigma), int(sensitivity), float(value_discretization_interval)
     if not (sigma > 0 and math.isfinite(sigma)) or d < 1 or d != sensitivity:
         raise ValueError(f"need sigma > 0 and an integer sensitivity >= 1, got sigma = {sigma}, sensitivity = {sensitivity}")
@@ -186,7 +184,7 @@ def dgauss_pld(sigma: float, sensitivity: int, value_discretization_interval: fl
         lo_mass = 0.0
     else:
         t = int(math.ceil(10 * sigma))  # P[X > 10 sigma] ~ 8e-24
-        lo_mass = float(_dgauss_tail(np.array([t + 1.0]), sigma)[0])  # P[X < -t]
+        lo_mass = float(dgauss_tail(np.array([t + 1.0]), sigma)[0])  # P[X < -t]
         if 2 * t + 1 <= _ENUMERATE_MAX:
             cuts = np.arange(-t - 1, t + 1, dtype=np.float64)
         else:
@@ -198,19 +196,5 @@ def dgauss_pld(sigma: float, sensitivity: int, value_discretization_interval: fl
     first = cuts[:-1] + 1  # block j = (cuts[j], cuts[j + 1]]
     mass = np.maximum(0.0, np.diff(cdf))
     infinity = lo_mass + _ERR
-    cum = infinity + np.cumsum(mass.astype(np.longdouble))
-    over = cum > 1
-    if over.any():
-        upper = np.minimum(cum, 1)
-        mass = np.where(over, np.diff(np.concatenate([[infinity], upper])).astype(np.float64), mass)
-    rest = float(max(0.0, 1.0 - min(float(cum[-1]), 1.0)))  # x > t: the lowest losses
-    losses = loss(first)
-    rounded = np.ceil((losses + _TOL * (1 + np.abs(losses))) / h).astype(np.int64)
-    last = float(loss(t + 1))
-    keys = np.concatenate([rounded, [math.ceil((last + _TOL * (1 + abs(last))) / h)]])
-    vals = np.concatenate([mass, [rest]])
-    base = keys.min()
-    acc = np.bincount(keys - base, weights=vals)
-    nz = np.nonzero(acc)[0]
-    pmf_out = {int(k + base): float(acc[k]) for k in nz}
-    return PrivacyLossDistribution.create_from_rounded_probability(pmf_out, infinity, h, pessimistic_estimate=True)
+    mass, rest = capped_masses(mass, infinity)  # rest: x > t, the lowest losses
+    return pessimistic_pld(loss(first), mass, float(loss(t + 1)), rest, infinity, h)

@@ -573,8 +573,8 @@ class DistributedNoiseMechanism(Mechanism):
         sensitivity 1) or two distributed discrete Gaussian events (:func:`.events.ddg_event`:
         h shares N_Z(0, s^2) with the shift 128 (M - 1) on C and 128 on P, grid steps).  Skellam
         and Gaussian need M: a party's ledger passes the lower bound n_k + K - 1, for which the
-        noise per unit of sensitivity and the composed eps agree closely (about 1e-9 relative
-        for Skellam on the built-in data)."""
+        noise per unit of sensitivity and the composed eps agree closely on the built-in data
+        (about 1e-9 relative for Skellam, 1e-6 for Gaussian: the calibration's tolerance)."""
         from .events import composed_event, pure_event, skellam_event
 
         if self.noise == "discrete_laplace":
