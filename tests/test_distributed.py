@@ -185,6 +185,9 @@ def test_sum_of_h_discrete_gaussian_shares_has_variance_h_s2():
     assert tot_c.var() == pytest.approx(h * float(dgauss_variance(1.0)), rel=0.03)
     assert tot_p.var() == pytest.approx(h * 4.0, rel=0.03)
     assert abs(tot_c.mean()) < 0.03 and abs(tot_p.mean()) < 0.05
+    # any h: one share per entry (h = 49, where 1 / h * h is not 1 in floating point)
+    e_c, _ = Calibration("gaussian", 49, 3.0, 3.0, 1.0, 1.0).draw(KeyStreams(list(range(1, 50)), "noise|3"), (2, 49))
+    assert e_c.shape == (2, 49) and np.all(e_c / C_GRID == np.round(e_c / C_GRID))
 
 
 @pytest.mark.parametrize("clients", [5, 458_407])

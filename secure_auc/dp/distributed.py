@@ -253,7 +253,7 @@ class Calibration:
         """
         f = shares / self.honest
         if isinstance(rng, Uniforms):
-            return self._draw_streams(rng, tuple(shape), f)
+            return self._draw_streams(rng, tuple(shape), f, shares)
         if self.noise == "discrete_laplace":
             out = []
             for p in (self.param_c, self.param_p):
@@ -279,7 +279,7 @@ class Calibration:
         """Gaussian: s^2 of one client's share on C and on P (grid units), as accounted."""
         return self.var_c / (self.honest * C_GRID**2), self.var_p / (self.honest * P_GRID**2)
 
-    def _draw_streams(self, src: Uniforms, shape: tuple, f: float) -> tuple[np.ndarray, np.ndarray]:
+    def _draw_streams(self, src: Uniforms, shape: tuple, f: float, shares: float) -> tuple[np.ndarray, np.ndarray]:
         """One client's shares from its own streams, many clients at once: exact discrete Gaussians
         (Gaussian, :func:`.discrete.discrete_gaussian`), inversion of 53-bit uniforms (NB) and
         transformed rejection (Poisson, numpy's PTRS) in floating point (module docstring)."""
@@ -294,7 +294,7 @@ class Calibration:
             for mu in (self.param_c, self.param_p):
                 out.append((_poisson(src, owner, f * mu) - _poisson(src, owner, f * mu)).astype(np.float64).reshape(shape))
             return out[0] / 2.0, out[1]
-        if f * self.honest != 1:
+        if shares != 1:
             raise ValueError("discrete Gaussian shares are drawn one client's share per entry")
         for s, grid in ((self.param_c, C_GRID), (self.param_p, P_GRID)):
             out.append(discrete_gaussian(src, s, shape).astype(np.float64) * grid)
