@@ -140,7 +140,7 @@ __all__ = [
 NOISES = ("discrete_laplace", "skellam", "gaussian")
 C_GRID = 2.0**-8  # Gaussian shares on C: the protocol's fixed-point step (protocol.messages.FRACTION_BITS)
 P_GRID = 2.0**-7  # Gaussian shares on P: rbar * e_P must stay on the 2^-8 grid (rbar is a half-integer)
-MIN_SHARE_STD = 2.0  # least std of a discrete Gaussian share, in grid units (the sum's bound L < 1e-10 for h <= 10^6)
+MIN_SHARE_STD = 2.0  # least std of a discrete Gaussian share, in grid units (the sum's bound L < 3e-17 for h <= 10^6)
 SPLIT_BOUNDS = (0.01, 0.99)
 RDP_ORDERS = np.unique(np.round(np.geomspace(2, 1e6, 3000)))  # integer Renyi orders for the Skellam accounting
 
