@@ -42,11 +42,12 @@ Delta the privacy loss of output x is L(x) = log p(x) - log p(x - Delta)
 integers are cut where L crosses the grid values k h (h the discretisation
 interval); each block's mass goes to its largest loss rounded up, so the
 result is pessimistic whatever the cut points.  Block masses are differences of
-the cdf P[X <= c]: summed term by term for sigma < 16 (or small supports),
-else from :func:`.discrete.dgauss_tail` (Euler-Maclaurin, relative error
-O(sigma^-5)); the mass beyond +-t, t = 10 sigma (tail ~ 1e-23), goes to +infinity
-(high losses) and to the loss just above it (low losses), plus a margin of 1e-12 on the
-+infinity mass for floating-point error.  dp-accounting's own
+the cdf P[X <= c]: summed term by term on supports of up to 2^21 integers
+(sigma up to ~87,000), else from :func:`.discrete.dgauss_tail`
+(Euler-Maclaurin, absolute error about 1e-4 sigma^-5, below 1e-28 there);
+the mass beyond +-t (t = 10 sigma, tail ~ 1e-23) goes to +infinity (high
+losses) and to the loss just above it (low losses), plus a margin of 1e-12 on
+the +infinity mass for floating-point error.  dp-accounting's own
 ``DiscreteGaussianPrivacyLoss`` allocates arrays of 23 sigma entries, which is
 out of reach at sigma ~ 1e6 .. 1e9 grid units; it is the reference for this
 one at small sigma in ``tests/test_accountant.py``.
@@ -129,7 +130,7 @@ def ddg_rdp(alpha, variance: float, shares: int, sensitivity: float) -> np.ndarr
 
 
 def _cdf(c: np.ndarray, sigma: float) -> np.ndarray:
-    """P[X <= c] for integers c, X ~ N_Z(0, sigma^2), sigma >= 16, from the upper tail on the far side."""
+    """P[X <= c] for integers c, X ~ N_Z(0, sigma^2), sigma large, from the upper tail on the far side."""
     c = np.asarray(c, dtype=np.float64)
     out = np.empty(c.shape)
     neg = c < 0
@@ -175,24 +176,20 @@ def dgauss_pld(sigma: float, sensitivity: int, value_discretization_interval: fl
         x = np.asarray(x, dtype=np.float64)
         return (d * d - 2.0 * x * d) / (2.0 * s2)
 
-    if sigma < 16:
-        t = int(math.ceil(40 * sigma)) + 40  # exp(-800) beyond: far below _TAIL
+    t = int(math.ceil(12 * sigma)) + 40
+    if 2 * t + 1 <= _ENUMERATE_MAX:  # sigma up to ~87,000: the pmf term by term, one integer per block
         xs = np.arange(-t, t + 1, dtype=np.float64)
         w = np.exp(-xs * xs / (2 * s2))
-        pmf = w / w.sum()
-        cuts = np.arange(-t - 1, t + 1, dtype=np.float64)  # one integer per block
-        cdf = np.concatenate([[0.0], np.cumsum(pmf)])
-        lo_mass = 0.0
-    else:
+        cuts = np.arange(-t - 1, t + 1, dtype=np.float64)
+        cdf = np.concatenate([[0.0], np.cumsum(w / w.sum())])
+        lo_mass = 0.0  # the mass beyond +-t, below exp(-72), is within the margin _ERR
+    else:  # the cdf at the cut points from the Euler-Maclaurin tails (error O(sigma^-5) <= 1e-28)
         t = int(math.ceil(10 * sigma))  # P[X > 10 sigma] ~ 8e-24
         lo_mass = float(dgauss_tail(np.array([t + 1.0]), sigma)[0])  # P[X < -t]
-        if 2 * t + 1 <= _ENUMERATE_MAX:
-            cuts = np.arange(-t - 1, t + 1, dtype=np.float64)
-        else:
-            top, bottom = float(loss(-t)), float(loss(t))
-            k = np.arange(math.ceil(bottom / h), math.floor(top / h) + 1, dtype=np.float64)
-            x_of = np.floor((d * d - 2.0 * s2 * k * h) / (2.0 * d))  # the largest x with L(x) >= k h (up to rounding)
-            cuts = np.unique(np.clip(np.concatenate([x_of, [-t - 1.0, float(t)]]), -t - 1.0, float(t)))
+        top, bottom = float(loss(-t)), float(loss(t))
+        k = np.arange(math.ceil(bottom / h), math.floor(top / h) + 1, dtype=np.float64)
+        x_of = np.floor((d * d - 2.0 * s2 * k * h) / (2.0 * d))  # the largest x with L(x) >= k h (up to rounding)
+        cuts = np.unique(np.clip(np.concatenate([x_of, [-t - 1.0, float(t)]]), -t - 1.0, float(t)))
         cdf = _cdf(cuts, sigma)
     first = cuts[:-1] + 1  # block j = (cuts[j], cuts[j + 1]]
     mass = np.maximum(0.0, np.diff(cdf))

@@ -359,8 +359,11 @@ def _smallest_scale(eps_of, epsilon: float, guess: float, rtol: float = 1e-6) ->
         if hi / lo - 1 < rtol or -fhi <= rtol * epsilon:
             break
         ul, uh = math.log(lo), math.log(hi)
-        u = uh - fhi * (uh - ul) / (fhi - flo)
-        u = min(max(u, ul + 1e-3 * (uh - ul)), uh - 1e-3 * (uh - ul))
+        if math.isfinite(flo):
+            u = uh - fhi * (uh - ul) / (fhi - flo)
+            u = min(max(u, ul + 1e-3 * (uh - ul)), uh - 1e-3 * (uh - ul))
+        else:  # eps_of(lo) = inf: bisect
+            u = (ul + uh) / 2
         mid = math.exp(u)
         fm = f(mid)
         if fm <= 0:
