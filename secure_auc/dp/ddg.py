@@ -70,10 +70,14 @@ _ENUMERATE_MAX = 2**21
 
 
 def ddg_eta(v) -> np.ndarray:
-    """eta(v) = 2 sum_{k >= 1} exp(-2 pi^2 v k^2): the Poisson-summation error of a Gaussian theta sum."""
+    """eta(v) = 2 sum_{k >= 1} exp(-2 pi^2 v k^2): the Poisson-summation error of a Gaussian theta sum
+    (terms k <= 8, and for k >= 9 the bound exp(-2 pi^2 v 81) / (1 - exp(-2 pi^2 v 18)), since
+    k^2 - 81 >= 18 (k - 9))."""
     v = np.asarray(v, dtype=np.float64)
     k = np.arange(1, 9, dtype=np.float64)
-    return 2.0 * np.exp(-2.0 * math.pi**2 * v[..., None] * k * k).sum(axis=-1)
+    c = 2.0 * math.pi**2 * v
+    rest = np.exp(-81.0 * c) / -np.expm1(-18.0 * c)
+    return 2.0 * (np.exp(-c[..., None] * k * k).sum(axis=-1) + rest)
 
 
 def _check_shares(variance: float, shares: int) -> tuple[float, int]:
