@@ -41,6 +41,7 @@ MECHANISMS = [
     ("gaussian (discrete, adaptive)", "adaptive", {"noise": "gaussian"}, True),
     ("distributed discrete Laplace", "distributed", {"noise": "laplace"}, False),
     ("distributed Skellam", "distributed", {"noise": "skellam"}, True),
+    ("distributed discrete Gaussian", "distributed", {"noise": "gaussian"}, True),
 ]
 
 

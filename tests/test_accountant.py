@@ -209,7 +209,7 @@ def test_cli_plan_and_evaluations(tmp_path, capsys):
                for d in json.loads(path.read_text())["datasets"].values())
 
 
-@pytest.mark.parametrize("name", ["secure_auc.dp.events", "secure_auc.dp.planning", "secure_auc.dp.discrete",
+@pytest.mark.parametrize("name", ["secure_auc.dp.events", "secure_auc.dp.planning", "secure_auc.dp.discrete", "secure_auc.dp.ddg",
                                   "secure_auc.dp.noise", "secure_auc.dp.skellam_pld"])
 def test_examples_of_the_accounting_and_noise_modules_run(name):
     import doctest
@@ -348,6 +348,109 @@ def test_planning_100_skellam_evaluations_within_10_and_1e6_has_std_below_4e5():
     stats = LocalStatistics.from_owner(midranks(scores), labels, partition_owner(scores, k, "iid", seed=0), k)
     p = plan_evaluations(lambda e, d: make_mechanism("distributed", e, delta=d, clients=k, noise="skellam"),
                          100, 10.0, 1e-6, total=m)
+    assert p.composition.accountant == "pld" and p.composition.epsilon <= 10.0
+    assert compose([p.mechanism.privacy_event(m)] * 100, 1e-6).epsilon <= 10.0 * (1 + 1e-9)
+    assert p.mechanism.delta_method_std(stats, m, rank_auc(labels, scores)) <= 4e-5
+
+
+# ---- the distributed discrete Gaussian --------------------------------------------------------------
+def _sum_of_dgauss_pmf(s2, h):
+    """Exact pmf of the sum of h iid N_Z(0, s2), by convolution of the (truncated) pmf."""
+    r = int(40 * math.sqrt(s2)) + 40
+    k = np.arange(-r, r + 1)
+    one = np.exp(-k * k / (2.0 * s2))
+    one /= one.sum()
+    out = one
+    for _ in range(h - 1):
+        out = np.convolve(out, one)
+    return np.arange(-(len(out) // 2), len(out) // 2 + 1), out
+
+
+@pytest.mark.parametrize("s2, h", [(0.3, 2), (0.5, 3), (1.0, 5)])
+def test_ddg_pointwise_bound_holds_against_the_exact_sum(s2, h):
+    """|log P[S = z] / P[N_Z(0, h s^2) = z]| <= L for the exact pmf of the sum S (where it is not tiny)."""
+    from secure_auc.dp.ddg import ddg_max_divergence, ddg_tau
+
+    z, p = _sum_of_dgauss_pmf(s2, h)
+    q = np.exp(-z * z / (2.0 * h * s2))
+    q /= q.sum()
+    ok = (p > 1e-250) & (q > 1e-250)
+    worst = np.abs(np.log(p[ok]) - np.log(q[ok])).max()
+    bound = ddg_max_divergence(s2, h)
+    assert worst <= bound and worst > bound / 500  # valid, and not vacuous
+    assert bound <= ddg_tau(s2, h)  # below the paper's tau
+
+
+def test_ddg_rdp_is_the_papers_proposition_14_at_a_hand_checked_point():
+    """s^2 = 1, h = 3, Delta = 2: tau = 10 (exp(-pi^2) + exp(-4 pi^2 / 3)) = 5.36e-4, RDP
+    min(alpha 2 / 3 + tau, alpha / 2 (2 / sqrt 3 + tau)^2), converted like dp-accounting."""
+    from secure_auc.dp.ddg import ddg_tau
+    from secure_auc.dp.distributed import rdp_to_dp
+    from secure_auc.dp.events import _RDP_ORDERS, ddg_event
+
+    tau = 10 * (math.exp(-math.pi**2) + math.exp(-4 * math.pi**2 / 3))
+    assert ddg_tau(1.0, 3) == pytest.approx(tau, rel=1e-12) and tau == pytest.approx(5.36e-4, rel=1e-3)
+    a = _RDP_ORDERS
+    rdp = np.minimum(a * 4 / 6 + tau, a / 2 * (2 / math.sqrt(3) + tau) ** 2)
+    c = compose([ddg_event(1.0, 3, 2)], 1e-5)
+    assert c.rdp == pytest.approx(rdp_to_dp(rdp, a, 1e-5), rel=1e-4)
+    assert c.rdp > compose([zcdp_event(4 / 6)], 1e-5).rdp  # tau costs something here
+
+
+@pytest.mark.parametrize("sigma, d", [(3.0, 1), (40.0, 3), (40.0, 100)])
+def test_discrete_gaussian_pld_matches_dp_accountings_at_small_sigma(sigma, d):
+    from dp_accounting.pld import privacy_loss_distribution as pld
+
+    from secure_auc.dp.ddg import dgauss_pld
+
+    ref = pld.from_discrete_gaussian_mechanism(sigma, sensitivity=d)
+    for delta in (1e-3, 1e-6, 1e-9):
+        ours = dgauss_pld(sigma, d).get_epsilon_for_delta(delta)
+        assert ours >= ref.get_epsilon_for_delta(delta) - 2e-4 and ours == pytest.approx(ref.get_epsilon_for_delta(delta), abs=5e-4)
+
+
+@pytest.mark.parametrize("t", [1, 30])
+def test_ddg_event_is_the_gaussian_at_many_grid_steps(t):
+    """s = 1e6 grid steps, h = 100, Delta = 1e7: the Gaussian with noise multiplier 1 (PLD, T-fold)."""
+    from secure_auc.dp.events import ddg_event
+
+    c = compose([ddg_event(1e12, 100, 10**7)] * t, 1e-6)
+    g = compose([gaussian_event(1.0)] * t, 1e-6)
+    assert c.accountant == "pld" and c.epsilon == pytest.approx(g.epsilon, abs=2e-3 * t**0.5)
+
+
+def test_ddg_sum_costs_more_than_one_discrete_gaussian_at_small_s():
+    """At s < 1 the sum of h shares is not N_Z(0, h s^2): both accountants charge the difference (tau, L)."""
+    from secure_auc.dp.events import ddg_event
+
+    shares, single = compose([ddg_event(0.5, 4, 1)], 1e-6), compose([ddg_event(2.0, 1, 1)], 1e-6)
+    assert shares.epsilon > single.epsilon + 0.02
+    assert shares.rdp > single.rdp + 0.05 and shares.pld > single.pld + 0.02
+    big = compose([ddg_event(64.0, 4, 8)], 1e-6), compose([ddg_event(256.0, 1, 8)], 1e-6)
+    assert big[0].epsilon == big[1].epsilon  # s = 8: no difference left in floating point
+
+
+def test_ddg_event_is_checked():
+    from secure_auc.dp.events import check_event, ddg_event
+
+    with pytest.raises(ValueError, match="at least 1/4"):
+        check_event(ddg_event(0.2, 3, 1))
+    with pytest.raises(ValueError, match="shares of a ddg event"):
+        check_event({"kind": "ddg", "variance": 4.0, "shares": 0, "sensitivity": 1})
+
+
+def test_planning_100_gaussian_evaluations_within_10_and_1e6_has_std_below_4e5():
+    """Distributed discrete Gaussian on the built-in data, K = 10, as the Skellam test above."""
+    from secure_auc.data import make_ctr_dataset, partition_owner
+    from secure_auc.local_stats import LocalStatistics
+    from secure_auc.metrics import midranks, rank_auc
+
+    scores, labels = make_ctr_dataset()
+    m, k = len(labels), 10
+    stats = LocalStatistics.from_owner(midranks(scores), labels, partition_owner(scores, k, "iid", seed=0), k)
+    p = plan_evaluations(lambda e, d: make_mechanism("distributed", e, delta=d, clients=k, noise="gaussian"),
+                         100, 10.0, 1e-6, total=m)
+    assert [e["kind"] for e in p.mechanism.privacy_event(m)["events"]] == ["ddg", "ddg"]
     assert p.composition.accountant == "pld" and p.composition.epsilon <= 10.0
     assert compose([p.mechanism.privacy_event(m)] * 100, 1e-6).epsilon <= 10.0 * (1 + 1e-9)
     assert p.mechanism.delta_method_std(stats, m, rank_auc(labels, scores)) <= 4e-5

@@ -12,12 +12,13 @@ from secure_auc.data import make_ctr_dataset
 from secure_auc.dp.distributed import (
     C_GRID,
     P_GRID,
+    MIN_SHARE_STD,
+    Calibration,
     DistributedNoise,
     DistributedNoiseMechanism,
     centred_std,
     dlap_pmf,
     dlap_variance,
-    grid_effective_sensitivity,
     laplace_split,
     optimal_split,
     prior_ratio,
@@ -25,7 +26,10 @@ from secure_auc.dp.distributed import (
     skellam_epsilon,
     skellam_rdp,
 )
+from secure_auc.dp.discrete import dgauss_variance
+from secure_auc.dp.events import compose
 from secure_auc.dp.noise import analytic_gaussian_sigma
+from secure_auc.dp.streams import KeyStreams
 from secure_auc.dp.base import estimate_auc
 from secure_auc.evaluate import builtin_clients, evaluate
 from secure_auc.local_stats import LocalStatistics
@@ -128,38 +132,87 @@ def test_rdp_conversion_is_conservative_against_the_analytic_gaussian():
     assert 1.0 < eps < 1.15
 
 
-@pytest.mark.parametrize("eps, delta", [(1.0, 1e-6), (4.0, 1e-9)])
-def test_skellam_calibration_is_tight(eps, delta):
+@pytest.mark.parametrize("eps, delta", [(1.0, 1e-6), (4.0, 1e-9), (10.0, 1e-6)])
+def test_skellam_calibration_is_tight_by_the_tightest_accountant(eps, delta):
+    """One evaluation spends its nominal eps by the PLD (not less, as an RDP calibration would)."""
     mech = DistributedNoiseMechanism(eps, 10, noise="skellam", delta=delta)
     m = 10_001
     cal = mech.calibration(m)
     mus = (cal.param_c, cal.param_p)
-    assert skellam_epsilon(mus, (m - 1, 1), delta) <= eps
-    assert skellam_epsilon((mus[0] * 0.98, mus[1] * 0.98), (m - 1, 1), delta) > eps
+    c = compose([mech.privacy_event(m)], delta)
+    assert c.accountant == "pld" and eps * 0.99 <= c.epsilon <= eps * (1 + 1e-9)
+    assert skellam_epsilon(mus, (m - 1, 1), delta) > eps  # the RDP bound alone would not allow this noise
     # the squared-sensitivity budget is split as asked: Delta^2/(2 mu) in proportion split : 1 - split
     w = (m - 1) ** 2 / (2 * mus[0]) / ((m - 1) ** 2 / (2 * mus[0]) + 1 / (2 * mus[1]))
     assert w == pytest.approx(mech.eps_split, rel=1e-9)
 
 
-def test_grid_effective_sensitivity_is_the_best_spread_of_the_shift():
-    """Brute force: min over grid shifts delta_k with sum Delta of h * sum delta_k^2."""
-    for q, h in itertools.product(range(0, 7), range(1, 5)):
-        best = min(sum(x * x for x in c) for c in itertools.product(range(q + 1), repeat=h) if sum(c) == q)
-        assert grid_effective_sensitivity(q * 0.5, 0.5, h) == pytest.approx(math.sqrt(h * best) * 0.5)
-    assert grid_effective_sensitivity(3.0, 0.25, 1) == 3.0
+def _dgauss_pmf(s):
+    ks = np.arange(-int(40 * s) - 40, int(40 * s) + 41)
+    w = np.exp(-ks.astype(float) ** 2 / (2 * s * s))
+    z = w.sum()
+    return lambda x: np.exp(-np.asarray(x, dtype=float) ** 2 / (2 * s * s)) / z
 
 
-def test_gaussian_shares_are_on_the_fixed_point_grid_and_calibrated():
-    mech = DistributedNoiseMechanism(1.0, 5, noise="gaussian", delta=1e-5)
+def test_gaussian_shares_from_the_streams_are_exact_discrete_gaussians_on_the_grid():
+    """Release path: each share is C_GRID N_Z(0, s_c^2) and P_GRID N_Z(0, s_p^2) (chi-square against
+    the discrete Gaussian pmf at s = 3 and s = 40), never off the grid; and at s = 1 its variance is
+    the discrete Gaussian's, not that of a rounded continuous Gaussian (1 + 1/12)."""
+    n = 1000
+    src = KeyStreams(list(range(1, n + 1)), "noise|0")
+    cal = Calibration("gaussian", 1, 3.0, 40.0, 9.0 * C_GRID**2, 1600.0 * P_GRID**2)
+    e_c, e_p = cal.draw(src, (60, n))
+    for e, grid, s in ((e_c, C_GRID, 3.0), (e_p, P_GRID, 40.0)):
+        k = e / grid
+        assert np.all(k == np.round(k))
+        support = np.arange(-int(3 * s), int(3 * s) + 1)
+        stat, crit = chi_square(k.ravel(), _dgauss_pmf(s), support)
+        assert stat < crit, s
+    one = Calibration("gaussian", 1, 1.0, 1.0, C_GRID**2, P_GRID**2)
+    e_c, _ = one.draw(KeyStreams(list(range(1, n + 1)), "noise|1"), (150, n))
+    k = (e_c / C_GRID).ravel()
+    assert k.var() == pytest.approx(float(dgauss_variance(1.0)), rel=0.025)  # rounded N(0, 1): +8 %
+    stat, crit = chi_square(k, _dgauss_pmf(1.0), np.arange(-4, 5))
+    assert stat < crit
+
+
+def test_sum_of_h_discrete_gaussian_shares_has_variance_h_s2():
+    """The clients' shares, drawn together from their own streams, sum to variance h s^2 (s = 1, h = 4)."""
+    h = 4
+    cal = Calibration("gaussian", h, 1.0, 2.0, h * C_GRID**2, 4 * h * P_GRID**2)
+    e_c, e_p = cal.draw(KeyStreams(list(range(1, h + 1)), "noise|2"), (40_000, h))
+    tot_c, tot_p = e_c.sum(axis=1) / C_GRID, e_p.sum(axis=1) / P_GRID
+    assert tot_c.var() == pytest.approx(h * float(dgauss_variance(1.0)), rel=0.03)
+    assert tot_p.var() == pytest.approx(h * 4.0, rel=0.03)
+    assert abs(tot_c.mean()) < 0.03 and abs(tot_p.mean()) < 0.05
+    # any h: one share per entry (h = 49, where 1 / h * h is not 1 in floating point)
+    e_c, _ = Calibration("gaussian", 49, 3.0, 3.0, 1.0, 1.0).draw(KeyStreams(list(range(1, 50)), "noise|3"), (2, 49))
+    assert e_c.shape == (2, 49) and np.all(e_c / C_GRID == np.round(e_c / C_GRID))
+
+
+@pytest.mark.parametrize("clients", [5, 458_407])
+def test_gaussian_calibration_is_tight_by_the_ddg_accountant(clients):
+    """Shares N_Z(0, s^2) sum to (eps, delta) exactly at the nominal budget (PLD of the distributed
+    discrete Gaussian, Kairouz, Liu & Steinke 2021): 2 % less noise would exceed it.  With many
+    clients the P shares stay at least MIN_SHARE_STD grid steps."""
+    mech = DistributedNoiseMechanism(1.0, clients, noise="gaussian", delta=1e-5)
     m = 2001
     cal = mech.calibration(m)
-    sigma1 = float(analytic_gaussian_sigma(1.0, 1e-5))
-    # Mahalanobis sensitivity of (C, P) with the grid-effective sensitivities is exactly 1 / sigma1
-    sc = grid_effective_sensitivity((m - 1) / 2, C_GRID, 5)
-    sp = grid_effective_sensitivity(1.0, P_GRID, 5)
-    assert (sc / cal.param_c) ** 2 + (sp / cal.param_p) ** 2 == pytest.approx(1 / sigma1**2)
-    e_c, e_p = cal.draw(np.random.default_rng(5), (1000,))
-    assert np.all(e_c / C_GRID == np.round(e_c / C_GRID)) and np.all(e_p / P_GRID == np.round(e_p / P_GRID))
+    ev = mech.privacy_event(m)
+    c = compose([ev], 1e-5)
+    assert c.accountant == "pld" and 0.999 <= c.epsilon <= 1.0 + 1e-9
+    assert [e["sensitivity"] for e in ev["events"]] == [128 * (m - 1), 128]
+    v_c, v_p = cal.share_variances()
+    assert cal.param_c**2 >= v_c and cal.param_p**2 >= v_p and min(cal.param_c, cal.param_p) >= MIN_SHARE_STD
+    smaller = [dict(e, variance=e["variance"] * 0.98) for e in ev["events"]]
+    assert compose(smaller, 1e-5).epsilon > 1.0
+    assert mech.noise_variance(m) == pytest.approx((clients * v_c * C_GRID**2, clients * v_p * P_GRID**2))
+    if clients == 5:  # few clients: about the Gaussian with the analytic sigma (Mahalanobis 1 / sigma1)
+        sigma1 = float(analytic_gaussian_sigma(1.0, 1e-5))
+        maha = (128 * (m - 1)) ** 2 / (clients * v_c) + 128**2 / (clients * v_p)
+        assert maha == pytest.approx(1 / sigma1**2, rel=0.01)
+    else:
+        assert cal.param_p == pytest.approx(MIN_SHARE_STD)
 
 
 # ---- the centred release ---------------------------------------------------------------------------
@@ -274,6 +327,9 @@ def test_a_single_share_is_not_private_on_its_own():
     sk = DistributedNoise(1.0, 1000, noise="skellam", delta=1e-6)
     assert DistributedNoise(1.0, 1, noise="skellam", delta=1e-6).share_epsilon(m) == pytest.approx(1.0, rel=1e-3)
     assert sk.share_epsilon(m) > 50  # 1/1000 of the variance: (eps, 1e-6) with eps ~ 76
+    ga = DistributedNoise(1.0, 1000, noise="gaussian", delta=1e-6)
+    assert DistributedNoise(1.0, 1, noise="gaussian", delta=1e-6).share_epsilon(m) == pytest.approx(1.0, rel=1e-3)
+    assert ga.share_epsilon(m) > 50
 
 
 def test_discrete_laplace_variance_formula():
@@ -287,9 +343,7 @@ def test_default_split_for_each_noise():
     assert optimal_split(1.0) == pytest.approx(0.716, abs=0.001)  # priors AUC 0.75, base rate 0.25: r = 0.25
     assert optimal_split(1.0, "skellam") == pytest.approx(0.8)
     assert optimal_split(8.0) > optimal_split(1.0)  # the discrete P noise is cheaper at large eps
-    # Gaussian: rounding shares to the grid makes P's effective sensitivity grow with h
-    assert optimal_split(1.0, "gaussian", honest=1) == pytest.approx(0.8)
-    assert optimal_split(1.0, "gaussian", honest=100_000) < 0.2
+    assert optimal_split(1.0, "gaussian", honest=1) == optimal_split(1.0, "gaussian", honest=100_000) == pytest.approx(0.8)
 
 
 # ---- protocol and parameters -------------------------------------------------------------------------------

@@ -54,6 +54,7 @@ __all__ = [
     "dlap_variance",
     "dgauss_variance",
     "dgauss_delta",
+    "dgauss_tail",
     "dgauss_sigma",
 ]
 
@@ -374,12 +375,21 @@ def dgauss_variance(sigma) -> np.ndarray:
 _SQRT2PI = math.sqrt(2 * math.pi)
 
 
-def _dgauss_tail(a: np.ndarray, s: np.ndarray) -> np.ndarray:
+def dgauss_tail(a: np.ndarray, s: np.ndarray) -> np.ndarray:
     """P[Y >= a] for integer a, Y ~ N_Z(0, s^2), s >= 16: Euler-Maclaurin to the third derivative.
 
     sum_{k >= a} f(k) = int_a^inf f + f(a)/2 - f'(a)/12 + f'''(a)/720 - ...,
     f(x) = exp(-x^2 / (2 s^2)), and sum_k f(k) = s sqrt(2 pi) (1 + O(exp(-2 pi^2 s^2))).
     The next term is O(f(a) / s^5) relative to f(a) / s.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from secure_auc.dp.discrete import dgauss_tail
+    >>> k = np.arange(-2000, 2001)
+    >>> p = np.exp(-k * k / 800.0) / np.exp(-k * k / 800.0).sum()
+    >>> bool(abs(dgauss_tail(np.array([30.0]), 20.0)[0] / p[k >= 30].sum() - 1) < 1e-9)
+    True
     """
     x = a / s
     phi_over = np.exp(-0.5 * x * x) / (_SQRT2PI * s)  # f(a) / Z
@@ -418,7 +428,7 @@ def dgauss_delta(sigma, sensitivity, epsilon) -> np.ndarray:
     s, lo, hi, e = (v.ravel() for v in (s, lo, hi, e))
     out = np.empty(s.shape)
     big = s >= 16
-    out[big] = _dgauss_tail(lo[big], s[big]) - np.exp(e[big]) * _dgauss_tail(hi[big], s[big])
+    out[big] = dgauss_tail(lo[big], s[big]) - np.exp(e[big]) * dgauss_tail(hi[big], s[big])
     for i in np.flatnonzero(~big):
         k, p = _dgauss_brute(float(s[i]))
         out[i] = p[k >= lo[i]].sum() - math.exp(e[i]) * p[k >= hi[i]].sum()

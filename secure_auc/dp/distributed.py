@@ -5,7 +5,8 @@ noise has to protect only those sums: it is added once in total, in shares,
 instead of once per client, and the accuracy no longer depends on the number of
 clients K.  Each client adds a *share* drawn from an infinitely divisible
 distribution, so that the sum of the shares of any h clients has exactly the
-distribution a single trusted curator would add.  Derivations, the trust model
+distribution a single trusted curator would add (discrete Gaussian shares: a
+sum close to it, accounted as such).  Derivations, the trust model
 and measured results: ``docs/distributed-noise.md``.
 
 Centred statistic.  With rbar = (M - 1) / 2 (public) and 0-based mid-ranks,
@@ -40,21 +41,35 @@ Noise families (``noise``), each calibrated for the two statistics jointly:
   shares sum to exactly DLap (Goryczka & Xiong 2015; Balle, Bell, Gascon,
   Nissim 2020).  Budget: eps_C = split * eps on D, eps_P = (1 - split) eps on P.
 * ``skellam`` ((eps, delta), integer).  Sk(mu) = Pois(mu) - Pois(mu); shares
-  Pois(mu/h) - Pois(mu/h) sum to exactly Sk(mu).  Calibrated with the Renyi-DP
-  bound of Agarwal, Kairouz & Liu (2021) for each coordinate, RDP
-  composition over the two, and the RDP -> (eps, delta) conversion of Balle et
-  al. (2020) / Canonne, Kamath & Steinke (2020) (the two forms are identical).
-  Its privacy event (:func:`.events.skellam_event`) is composed across
-  evaluations with the exact privacy-loss distribution (:mod:`.skellam_pld`).
-* ``gaussian`` ((eps, delta)).  Shares N(0, sigma^2 / h), each rounded by its
-  client to the fixed-point grid (2^-8 on C, 2^-7 on P, so that rbar e_P stays
-  on the grid).  The rounding is covered: the released sum is a post-processing
-  of the h rounded shares, and a shift Delta of the sum can be spread over the
-  h shares in grid steps, so the analytic Gaussian (Balle & Wang 2018) is
-  applied with the effective sensitivity sqrt(h * min sum_k delta_k^2)
-  (:func:`grid_effective_sensitivity`).  That is ~Delta for the C coordinate,
-  but sqrt(h g_P) >> 1 for P once h exceeds 1/g_P = 128: with many clients
-  prefer ``skellam``.
+  Pois(mu/h) - Pois(mu/h) sum to exactly Sk(mu).  Its privacy event
+  (:func:`.events.skellam_event`, one per coordinate) is composed with the exact
+  privacy-loss distribution (:mod:`.skellam_pld`); one evaluation is calibrated
+  to spend exactly eps by that PLD, starting from the Renyi-DP bound of
+  Agarwal, Kairouz & Liu (2021) with RDP composition over the two coordinates
+  and the RDP -> (eps, delta) conversion of Balle et al. (2020) / Canonne,
+  Kamath & Steinke (2020) (kept if the PLD fails).
+* ``gaussian`` ((eps, delta), integer): the distributed discrete Gaussian.
+  Each share is C_GRID N_Z(0, s_C^2) on C and P_GRID N_Z(0, s_P^2) on P (s in
+  grid units, C_GRID = 2^-8, P_GRID = 2^-7 so that rbar e_P stays on the 2^-8
+  grid), drawn exactly (:func:`.discrete.discrete_gaussian`).  A label change
+  shifts the sum by 128 (M - 1) grid steps on C and 128 on P.  The sum of h
+  shares is not a discrete Gaussian; its event (:func:`.events.ddg_event`, one
+  per coordinate) is accounted by the pointwise bound of :mod:`.ddg` with the
+  PLD of N_Z(0, h s^2), and by Kairouz, Liu & Steinke (2021, Proposition 14)
+  for RDP.  Each share's std is at least MIN_SHARE_STD = 2 grid steps, where
+  the difference between the sum and N_Z(0, h s^2) is negligible; the scale is
+  the smallest meeting (eps, delta) by the tightest accountant.
+
+Samplers.  The discrete Gaussian shares are exact (integer arithmetic on the
+client's uniform integers).  The NB and Poisson shares are integer-valued but
+computed in floating point from uniforms k / 2^53 of the client's stream: NB
+by inversion of its CDF (``scipy.stats.nbinom.ppf``), Poisson by inversion
+(``poisson.ppf``) for lambda < 10 and otherwise by the transformed rejection of
+Hoermann (1993) as numpy implements it (:func:`_poisson`).  Their support is
+all of the integers whatever the statistic (no porous support), but each
+probability deviates from the ideal NB or Poisson one by the floating-point
+error of the CDF or acceptance test and the 2^-53 resolution of the uniforms;
+the privacy analysis assumes the ideal distributions.
 
 For Skellam and Gaussian, ``split`` is the share of the squared (Mahalanobis)
 sensitivity budget on C: Delta_C^2 / sigma_C^2 = split / sigma_1^2 and
@@ -92,13 +107,13 @@ from functools import lru_cache
 
 import numpy as np
 from scipy.optimize import minimize_scalar
-from scipy.special import gammaln, log_ndtr, ndtri
+from scipy.special import gammaln
 from scipy.stats import nbinom, poisson
 
 from ..local_stats import LocalStatistics
 from ..validation import InputError, check_delta, check_epsilon
 from .base import Mechanism, NoisyStatistics, PrivacyCost
-from .discrete import dlap_variance
+from .discrete import discrete_gaussian, dlap_variance
 from .noise import analytic_gaussian_sigma
 from .streams import Uniforms
 
@@ -114,17 +129,18 @@ __all__ = [
     "centred_std",
     "dlap_variance",
     "dlap_pmf",
-    "grid_effective_sensitivity",
     "skellam_rdp",
     "rdp_to_dp",
     "skellam_epsilon",
     "C_GRID",
     "P_GRID",
+    "MIN_SHARE_STD",
 ]
 
 NOISES = ("discrete_laplace", "skellam", "gaussian")
 C_GRID = 2.0**-8  # Gaussian shares on C: the protocol's fixed-point step (protocol.messages.FRACTION_BITS)
 P_GRID = 2.0**-7  # Gaussian shares on P: rbar * e_P must stay on the 2^-8 grid (rbar is a half-integer)
+MIN_SHARE_STD = 2.0  # least std of a discrete Gaussian share, in grid units (the sum's bound L < 3e-17 for h <= 10^6)
 SPLIT_BOUNDS = (0.01, 0.99)
 RDP_ORDERS = np.unique(np.round(np.geomspace(2, 1e6, 3000)))  # integer Renyi orders for the Skellam accounting
 
@@ -135,22 +151,6 @@ def dlap_pmf(x, eps_per_unit: float) -> np.ndarray:
     """P(X = x) = (1 - q)/(1 + q) q^|x|, q = exp(-eps_per_unit)."""
     q = math.exp(-eps_per_unit)
     return (1 - q) / (1 + q) * q ** np.abs(np.asarray(x, dtype=np.float64))
-
-
-def grid_effective_sensitivity(sensitivity: float, grid: float, honest: int) -> float:
-    """Effective l2 sensitivity of a sum of ``honest`` Gaussian shares each rounded to ``grid``.
-
-    A shift of the sum by Delta (a multiple of the grid) equals shifting the
-    rounded shares by grid multiples delta_k with sum Delta; spread as evenly
-    as possible (q = Delta/grid = a h + b), sum delta_k^2 = grid^2 ((h-b) a^2 + b (a+1)^2).
-    Each share has variance sigma^2 / h, so the divergence is that of the
-    curator's Gaussian with sensitivity sqrt(h sum delta_k^2) >= Delta.
-    """
-    q = round(sensitivity / grid)
-    if abs(q * grid - sensitivity) > 1e-9 * max(1.0, sensitivity):
-        raise ValueError(f"sensitivity {sensitivity} is not a multiple of the grid {grid}")
-    a, b = divmod(q, honest)
-    return math.sqrt(honest * grid * grid * ((honest - b) * a * a + b * (a + 1) ** 2))
 
 
 def skellam_rdp(alpha, mu: float, l2: float, l1: float | None = None) -> np.ndarray:
@@ -177,22 +177,6 @@ def skellam_epsilon(mus, sensitivities, delta: float) -> float:
     """eps at ``delta`` of independent Skellam noises Sk(mu_i) on coordinates with sensitivities Delta_i."""
     rdp = sum(skellam_rdp(RDP_ORDERS, mu, s) for mu, s in zip(mus, sensitivities))
     return rdp_to_dp(rdp, RDP_ORDERS, delta)
-
-
-def _gaussian_delta(sigma: float, eps: float) -> float:
-    a, b = 1.0 / (2.0 * sigma), eps * sigma
-    return math.exp(log_ndtr(a - b)) - math.exp(eps + log_ndtr(-a - b))
-
-
-def _gaussian_epsilon(sigma: float, delta: float) -> float:
-    """Smallest eps for which N(0, sigma^2) (sensitivity 1) is (eps, delta)-DP (inverse of the analytic Gaussian)."""
-    lo, hi = 0.0, 1.0
-    while _gaussian_delta(sigma, hi) > delta:
-        hi *= 2.0
-    for _ in range(100):
-        mid = (lo + hi) / 2
-        lo, hi = (lo, mid) if _gaussian_delta(sigma, mid) <= delta else (mid, hi)
-    return hi
 
 
 # ---------------------------------------------------------------------------------------------
@@ -231,8 +215,7 @@ def optimal_split(epsilon: float, noise: str = "discrete_laplace", *, prior_auc:
     if noise == "skellam":
         return sqrt_split(r)
     if noise == "gaussian":
-        # the P coordinate's effective sensitivity grows with h (rounded shares); C's is ~Delta_C
-        return sqrt_split(r * grid_effective_sensitivity(1.0, P_GRID, honest))
+        return sqrt_split(r)
     raise InputError(f"distributed noise must be one of {NOISES}, got {noise!r}")
 
 
@@ -243,8 +226,9 @@ class Calibration:
     """The curator's noise (sum of h honest shares) on C and on P, and how to draw shares.
 
     ``param_c``/``param_p``: NB success probability p (discrete Laplace, on D = 2C and on P),
-    Poisson mean mu (Skellam, on D and on P) or sigma (Gaussian, on C and on P).
-    ``var_c``/``var_p``: variance of the curator's noise on C and on P.
+    Poisson mean mu (Skellam, on D and on P) or the std s of ONE client's discrete Gaussian share
+    N_Z(0, s^2), in grid units (Gaussian: C_GRID on C, P_GRID on P).
+    ``var_c``/``var_p``: variance of the curator's noise (h shares) on C and on P.
     """
 
     noise: str
@@ -259,12 +243,17 @@ class Calibration:
 
         ``shares=1``: one client's share.  ``shares=K``: the total over K
         clients, exact in distribution for discrete Laplace and Skellam (NB and
-        Poisson are closed under sums); for Gaussian the per-share rounding is
-        replaced by a Gaussian of the same variance (simulation only).
+        Poisson are closed under sums).  Gaussian: from a ``Generator``
+        (simulation only) one share is numpy's discrete Gaussian
+        (:func:`.discrete.discrete_gaussian` with ``exact=False``) and the sum
+        of K shares, not itself a discrete Gaussian, is approximated by
+        N(0, K s^2) rounded to the grid (variance K s^2 + 1/12 grid steps^2);
+        from a :class:`~.streams.Uniforms` source (the release) every share is
+        an exact discrete Gaussian from its client's stream.
         """
         f = shares / self.honest
         if isinstance(rng, Uniforms):
-            return self._draw_streams(rng, tuple(shape), f)
+            return self._draw_streams(rng, tuple(shape), f, shares)
         if self.noise == "discrete_laplace":
             out = []
             for p in (self.param_c, self.param_p):
@@ -277,17 +266,23 @@ class Calibration:
                 out.append((rng.poisson(f * mu, size=shape) - rng.poisson(f * mu, size=shape)).astype(np.float64))
             return out[0] / 2.0, out[1]
         out = []
-        for sigma, grid in ((self.param_c, C_GRID), (self.param_p, P_GRID)):
-            z = rng.standard_normal(shape) * (sigma * math.sqrt(f))
-            if shares != 1:
-                z = z + rng.standard_normal(shape) * (grid * math.sqrt(shares / 12.0))
-            out.append(np.rint(z / grid) * grid)
+        for s, grid in ((self.param_c, C_GRID), (self.param_p, P_GRID)):
+            if shares == 1:
+                z = discrete_gaussian(rng, s, shape, exact=False).astype(np.float64)
+            else:
+                z = np.rint(rng.standard_normal(shape) * (s * math.sqrt(shares)))
+            out.append(z * grid)
         return out[0], out[1]
 
 
-    def _draw_streams(self, src: Uniforms, shape: tuple, f: float) -> tuple[np.ndarray, np.ndarray]:
-        """One client's shares from its own streams, by inversion of 53-bit uniforms (NB, Gaussian) and
-        transformed rejection (Poisson, numpy's PTRS), so that many clients are drawn at once."""
+    def share_variances(self) -> tuple[float, float]:
+        """Gaussian: s^2 of one client's share on C and on P (grid units), as accounted."""
+        return self.var_c / (self.honest * C_GRID**2), self.var_p / (self.honest * P_GRID**2)
+
+    def _draw_streams(self, src: Uniforms, shape: tuple, f: float, shares: float) -> tuple[np.ndarray, np.ndarray]:
+        """One client's shares from its own streams, many clients at once: exact discrete Gaussians
+        (Gaussian, :func:`.discrete.discrete_gaussian`), inversion of 53-bit uniforms (NB) and
+        transformed rejection (Poisson, numpy's PTRS) in floating point (module docstring)."""
         owner = src.owners(shape)
         out = []
         if self.noise == "discrete_laplace":
@@ -299,9 +294,10 @@ class Calibration:
             for mu in (self.param_c, self.param_p):
                 out.append((_poisson(src, owner, f * mu) - _poisson(src, owner, f * mu)).astype(np.float64).reshape(shape))
             return out[0] / 2.0, out[1]
-        for sigma, grid in ((self.param_c, C_GRID), (self.param_p, P_GRID)):
-            z = ndtri(src.open_unit(owner)) * (sigma * math.sqrt(f))
-            out.append((np.rint(z / grid) * grid).reshape(shape))
+        if shares != 1:
+            raise ValueError("discrete Gaussian shares are drawn one client's share per entry")
+        for s, grid in ((self.param_c, C_GRID), (self.param_p, P_GRID)):
+            out.append(discrete_gaussian(src, s, shape).astype(np.float64) * grid)
         return out[0], out[1]
 
 
@@ -333,6 +329,69 @@ def _poisson(src: Uniforms, owner: np.ndarray, lam: float) -> np.ndarray:
     return out
 
 
+def ddg_sensitivities(total: int) -> tuple[int, int]:
+    """Shift of the sum of the discrete Gaussian shares, in grid steps, when one label changes:
+    Delta_C = (M - 1) / 2 / C_GRID on C and 1 / P_GRID on P."""
+    return int(round((total - 1) / 2.0 / C_GRID)), int(round(1.0 / P_GRID))
+
+
+def _smallest_scale(eps_of, epsilon: float, guess: float, rtol: float = 1e-6) -> float:
+    """The smallest t (to ``rtol``) with eps_of(t) <= epsilon, eps_of decreasing: a bracket grown
+    from ``guess``, then regula falsi in log t (Illinois variant); the result always meets epsilon."""
+    def f(t):
+        return eps_of(t) - epsilon
+
+    step = 1.05
+    lo = hi = guess
+    flo = fhi = f(guess)
+    if fhi > 0:
+        while fhi > 0:
+            lo, flo = hi, fhi
+            hi *= step
+            fhi, step = f(hi), step * step
+    else:
+        while flo <= 0:
+            hi, fhi = lo, flo
+            lo /= step
+            flo, step = f(lo), step * step
+    side = 0
+    for _ in range(60):
+        if hi / lo - 1 < rtol or -fhi <= rtol * epsilon:
+            break
+        ul, uh = math.log(lo), math.log(hi)
+        if math.isfinite(flo):
+            u = uh - fhi * (uh - ul) / (fhi - flo)
+            u = min(max(u, ul + 1e-3 * (uh - ul)), uh - 1e-3 * (uh - ul))
+        else:  # eps_of(lo) = inf: bisect
+            u = (ul + uh) / 2
+        mid = math.exp(u)
+        fm = f(mid)
+        if fm <= 0:
+            hi, fhi = mid, fm
+            if side == -1:
+                flo /= 2
+            side = -1
+        else:
+            lo, flo = mid, fm
+            if side == 1:
+                fhi /= 2
+            side = 1
+    return hi
+
+
+def _tightest_epsilon(events, delta: float) -> float:
+    """eps at delta of ``events`` by the tightest accountant (:func:`.events.compose`)."""
+    from .events import compose
+
+    return compose(events, delta).epsilon
+
+
+def _ddg_events(var_c: float, var_p: float, honest: int, sens_c: int, sens_p: int):
+    from .events import ddg_event
+
+    return [ddg_event(var_c, honest, sens_c), ddg_event(var_p, honest, sens_p)]
+
+
 @lru_cache(maxsize=256)
 def _calibrate(noise: str, epsilon: float, delta: float | None, split: float, total: int, honest: int) -> Calibration:
     sens_d = float(total - 1)  # sensitivity of D = 2C
@@ -355,14 +414,33 @@ def _calibrate(noise: str, epsilon: float, delta: float | None, split: float, to
         for _ in range(80):
             mid = math.sqrt(lo * hi)
             lo, hi = (lo, mid) if eps_of(mid) <= epsilon else (mid, hi)
+        # the RDP bound is loose: the smallest scale by the tightest accountant (the Skellam PLD),
+        # below the RDP's, which stays if the PLD fails
+        from .events import skellam_event
+
+        try:
+            hi = _smallest_scale(lambda t: _tightest_epsilon(
+                [skellam_event(mus(t)[0], int(sens_d)), skellam_event(mus(t)[1], 1)], delta), epsilon, hi)
+        except ValueError:
+            pass
         mu_d, mu_p = mus(hi)
         return Calibration(noise, honest, mu_d, mu_p, 2 * mu_d / 4.0, 2 * mu_p)
-    sigma1 = float(analytic_gaussian_sigma(epsilon, delta))
-    sens_c = grid_effective_sensitivity(sens_d / 2.0, C_GRID, honest)
-    sens_p = grid_effective_sensitivity(1.0, P_GRID, honest)
-    sigma_c = sens_c * sigma1 / math.sqrt(split)
-    sigma_p = sens_p * sigma1 / math.sqrt(1.0 - split)
-    return Calibration(noise, honest, sigma_c, sigma_p, sigma_c**2, sigma_p**2)
+    # distributed discrete Gaussian: shares N_Z(0, s^2) in grid steps
+    sens_c, sens_p = ddg_sensitivities(total)
+
+    def share_vars(t):
+        return (max(sens_c**2 * t * t / (split * honest), MIN_SHARE_STD**2),
+                max(sens_p**2 * t * t / ((1.0 - split) * honest), MIN_SHARE_STD**2))
+
+    def eps_of(t):
+        return _tightest_epsilon(_ddg_events(*share_vars(t), honest, sens_c, sens_p), delta)
+
+    t = _smallest_scale(eps_of, epsilon, float(analytic_gaussian_sigma(epsilon, delta)))
+    var_c, var_p = share_vars(t)
+    # std of the sampler 1e-12 above the accounted one (which floating-point rounding could undercut);
+    # it rounds s^2 up to a multiple of 2^-20
+    s_c, s_p = math.sqrt(var_c) * (1 + 1e-12), math.sqrt(var_p) * (1 + 1e-12)
+    return Calibration(noise, honest, s_c, s_p, honest * var_c * C_GRID**2, honest * var_p * P_GRID**2)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -495,19 +573,21 @@ class DistributedNoiseMechanism(Mechanism):
     def privacy_event(self, total: int | None = None) -> dict:
         """The curator's noise on (D, P): two eps-DP events (discrete Laplace), two Skellam events
         (:func:`.events.skellam_event`: Sk(mu_D) on D, sensitivity M - 1, and Sk(mu_P) on P,
-        sensitivity 1; needs M: a party's ledger passes the lower bound n_k + K - 1, for which
-        mu_D / (M - 1)^2 and the composed eps agree to about 1e-9 relative on the built-in data)
-        or one Gaussian event with noise multiplier sigma_1 (Gaussian)."""
-        from .events import composed_event, gaussian_event, pure_event, skellam_event
+        sensitivity 1) or two distributed discrete Gaussian events (:func:`.events.ddg_event`:
+        h shares N_Z(0, s^2) with the shift 128 (M - 1) on C and 128 on P, grid steps).  Skellam
+        and Gaussian need M: a party's ledger passes the lower bound n_k + K - 1, for which the
+        noise per unit of sensitivity and the composed eps agree closely on the built-in data
+        (about 1e-9 relative for Skellam, 1e-6 for Gaussian: the calibration's tolerance)."""
+        from .events import composed_event, pure_event, skellam_event
 
         if self.noise == "discrete_laplace":
             s = self.split_for()
             return composed_event([pure_event(s * self.epsilon), pure_event((1.0 - s) * self.epsilon)])
-        if self.noise == "gaussian":
-            return gaussian_event(float(analytic_gaussian_sigma(self.epsilon, self.delta)))
         if total is None:
-            raise ValueError("the Skellam event needs the number of samples M (or a lower bound)")
+            raise ValueError(f"the {self.noise} event needs the number of samples M (or a lower bound)")
         cal = self.calibration(int(total), self.clients or 1)
+        if self.noise == "gaussian":
+            return composed_event(_ddg_events(*cal.share_variances(), cal.honest, *ddg_sensitivities(int(total))))
         return composed_event([skellam_event(cal.param_c, int(total) - 1), skellam_event(cal.param_p, 1)])
 
     def describe(self) -> dict:
@@ -551,8 +631,7 @@ class DistributedNoiseMechanism(Mechanism):
         k = clients if clients is not None else self.clients
         cal = self.calibration(total, k)
         inflate = k / cal.honest
-        extra = (k * C_GRID**2 / 12, k * P_GRID**2 / 12) if self.noise == "gaussian" else (0.0, 0.0)
-        return inflate * cal.var_c + extra[0], inflate * cal.var_p + extra[1]
+        return inflate * cal.var_c, inflate * cal.var_p
 
     def linearised_std(self, total: int, positives: float, auc: float, clients: int | None = None) -> float:
         """Delta-method std: sqrt(Var E_C + g^2 Var E_P) / (P N), g = (AUC - 1/2)(N - P)."""
@@ -566,7 +645,7 @@ class DistributedNoiseMechanism(Mechanism):
         """The privacy of ONE client's noisy statistics if they were opened (they never are).
 
         Gaussian / Skellam: the eps (at the mechanism's delta) of a single share,
-        noise variance 1/h of the curator's (rounding ignored for Gaussian).
+        noise variance 1/h of the curator's (a discrete Gaussian N_Z(0, s^2) for Gaussian).
         Discrete Laplace: a lower bound on the pure eps of a single share, the
         privacy loss log P(e_P = 0) / P(e_P = 1) of its P coordinate alone
         (exact pmf of NB(1/h) - NB(1/h)); it equals eps_P for h = 1 and grows
@@ -576,11 +655,12 @@ class DistributedNoiseMechanism(Mechanism):
         cal = self.calibration(total, k)
         h = cal.honest
         if self.noise == "gaussian":
-            # Mahalanobis sensitivity per unit sigma of the curator is 1/sigma1; a share has sigma/sqrt(h)
-            sigma1 = float(analytic_gaussian_sigma(self.epsilon, self.delta))
-            return _gaussian_epsilon(sigma1 / math.sqrt(h), self.delta)
+            return _tightest_epsilon(_ddg_events(*cal.share_variances(), 1, *ddg_sensitivities(total)), self.delta)
         if self.noise == "skellam":
-            return skellam_epsilon((cal.param_c / h, cal.param_p / h), (total - 1.0, 1.0), self.delta)
+            from .events import skellam_event
+
+            return _tightest_epsilon([skellam_event(cal.param_c / h, total - 1), skellam_event(cal.param_p / h, 1)],
+                                     self.delta)
         r, p = 1.0 / h, cal.param_p
         kmax = int(nbinom.ppf(1 - 1e-15, r, p)) + 2
         ks = np.arange(kmax + 1)

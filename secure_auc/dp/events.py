@@ -14,6 +14,9 @@ kind              mechanism                                              account
 ``zcdp``          discrete Gaussian (rho = 1 / (2 sigma_c^2), CKS 2020)   RDP
 ``skellam``       Skellam noise Sk(mu) on an integer statistic of         PLD (:mod:`.skellam_pld`),
                   sensitivity Delta                                      RDP (as ``zcdp``, below)
+``ddg``           sum of h discrete Gaussian shares N_Z(0, s^2) on an     PLD (:mod:`.ddg`), RDP
+                  integer statistic of sensitivity Delta (distributed
+                  discrete Gaussian)
 ``composed``      several of the above in one evaluation                 as its parts
 ``none``          the exact, non-private computation                     eps = inf
 ``noop``          post-processing of an earlier release (RR flips        free
@@ -39,6 +42,15 @@ eps(alpha) = alpha D^2 / (4 mu) + min(((2 alpha - 1) D^2 + 6 D) / (16 mu^2), 3 D
 is at most xi + rho alpha with rho = D^2 / (4 mu) + D^2 / (8 mu^2) and
 xi = max(0, (6 D - D^2) / (16 mu^2)).
 
+``ddg``.  The sum S of h shares N_Z(0, s^2) is not a discrete Gaussian.  For
+the PLD accountant: the PLD of Y ~ N_Z(0, h s^2) (:func:`.ddg.dgauss_pld`) and
+the pointwise bound |log P_S / P_Y| <= L (:func:`.ddg.ddg_max_divergence`):
+with L_T the sum of L over the composed ``ddg`` releases, eps(delta) <=
+eps_Y(delta e^-L_T) + L_T (L ~ 4 exp(-pi^2 s^2): 3e-17 at s = 2).  For the RDP
+accountant: Proposition 14 of Kairouz, Liu & Steinke (2021),
+min(alpha Delta^2 / (2 h s^2) + tau, alpha / 2 (Delta / (sqrt(h) s) + tau)^2)
+(:func:`.ddg.ddg_rdp`).
+
 :func:`compose` reports, for a target delta, the smallest eps among the
 accountants that support every event: basic composition (sum of eps, valid when
 the sum of the releases' deltas is at most the target), the RDP accountant
@@ -54,7 +66,7 @@ from functools import lru_cache
 
 import numpy as np
 
-__all__ = ["pure_event", "gaussian_event", "zcdp_event", "skellam_event", "composed_event", "NONE_EVENT", "NOOP_EVENT", "check_event",
+__all__ = ["pure_event", "gaussian_event", "zcdp_event", "skellam_event", "ddg_event", "composed_event", "NONE_EVENT", "NOOP_EVENT", "check_event",
            "to_dp_event", "Composition", "compose", "skellam_zcdp"]
 
 NONE_EVENT = {"kind": "none"}
@@ -94,6 +106,23 @@ def skellam_event(mu: float, sensitivity: int) -> dict:
     ('pld', True)
     """
     return {"kind": "skellam", "mu": float(mu), "sensitivity": int(sensitivity)}
+
+
+def ddg_event(variance: float, shares: int, sensitivity: int) -> dict:
+    """h = ``shares`` iid N_Z(0, s^2) shares (s^2 = ``variance``, grid units, s >= 1/2) on an integer
+    statistic of sensitivity Delta (``sensitivity``, grid units): the distributed discrete Gaussian.
+
+    Examples
+    --------
+    Many grid steps of noise: the Gaussian with noise multiplier sqrt(h) s / Delta:
+
+    >>> from secure_auc.dp.events import compose, ddg_event, gaussian_event
+    >>> c = compose([ddg_event(1e12, 100, 10**7)], 1e-6)
+    >>> g = compose([gaussian_event(1.0)], 1e-6)
+    >>> c.accountant, bool(abs(c.epsilon - g.epsilon) < 1e-3)
+    ('pld', True)
+    """
+    return {"kind": "ddg", "variance": float(variance), "shares": int(shares), "sensitivity": int(sensitivity)}
 
 
 def composed_event(events) -> dict:
@@ -138,6 +167,13 @@ def check_event(event) -> dict:
         d = event.get("sensitivity")
         if isinstance(d, bool) or not isinstance(d, int) or d < 1:
             raise ValueError(f"sensitivity of a Skellam event must be an integer >= 1, got {d!r}")
+    elif kind == "ddg":
+        if _finite_nonneg(event.get("variance"), "variance") < 0.25:
+            raise ValueError("the share variance of a ddg event must be at least 1/4 (s >= 1/2)")
+        for name in ("shares", "sensitivity"):
+            v = event.get(name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name} of a ddg event must be an integer >= 1, got {v!r}")
     elif kind == "composed":
         parts = event.get("events")
         if not isinstance(parts, list) or not parts:
@@ -192,6 +228,8 @@ def to_dp_event(event: dict, accountant: str = "pld"):
             return _skellam_classes()[0](event["mu"], event["sensitivity"])
         z = skellam_zcdp(event["mu"], event["sensitivity"])
         return dpa.ZCDpEvent(rho=z["rho"], xi=z["xi"])
+    if kind == "ddg":
+        return _ddg_classes()[0](event["variance"], event["shares"], event["sensitivity"])
     raise ValueError(f"unknown privacy event kind {kind!r}")
 
 
@@ -223,6 +261,58 @@ def _skellam_classes():
             return None
 
     return SkellamDpEvent, SkellamPLDAccountant
+
+
+@lru_cache(maxsize=1)
+def _ddg_classes():
+    """DdgDpEvent, and the PLD and RDP accountants that compose it (and Skellam events), made once."""
+    import dp_accounting as dpa
+    from dp_accounting.rdp import RdpAccountant
+
+    @dataclass(frozen=True)
+    class DdgDpEvent(dpa.DpEvent):
+        """h iid N_Z(0, s^2) shares on an integer statistic of sensitivity Delta."""
+
+        variance: float
+        shares: int
+        sensitivity: int
+
+    class DdgPLDAccountant(_skellam_classes()[1]):
+        """Composes :class:`DdgDpEvent` as N_Z(0, h s^2) plus the pointwise correction L (module docstring)."""
+
+        shift = 0.0
+
+        def _maybe_compose(self, event, count, do_compose):
+            if not isinstance(event, DdgDpEvent):
+                return super()._maybe_compose(event, count, do_compose)
+            if do_compose:
+                from .ddg import ddg_max_divergence, dgauss_pld
+
+                pld = dgauss_pld(math.sqrt(event.shares * event.variance), event.sensitivity,
+                                 self._value_discretization_interval)
+                self._pld = self._pld.compose(pld.self_compose(count))
+                self.shift += count * ddg_max_divergence(event.variance, event.shares)
+            return None
+
+        def get_epsilon(self, target_delta):
+            if self.shift == 0.0:
+                return super().get_epsilon(target_delta)
+            return super().get_epsilon(target_delta * math.exp(-self.shift)) + self.shift
+
+    class DdgRdpAccountant(RdpAccountant):
+        """``RdpAccountant`` that also composes :class:`DdgDpEvent` (Proposition 14, :func:`.ddg.ddg_rdp`)."""
+
+        def _maybe_compose(self, event, count, do_compose):
+            if not isinstance(event, DdgDpEvent):
+                return super()._maybe_compose(event, count, do_compose)
+            if do_compose:
+                from .ddg import ddg_rdp
+
+                self._rdp += count * ddg_rdp(np.asarray(self._orders), event.variance, event.shares,
+                                             event.sensitivity)
+            return None
+
+    return DdgDpEvent, DdgPLDAccountant, DdgRdpAccountant
 
 
 @dataclass(frozen=True)
@@ -259,7 +349,7 @@ def _pld_epsilon(events, delta: float) -> float | None:
     parts = _grouped(events, "pld")
     if any(p is None for p, _ in parts):
         return None
-    acc = _skellam_classes()[1](value_discretization_interval=1e-4)
+    acc = _ddg_classes()[1](value_discretization_interval=1e-4)
     for p, n in parts:
         acc.compose(p, n)
     return float(acc.get_epsilon(delta))
@@ -267,12 +357,11 @@ def _pld_epsilon(events, delta: float) -> float | None:
 
 def _rdp_epsilon(events, delta: float) -> float | None:
     import dp_accounting as dpa
-    from dp_accounting.rdp import RdpAccountant
 
     parts = _grouped(events, "rdp")
     if any(p is None for p, _ in parts) or delta <= 0:
         return None
-    acc = RdpAccountant(orders=list(_RDP_ORDERS), neighboring_relation=dpa.NeighboringRelation.REPLACE_ONE)
+    acc = _ddg_classes()[2](orders=list(_RDP_ORDERS), neighboring_relation=dpa.NeighboringRelation.REPLACE_ONE)
     for p, n in parts:
         acc.compose(p, n)
     return float(acc.get_epsilon(delta))

@@ -56,7 +56,7 @@ from functools import lru_cache
 import numpy as np
 from scipy.special import ive
 
-__all__ = ["skellam_logpmf", "skellam_privacy_loss", "skellam_tail_bound", "skellam_pld"]
+__all__ = ["skellam_logpmf", "skellam_privacy_loss", "skellam_tail_bound", "skellam_pld", "capped_masses", "pessimistic_pld"]
 
 _DEBYE_MIN_Z = 2000.0  # 2 mu at and above which the uniform expansion is used
 _ENUMERATE_MAX = 2**21  # supports up to this many integers are summed term by term
@@ -196,8 +196,6 @@ def skellam_pld(mu: float, sensitivity: int, value_discretization_interval: floa
     >>> bool(abs(sk - ga) < 2e-3)
     True
     """
-    from dp_accounting.pld.privacy_loss_distribution import PrivacyLossDistribution
-
     mu, d, h = float(mu), int(sensitivity), float(value_discretization_interval)
     if not (mu > 0 and math.isfinite(mu)) or d < 1 or d != sensitivity:
         raise ValueError(f"need mu > 0 and an integer sensitivity >= 1, got mu = {mu}, sensitivity = {sensitivity}")
@@ -218,14 +216,7 @@ def skellam_pld(mu: float, sensitivity: int, value_discretization_interval: floa
         fprime = np.exp(skellam_logpmf(cuts + 0.5, mu)) * _dlogpmf(cuts + 0.5, 2.0 * mu)
         mass = np.maximum(0.0, integrals - np.diff(fprime) / 24.0)
     infinity = skellam_tail_bound(t, mu) + _ERR
-    # the cumulative masses infinity + sum_{i <= j} mass_i are upper bounds of P(X <= c_j) (margin _ERR);
-    # where they pass 1 (rounding), the masses of the lowest losses are cut so that the total is 1
-    cum = infinity + np.cumsum(mass.astype(np.longdouble))
-    over = cum > 1
-    if over.any():
-        upper = np.minimum(cum, 1)
-        mass = np.where(over, np.diff(np.concatenate([[infinity], upper])).astype(np.float64), mass)
-    rest = float(max(0, 1 - min(cum[-1], 1)))  # x > hi: losses below L(hi + 1)
+    mass, rest = capped_masses(mass, infinity)  # rest: x > hi, losses below L(hi + 1)
     losses = skellam_privacy_loss(first, mu, d)
     if np.isnan(losses).any() or (losses == -np.inf).any():
         raise ValueError(f"Skellam privacy loss out of floating-point range (mu = {mu}, sensitivity = {d})")
@@ -233,11 +224,34 @@ def skellam_pld(mu: float, sensitivity: int, value_discretization_interval: floa
     if beyond.any():
         infinity += float(mass[beyond].sum())
         first, mass, losses = first[~beyond], mass[~beyond], losses[~beyond]
-    rounded = np.ceil((losses + _TOL * (1 + np.abs(losses))) / h).astype(np.int64)
     last = float(skellam_privacy_loss(hi + 1, mu, d))
     if math.isinf(last):
         infinity += rest
         rest, last = 0.0, float(losses.min()) if losses.size else 0.0
+    return pessimistic_pld(losses, mass, last, rest, infinity, h)
+
+
+def capped_masses(mass: np.ndarray, infinity: float) -> tuple[np.ndarray, float]:
+    """Block masses (highest losses first) after the mass ``infinity`` at +infinity, and the rest.
+
+    The cumulative masses infinity + sum_{i <= j} mass_i are upper bounds of P(X <= c_j) (their
+    margin is in ``infinity``); where they pass 1 (rounding), the masses of the lowest losses are cut
+    so that the total is 1.  The rest, 1 minus the total, belongs to the losses beyond the last block.
+    """
+    cum = infinity + np.cumsum(mass.astype(np.longdouble))
+    over = cum > 1
+    if over.any():
+        upper = np.minimum(cum, 1)
+        mass = np.where(over, np.diff(np.concatenate([[infinity], upper])).astype(np.float64), mass)
+    return mass, float(max(0, 1 - min(cum[-1], 1)))
+
+
+def pessimistic_pld(losses, mass, last: float, rest: float, infinity: float, h: float):
+    """dp-accounting PLD with each block's ``mass`` on its largest loss ``losses`` rounded up to the
+    grid h (margin _TOL for floating-point error), ``rest`` on ``last`` and ``infinity`` on +infinity."""
+    from dp_accounting.pld.privacy_loss_distribution import PrivacyLossDistribution
+
+    rounded = np.ceil((losses + _TOL * (1 + np.abs(losses))) / h).astype(np.int64)
     keys = np.concatenate([rounded, [math.ceil((last + _TOL * (1 + abs(last))) / h)]])
     vals = np.concatenate([mass, [rest]])
     base = keys.min()
