@@ -14,6 +14,7 @@ composes the noise actually added.
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
 
@@ -22,6 +23,8 @@ from .base import Mechanism
 from .events import Composition, compose
 
 __all__ = ["Plan", "plan_evaluations"]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -109,8 +112,9 @@ def plan_evaluations(make, evaluations: int, epsilon: float, delta: float = 0.0,
     if ok:
         best = (hi, mech, comp)
     else:
-        for _ in range(iterations):
+        for i in range(iterations):
             mid = math.sqrt(lo * hi)
+            log.info("planning %d evaluations: step %d of %d (eps per evaluation %.6g)", t, i + 1, iterations, mid)
             ok, mech, comp = _fits(build, mid, delta1, t, epsilon, delta, total)
             if ok:
                 lo, best = mid, (mid, mech, comp)
