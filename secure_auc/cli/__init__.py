@@ -34,13 +34,13 @@ def add_mechanism_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--mechanism", choices=MECHANISMS, default="laplace",
                    help="none (exact, non-private), rr (randomized response on labels, debiased), "
                         "laplace or gaussian (noise on each client's localSum and localP, as in the paper), "
-                        "distributed (noise on the aggregate only, in shares: discrete Laplace, or Skellam "
-                        "with --delta; MPC protocol only). Default: laplace")
+                        "distributed (noise on the aggregate only, in shares: discrete Laplace, or discrete "
+                        "Gaussian with --delta; MPC protocol only). Default: laplace")
     g.add_argument("--epsilon", type=float, default=None,
                    help="privacy budget eps per evaluation, in [1e-6, 1e4] (default 1.0; not with none); with --evaluations T, the total of the T")
     g.add_argument("--delta", type=float, default=None,
-                   help="delta in (0, 1): required by --mechanism gaussian; with distributed it selects Skellam "
-                        "shares (default: none, pure eps-DP); with --evaluations T, the total delta of the T")
+                   help="delta in (0, 1): required by --mechanism gaussian; with distributed it selects discrete "
+                        "Gaussian shares (default: none, pure eps-DP); with --evaluations T, the total delta of the T")
     g.add_argument("--allocation", choices=ALLOCATIONS, default=None,
                    help="laplace/gaussian only: how eps is split between localSum and localP: split (alpha), "
                         "orthogonal (shared beta) or adaptive (per-client beta). Default: adaptive")
@@ -56,7 +56,7 @@ def add_mechanism_options(p: argparse.ArgumentParser) -> None:
                         "clients' shares alone give the guarantee (default 1.0)")
     g.add_argument("--split", type=float, default=None,
                    help="distributed only: share of the budget on the centred rank statistic (of eps for discrete "
-                        "Laplace; of the squared-sensitivity budget for Skellam). Default: variance-optimal from "
+                        "Laplace; of the squared-sensitivity budget for discrete Gaussian shares). Default: variance-optimal from "
                         "public priors AUC 0.75, base rate 0.25 (0.716 for discrete Laplace)")
 
 

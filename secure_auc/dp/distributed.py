@@ -495,8 +495,8 @@ class DistributedNoiseMechanism(Mechanism):
     >>> all_honest = DistributedNoise(1.0, clients=4)
     >>> mech.noise_variance(total=1000)[1] / all_honest.noise_variance(total=1000)[1]
     2.0
-    >>> make_mechanism("distributed", 1.0, clients=4, delta=1e-6).noise
-    'skellam'
+    >>> make_mechanism("distributed", 1.0, clients=4, delta=1e-6).noise  # with a delta: exact discrete Gaussian shares
+    'gaussian'
     >>> DistributedNoise(1.0, clients=4, noise="gaussian")
     Traceback (most recent call last):
         ...

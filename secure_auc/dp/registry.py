@@ -63,10 +63,11 @@ def make_mechanism(
     noise : str, optional
         For a paper method name: ``laplace`` (default) or ``gaussian`` noise.  For
         ``distributed``: ``laplace`` means discrete Laplace shares, also
-        ``skellam`` and ``gaussian``; default: discrete Laplace, or Skellam
-        when ``delta`` is given.
+        ``skellam`` and ``gaussian`` (the distributed discrete Gaussian); default:
+        discrete Laplace, or the distributed discrete Gaussian when ``delta`` is
+        given (exact shares; Skellam's are drawn in floating point).
     delta : float, optional
-        For Gaussian noise, and for Skellam shares with ``distributed``.
+        For Gaussian noise, and for discrete Gaussian or Skellam shares with ``distributed``.
     allocation, sensitivity, alpha, beta
         Options of the Laplace/Gaussian family (:class:`.mechanisms.StatisticsMechanism`).
     clients : int, optional
@@ -115,9 +116,9 @@ def make_mechanism(
     if mechanism == "distributed":
         if clients is None:
             raise InputError("distributed noise needs the number of clients")
-        # pure eps: discrete Laplace shares; (eps, delta): Skellam shares (integer, exact in the ring)
+        # pure eps: discrete Laplace shares; (eps, delta): exact discrete Gaussian shares
         if noise is None:
-            family = "skellam" if delta is not None else "discrete_laplace"
+            family = "gaussian" if delta is not None else "discrete_laplace"
         else:
             family = {"laplace": "discrete_laplace"}.get(noise, noise)
         return DistributedNoise(epsilon, clients, noise=family, delta=delta, honest_fraction=honest_fraction,
