@@ -4,6 +4,7 @@
     .venv/bin/python scripts/bench_rank.py                 # both methods, 2^12..2^22, 458,407 and 4,584,062 scores, 2 and 3 parties
     .venv/bin/python scripts/bench_rank.py --methods radix --sizes 4096 65536 --parties 3 --provider tfp --json
     .venv/bin/python scripts/bench_rank.py --methods radix --markdown --plot docs/figures/bench_rank.png
+    .venv/bin/python scripts/bench_rank.py --from-json rows.json --plot docs/figures/bench_rank.png   # no run
 
 "Parties" counts the computing parties in the protocol's layout: the server
 (rank 0, no scores) and parties - 1 clients holding equal slices of the
@@ -211,7 +212,18 @@ def main() -> int:
     p.add_argument("--json", action="store_true", help="print one JSON object {rows, growth}")
     p.add_argument("--markdown", action="store_true", help="print the table in Markdown")
     p.add_argument("--plot", metavar="PNG", help="also plot seconds, bytes and peak memory per score against M")
+    p.add_argument("--from-json", metavar="FILE", help="no run: print the table (--markdown) and the growth, and "
+                   "draw --plot, from the rows of an earlier --json output")
     args = p.parse_args()
+    if args.from_json:
+        with open(args.from_json) as f:
+            rows = json.load(f)["rows"]
+        if args.plot:
+            plot(rows, args.plot)
+        print(markdown(rows))
+        for g in growth(rows):
+            print(f"growth, {g['method']}, {g['parties']} parties (sizes >= 2^14): seconds ~ M^{g['exponent']:.2f}")
+        return 0
     rows = []
     if not (args.json or args.markdown):
         print(f"{'method':>7} {'M':>9} {'parties':>7} {'seconds':>8} {'CPU s':>7} {'bytes/score':>11} "

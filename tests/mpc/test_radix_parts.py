@@ -84,6 +84,26 @@ def test_streams_are_keyed_by_seed_and_tags():
     assert tensor_to_seed(seed_to_tensor(s)) == s
 
 
+def test_bucketed_permutations_are_uniform_and_are_permutations():
+    """Every permutation of 4 rows equally often from 3 buckets (chi-square over the 24), and
+    the permutations of many rows (the bucketed path) are permutations, the same at both ends."""
+    from scipy.stats import chisquare
+
+    from secure_auc.mpc.primitives.prg import stream
+    from secure_auc.mpc.primitives.shuffle import bucket_permutation, permutation
+
+    counts = {}
+    for i in range(24_000):
+        p = tuple(bucket_permutation(stream(b"u" * 16, "perm", i), 4, buckets=3).tolist())
+        counts[p] = counts.get(p, 0) + 1
+    assert len(counts) == 24
+    assert chisquare(list(counts.values())).pvalue > 1e-4
+    rows = (1 << 16) + 3
+    p = permutation(b"v" * 16, 5, rows)
+    assert np.array_equal(np.sort(p), np.arange(rows)) and np.array_equal(p, permutation(b"v" * 16, 5, rows))
+    assert not np.array_equal(p, permutation(b"v" * 16, 6, rows))
+
+
 @pytest.mark.parametrize("world", [2, 3])
 @pytest.mark.parametrize("party", [0, 1])
 def test_dealer_corrections_make_every_kind_of_randomness_consistent(world, party):
