@@ -439,9 +439,9 @@ def rank_step_estimate(m: int, parties: int, method: str) -> float:
     """Rough seconds of the rank step on the 2-core reference machine (docs/benchmarks.md)."""
     if method == "radix":
         # 16 digit rounds for float32 keys (32 for float64), each linear in M, and every
-        # shuffle has one pass per party: 458,407 scores among 3 parties: 8.5-9.4 s on the
-        # idle machine (docs/benchmarks.md)
-        return 0.5 + 8e-6 * m * (parties - 1) ** 1.2
+        # shuffle has one pass per party; on the idle machine (docs/benchmarks.md) 2^20
+        # scores: 6.7-7.6 s among 2 parties, 11-14.5 s among 3; 458,407 among 3: 5.3-6.1 s
+        return 0.5 + 7e-6 * m * (parties - 1) ** 0.8
     n = 1 << max(0, (m - 1).bit_length())
     p = max(1, n.bit_length() - 1)
     stages = p * (p + 1) // 2

@@ -25,7 +25,9 @@ ROOT = Path(__file__).resolve().parents[2]
 def _cli(*args):
     """The launcher with every client a computing party (the process layout these tests count)."""
     env = dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    # SIGHUP as a terminal would leave it, even under nohup (the launcher keeps an ignored SIGHUP ignored)
     return subprocess.Popen([sys.executable, "-m", "secure_auc", "evaluate", "--protocol", "mpc", "--layout", "clients", *args],
+                            preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                             start_new_session=True)
 
