@@ -106,12 +106,12 @@ class InputLink:
     def _recv(self, channel: int, expected: int | None, alive: int | None = None) -> np.ndarray:
         ch, seq, n = _HEADER.unpack(self._read_exact(_HEADER.size))
         while alive is not None and ch == alive and n == 0:  # the peer's heartbeat: authenticate it, wait on
-            self._open(alive, seq, 0)
+            self._open(alive, ch, seq, 0, 0)
             ch, seq, n = _HEADER.unpack(self._read_exact(_HEADER.size))
-        return self._open(channel, seq, n, ch, expected)
+        return self._open(channel, ch, seq, n, expected)
 
-    def _open(self, channel: int, seq: int, n: int, ch: int | None = None, expected: int | None = 0) -> np.ndarray:
-        ch = channel if ch is None else ch
+    def _open(self, channel: int, ch: int, seq: int, n: int, expected: int | None) -> np.ndarray:
+        """Check frame (``ch``, ``seq``, ``n`` bytes) is the next on ``channel``, then read and open it."""
         want = self.link.next_recv(channel)
         if ch != channel or seq != want:
             raise ChannelError(f"a message from {self.peer} arrived out of order (channel {ch}, sequence {seq}; "

@@ -92,32 +92,17 @@ def bucket_permutation(g: np.random.Generator, rows: int, buckets: int = BUCKETS
     return p
 
 
-def _as_rows(x):
-    """A 1-D view with one element per row when a row is one 4- or 8-byte word (a row of
-    two int32 shares moves as one int64: gathers of 1-D arrays are several times faster), else ``x``."""
-    width = x.shape[1] * x.itemsize if isinstance(x, np.ndarray) else x.shape[1] * x.element_size()
-    if width not in (4, 8) or not (x.flags.c_contiguous if isinstance(x, np.ndarray) else x.is_contiguous()):
-        return x
-    if isinstance(x, np.ndarray):
-        return x.view(np.int32 if width == 4 else np.int64).reshape(-1)
-    return x.view(torch.int32 if width == 4 else torch.int64).reshape(-1)
-
-
 def permute_rows(x, p, inverse: bool = False):
     """``x[p]`` (rows), or ``x[p^-1]`` with ``inverse`` (a scatter: ``out[p] = x``, no inverse
-    permutation computed), for an (M, c) numpy array or torch tensor and an (M,) permutation."""
-    rows = _as_rows(x)
+    permutation computed), for an (M, c) torch tensor or numpy array (same memory, no copy)
+    and an (M,) permutation.  A row of one 4- or 8-byte word (two int32 shares) moves as one
+    word: gathers of 1-D arrays are several times faster."""
     if isinstance(x, np.ndarray):
-        if inverse:
-            out = np.empty_like(rows)
-            out[p] = rows
-        else:
-            out = np.take(rows, p, axis=0)
-        return out.view(x.dtype).reshape(x.shape)
-    if inverse:
-        out = torch.empty_like(rows).index_copy_(0, p, rows)
-    else:
-        out = rows.index_select(0, p)
+        return permute_rows(torch.from_numpy(x), torch.from_numpy(np.asarray(p)), inverse).numpy()
+    width = x.shape[1] * x.element_size()
+    rows = x.view(torch.int32 if width == 4 else torch.int64).reshape(-1) \
+        if width in (4, 8) and x.is_contiguous() else x
+    out = torch.empty_like(rows).index_copy_(0, p, rows) if inverse else rows.index_select(0, p)
     return out.view(x.dtype).reshape(x.shape)
 
 
