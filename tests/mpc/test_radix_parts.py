@@ -12,7 +12,7 @@ from secure_auc.mpc.primitives.dealer import CORRECTED, triple_correction, tripl
 from secure_auc.mpc.encoding import encode_keys
 from secure_auc.mpc.primitives.prg import new_seed, ring, seed_to_tensor, stream, tensor_to_seed
 from secure_auc.mpc.ranks import key_digits
-from secure_auc.mpc.primitives.shuffle import deltas, pads, pass_order, permutation
+from secure_auc.mpc.primitives.shuffle import deltas, pad, pass_order, permutation, senders
 
 
 def share(rng, x, world):
@@ -39,8 +39,11 @@ def run_passes(shares, seeds, instance, inverse, dtype=np.int64):
         received = np.zeros_like(x[i])
         for j in range(world):
             if j != i:
-                a, b = pads(seeds[j], instance, sid, (rows, cols), dtype)
-                received += x[j] - a  # m_j, sent to the permuter
+                b = pad(seeds[j], instance, sid, "B", (rows, cols), dtype)
+                if j in senders(world, step, inverse):
+                    received += x[j] - pad(seeds[j], instance, sid, "A", (rows, cols), dtype)  # m_j, sent
+                else:  # its share is its previous pass's B, which the dealer used as A
+                    np.testing.assert_array_equal(x[j], pad(seeds[j], instance, sid - 1, "B", (rows, cols), dtype))
                 x[j] = b
         who, delta = next(corrections)
         assert who == i
@@ -65,8 +68,18 @@ def test_shuffle_passes_permute_the_secret_and_the_inverse_undoes_it(world, dtyp
     back = run_passes(out, seeds, instance=7, inverse=True, dtype=dtype)
     np.testing.assert_array_equal(sum(back), x)
     # what a permuter receives is masked: it is not the other party's share
-    a, _ = pads(seeds[1], 7, 0, (50, 3))
+    a = pad(seeds[1], 7, 0, "A", (50, 3))
     assert not np.array_equal(shares[1] - a, shares[1])
+
+
+@pytest.mark.parametrize("inverse", [False, True])
+def test_after_the_first_pass_only_the_previous_permuter_sends(inverse):
+    assert senders(2, 0, inverse) == [1 - pass_order(2, inverse)[0]]
+    assert senders(2, 1, inverse) == [pass_order(2, inverse)[0]]
+    order = pass_order(3, inverse)
+    assert sorted(senders(3, 0, inverse)) == sorted(set(range(3)) - {order[0]})
+    assert [senders(3, k, inverse) for k in (1, 2)] == [[order[0]], [order[1]]]
+    assert sum(len(senders(4, k, inverse)) for k in range(4)) == 3 + 3  # 2w - 2 messages
 
 
 def test_streams_are_keyed_by_seed_and_tags():
@@ -84,17 +97,17 @@ def test_streams_are_keyed_by_seed_and_tags():
     assert tensor_to_seed(seed_to_tensor(s)) == s
 
 
-def test_bucketed_permutations_are_uniform_and_are_permutations():
-    """Every permutation of 4 rows equally often from 3 buckets (chi-square over the 24), and
-    the permutations of many rows (the bucketed path) are permutations, the same at both ends."""
+def test_sorted_key_permutations_are_uniform_and_are_permutations():
+    """Every permutation of 4 rows equally often from 2-bit keys (ties in most draws,
+    broken by shuffling; chi-square over the 24), and the permutations of many rows
+    (the sorted-key path) are permutations, the same at both ends."""
     from scipy.stats import chisquare
 
-    from secure_auc.mpc.primitives.prg import stream
-    from secure_auc.mpc.primitives.shuffle import bucket_permutation, permutation
+    from secure_auc.mpc.primitives.shuffle import permutation, sort_permutation
 
     counts = {}
     for i in range(24_000):
-        p = tuple(bucket_permutation(stream(b"u" * 16, "perm", i), 4, buckets=3).tolist())
+        p = tuple(sort_permutation(b"u" * 16, i, 4, key_bits=2).tolist())
         counts[p] = counts.get(p, 0) + 1
     assert len(counts) == 24
     assert chisquare(list(counts.values())).pvalue > 1e-4

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["TAG_SEED", "TAG_DELTA", "TAG_PAD", "TAG_TRIPLE", "TAG_REQUEST", "TAG_OPEN", "AfterWait", "isend", "recv", "irecv", "wait_all"]
+__all__ = ["TAG_SEED", "TAG_DELTA", "TAG_PAD", "TAG_TRIPLE", "TAG_REQUEST", "TAG_OPEN", "TAG_SCATTER", "TAG_SUMS", "AfterWait", "isend", "recv", "irecv", "wait_all"]
 
 TAG_SEED = 0x5A1  # a party's PRG seed (from the dealer, or from a source)
 TAG_DELTA = 0x5A2  # the dealer's correction for a shuffle pass
@@ -21,6 +21,8 @@ TAG_PAD = 0x5A3  # a share masked with a one-time pad, sent to the pass's permut
 TAG_TRIPLE = 0x5A4  # the dealer's correction for a batch of multiplication triples (to rank 0)
 TAG_REQUEST = 0x5A5  # rank 0's request to the dealer (sizes only)
 TAG_OPEN = 0x5A6  # a share sent to the one party a value is opened to (:mod:`..primitives.opening`)
+TAG_SCATTER = 0x5A7  # a slice of a share sent to the party that opens that slice for everyone
+TAG_SUMS = 0x5A8  # an opened slice, sent to every other party
 
 
 def _log(numel: int) -> None:

@@ -7,8 +7,9 @@ with TFP; AES-CTR streams, never CrypTen's providers): open :math:`e = x - a` an
 :math:`[xy] = [c] + e[b] + f[a] + ef` (the public term added by one party).
 All values a round opens — masked AND inputs, masked product inputs, the
 masked bits :math:`z` — go out in one message per party
-(:func:`open_masked`, an ``all_gather`` of the parties' shares: one
-collective instead of CrypTen's two per gate).  Each opened value is masked by
+(:func:`open_masked`, :func:`.opening.open_all`: one all-gather of the parties'
+shares, or a reduce-scatter and an all-gather for large openings among 3 or
+more parties, instead of CrypTen's two collectives per gate).  Each opened value is masked by
 a fresh uniformly random triple or bit that no single computing party knows
 (with TFP, rank 0 knows them: it is trusted), so it is independent of the
 data.
@@ -24,27 +25,21 @@ from __future__ import annotations
 import torch
 
 from ..comm import backend
+from .opening import open_all
 from .randomness import Randomness
-from .words import add_into, pack, unpack
 
 __all__ = ["open_masked", "beaver_round", "and_gate", "not_gate"]
 
 
 def open_masked(binary: list[torch.Tensor], arithmetic: list[torch.Tensor]):
-    """Open masked values to every party in one round: XOR-shared ``binary`` and
+    """Open masked values to every party: XOR-shared ``binary`` and
     additively shared ``arithmetic`` tensors (shares of this party, int64, or int32
-    for Z_2^32), one ``all_gather`` of the concatenated shares (:mod:`.words`).  Only
+    for Z_2^32), in one opening (:func:`.opening.open_all`).  Only
     for values masked with fresh one-time randomness.  Returns the opened tensors
     (two lists, same shapes)."""
-    like = [t.reshape(-1) for t in binary + arithmetic]
-    flat = pack(like)
-    gathered = backend.all_gather(flat) if backend.world_size() > 1 else [flat]
-    totals = [t.clone() for t in unpack(gathered[0], like)]
-    for g in gathered[1:]:
-        add_into(totals, unpack(g, like), xor=len(binary))
+    opened = open_all(binary + arithmetic, xor=len(binary))
     nb = len(binary)
-    return ([t.view(x.shape) for t, x in zip(totals[:nb], binary)],
-            [t.view(x.shape) for t, x in zip(totals[nb:], arithmetic)])
+    return opened[:nb], opened[nb:]
 
 
 def beaver_round(rnd: Randomness, ands=(), muls=(), masked_bits=()):
