@@ -185,7 +185,7 @@ def test_one_radix_round_gives_the_stable_sort_destinations(world, d):
     the stable sort of the digits in tau's order (numpy's stable argsort)."""
     import torch
 
-    from secure_auc.mpc.sort.radix import _scatter_cols, digit_bases, digit_permutation, onehot_rows, rotate_rows
+    from secure_auc.mpc.sort.radix import digit_permutation, onehot_rows, rotate_rows, shuffled_bases
 
     rng = np.random.default_rng(10 * world + d)
     m, v = 300, 1 << d
@@ -202,10 +202,7 @@ def test_one_radix_round_gives_the_stable_sort_destinations(world, d):
     d_rot, masked = [], []
     for p in range(world):
         e = torch.from_numpy(rand[p][1:v])
-        base = digit_bases(_scatter_cols(tau_t, onehot_rows(e, u, p)))
-        if p == 0:
-            base -= 1
-        d_rot.append(rotate_rows(base[:, tau_t], u))
+        d_rot.append(rotate_rows(shuffled_bases(onehot_rows(e, u, p), tau_t, p), u))
         masked.append(d_rot[p][1:] - d_rot[p][0] - torch.from_numpy(rand[p][v : 2 * v - 1]))
     f = sum(masked)
     w = sum(digit_permutation(d_rot[p], torch.from_numpy(rand[p][1:v]), torch.from_numpy(rand[p][2 * v - 1 :]), f, p)

@@ -48,9 +48,10 @@ first factor, so Beaver's protocol opens only
 1. Shuffle :math:`[\rho \mid v]` with a fresh secret :math:`S` (rows
    :math:`X \mapsto X[s]`) and open :math:`\tau = \rho[s]`, together with
    :math:`u` (one message).
-2. In shuffled order, :math:`I` from :math:`E` and :math:`u`; scatter it to
-   the order sorted so far (:math:`b[\tau_i] = I_i`), count there, and gather
-   the bases back: :math:`D'` in shuffled order.
+2. In shuffled order, :math:`I_v, v \ge 1` from :math:`E` and :math:`u`;
+   scatter them to the order sorted so far (:math:`b[\tau_i] = I_i`), count
+   there, and gather the bases back; the bases of :math:`v = 0` follow from
+   :math:`\sum_v I_v = 1` (:func:`shuffled_bases`): :math:`D'` in shuffled order.
 3. :math:`w = \sigma[\tau] = (\sigma \circ \rho)[s]` directly in shuffled
    order (one opening), so :math:`\rho \leftarrow S^{-1}(w)` (an inverse
    shuffle of one column).
@@ -75,12 +76,12 @@ words per row to one party (rotating); :math:`\lceil 32\,\text{limbs} / d
 Examples
 --------
 The stable sort destinations of digits, from one party's shares (one party:
-its shares are the values):
+its shares are the values); only :math:`I_v, v \ge 1` is given:
 
 >>> import torch
->>> from secure_auc.mpc.sort.radix import digit_bases
->>> ind = torch.tensor([[0, 1, 0, 1], [1, 0, 1, 0]], dtype=torch.int32)  # digits 1, 0, 1, 0
->>> (digit_bases(ind) - 1)  # row v: O_v + C_v - 1, the destination if the digit is v
+>>> from secure_auc.mpc.sort.radix import shuffled_bases
+>>> ind = torch.tensor([[1, 0, 1, 0]], dtype=torch.int32)  # I_1 of the digits 1, 0, 1, 0
+>>> shuffled_bases(ind, None, rank=0)  # row v: O_v + C_v - 1, the destination if the digit is v
 tensor([[-1,  0,  0,  1],
         [ 2,  2,  3,  3]], dtype=torch.int32)
 """
@@ -98,15 +99,16 @@ from ..primitives.memory import release_free_memory
 from ..primitives.randomness import Randomness
 from ..primitives.shuffle import Shuffle, open_shuffled
 
-__all__ = ["RadixSort", "digit_permutation", "onehot_rows", "digit_bases", "rotate_rows"]
+__all__ = ["RadixSort", "digit_permutation", "onehot_rows", "shuffled_bases", "rotate_rows"]
 
 I32 = torch.int32
 
 
 def onehot_rows(e: torch.Tensor, u: torch.Tensor, rank: int) -> torch.Tensor:
-    """Shares (V, M) of the indicators I_v = [digit = v] from the shares (V - 1, M) of
-    E_t = [r mod V = t], t = 1..V-1, and the opened u = (digit - r) mod V:
-    I_v = E_{(v - u) mod V}, with E_0 = 1 - sum_t E_t."""
+    """Shares (V - 1, M) of the indicators I_v = [digit = v], v = 1..V-1, from the shares
+    (V - 1, M) of E_t = [r mod V = t], t = 1..V-1, and the opened u = (digit - r) mod V:
+    I_v = E_{(v - u) mod V}, with E_0 = 1 - sum_t E_t.  (I_0 = 1 - sum_v I_v is never
+    formed: :func:`shuffled_bases` gets its row by linearity.)"""
     v = e.shape[0] + 1
     full = torch.empty((v, e.shape[1]), dtype=e.dtype)
     full[1:] = e
@@ -114,20 +116,45 @@ def onehot_rows(e: torch.Tensor, u: torch.Tensor, rank: int) -> torch.Tensor:
     full[0].neg_()
     if rank == 0:
         full[0] += 1
-    out = torch.empty_like(full)
-    for t in range(v):  # row by row: one (M,) index at a time; & (v - 1) is mod v (v = 2^d), 2x faster than %
-        out[t] = torch.gather(full, 0, ((t - u) & (v - 1)).unsqueeze(0))[0]
+    out = torch.empty_like(e)
+    for t in range(1, v):  # row by row: one (M,) index at a time; & (v - 1) is mod v (v = 2^d), 2x faster than %
+        out[t - 1] = torch.gather(full, 0, ((t - u) & (v - 1)).unsqueeze(0))[0]
     return out
 
 
-def digit_bases(ind: torch.Tensor) -> torch.Tensor:
-    """Shares (V, M) of O_v + C_{j,v} - 1 (offset plus inclusive count, 0-based) from the
-    indicators (V, M) in the order sorted so far; ``ind`` is overwritten."""
-    torch.cumsum(ind, dim=1, dtype=ind.dtype, out=ind)  # C (wraps mod 2^32: shares stay exact)
-    totals = ind[:, -1].clone()
-    offsets = torch.cumsum(totals, dim=0, dtype=ind.dtype) - totals  # O_v = sum_{u<v} T_u
-    ind += offsets.unsqueeze(1)
-    return ind
+def shuffled_bases(ind: torch.Tensor, tau: torch.Tensor | None, rank: int) -> torch.Tensor:
+    """Shares (V, M), in shuffled order, of the destinations B_v = O_v + C_{j,v} - 1 that
+    row j of the order sorted so far gets if its digit is v, from the shares (V - 1, M)
+    of I_1..I_{V-1} in shuffled order (``ind``, overwritten) and the opened ``tau``
+    (None: the identity, round 0).
+
+    Rows v >= 1 are scattered to the order sorted so far, counted there and gathered
+    back.  Row 0 needs no scatter, count or gather: sum_v I_v = 1 gives
+    C_{j,0} = j + 1 - sum_{v >= 1} C_{j,v} and T_0 = M - sum_{v >= 1} T_v, so in
+    shuffled order B_0 = tau + sum_{v >= 1} (O_v - B_v) - (V - 1), the public terms
+    added by rank 0 only.
+
+    """
+    m = ind.shape[1]
+    r0 = 1 if rank == 0 else 0
+    x = _scatter_cols(tau, ind) if tau is not None else ind
+    torch.cumsum(x, dim=1, dtype=x.dtype, out=x)  # C_v (wraps mod 2^32: shares stay exact)
+    totals = x[:, -1].clone()
+    t0 = r0 * m - totals.sum(dtype=x.dtype)
+    offsets = torch.cumsum(totals, dim=0, dtype=x.dtype) - totals + t0  # O_v = T_0 + ... + T_{v-1}
+    x += (offsets - r0).unsqueeze(1)
+    out = torch.empty((x.shape[0] + 1, m), dtype=x.dtype)
+    if tau is not None:
+        for i in range(x.shape[0]):
+            torch.index_select(x[i], 0, tau, out=out[i + 1])
+    else:
+        out[1:] = x
+    torch.sum(out[1:], dim=0, dtype=x.dtype, out=out[0])
+    out[0].neg_()
+    out[0] += offsets.sum(dtype=x.dtype) - r0 * x.shape[0]
+    if r0:
+        out[0] += tau.to(x.dtype) if tau is not None else torch.arange(m, dtype=x.dtype)
+    return out
 
 
 def rotate_rows(base: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
@@ -233,15 +260,7 @@ class RadixSort:
                 tau = tau.long()
                 _check_permutation(tau)
             u = (u & mask).long()
-            ind = onehot_rows(e, u, rank)  # rows in shuffled order
-            if l:
-                ind = _scatter_cols(tau, ind)  # to the order sorted so far
-            base = digit_bases(ind)
-            del ind
-            if rank == 0:
-                base -= 1
-            if l:
-                base = _gather_cols(base, tau)  # back to shuffled order
+            base = shuffled_bases(onehot_rows(e, u, rank), tau if l else None, rank)
             d_rot = rotate_rows(base, u)
             del base, u
             diff = d_rot[1:] - d_rot[0]
@@ -277,12 +296,4 @@ def _scatter_cols(tau: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
     out = torch.empty_like(rows)
     for i in range(rows.shape[0]):
         out[i].index_copy_(0, tau, rows[i])
-    return out
-
-
-def _gather_cols(rows: torch.Tensor, tau: torch.Tensor) -> torch.Tensor:
-    """rows[:, tau], one row at a time."""
-    out = torch.empty_like(rows)
-    for i in range(rows.shape[0]):
-        torch.index_select(rows[i], 0, tau, out=out[i])
     return out
