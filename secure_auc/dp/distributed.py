@@ -103,6 +103,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from fractions import Fraction
 from functools import lru_cache
 
 import numpy as np
@@ -113,7 +114,7 @@ from scipy.stats import nbinom, poisson
 from ..local_stats import LocalStatistics
 from ..validation import InputError, check_delta, check_epsilon
 from .base import Mechanism, NoisyStatistics, PrivacyCost
-from .discrete import discrete_gaussian, dlap_variance
+from .discrete import discrete_gaussian, dlap_variance, negative_binomial
 from .noise import analytic_gaussian_sigma
 from .streams import Uniforms
 
@@ -280,15 +281,18 @@ class Calibration:
         return self.var_c / (self.honest * C_GRID**2), self.var_p / (self.honest * P_GRID**2)
 
     def _draw_streams(self, src: Uniforms, shape: tuple, f: float, shares: float) -> tuple[np.ndarray, np.ndarray]:
-        """One client's shares from its own streams, many clients at once: exact discrete Gaussians
-        (Gaussian, :func:`.discrete.discrete_gaussian`), inversion of 53-bit uniforms (NB) and
-        transformed rejection (Poisson, numpy's PTRS) in floating point (module docstring)."""
+        """One client's shares from its own streams, many clients at once: exact negative binomials
+        (discrete Laplace, :func:`.discrete.negative_binomial`, r = shares / h as a fraction) and
+        discrete Gaussians (:func:`.discrete.discrete_gaussian`); Poisson by transformed rejection
+        (numpy's PTRS) in floating point (module docstring)."""
         owner = src.owners(shape)
         out = []
         if self.noise == "discrete_laplace":
+            r = Fraction(shares) / self.honest
             for p in (self.param_c, self.param_p):
-                out.append((nbinom.ppf(src.open_unit(owner), f, p) - nbinom.ppf(src.open_unit(owner), f, p))
-                           .reshape(shape))
+                scale = nb_scale(p)
+                out.append((negative_binomial(src, r, scale, shape) - negative_binomial(src, r, scale, shape))
+                           .astype(np.float64))
             return out[0] / 2.0, out[1]
         if self.noise == "skellam":
             for mu in (self.param_c, self.param_p):
@@ -299,6 +303,13 @@ class Calibration:
         for s, grid in ((self.param_c, C_GRID), (self.param_p, P_GRID)):
             out.append(discrete_gaussian(src, s, shape).astype(np.float64) * grid)
         return out[0], out[1]
+
+
+def nb_scale(p: float) -> float:
+    """The scale T = 1 / -log(1 - p) of NB(r, p), q = 1 - p = exp(-1 / T), raised by 1e-12 relative so
+    that floating-point rounding never undercuts it: the exact sampler's q is then at least 1 - p (the
+    noise at least as large as calibrated)."""
+    return -1.0 / math.log1p(-p) * (1 + 1e-12)
 
 
 def _poisson(src: Uniforms, owner: np.ndarray, lam: float) -> np.ndarray:
