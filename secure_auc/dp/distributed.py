@@ -60,16 +60,28 @@ Noise families (``noise``), each calibrated for the two statistics jointly:
   the difference between the sum and N_Z(0, h s^2) is negligible; the scale is
   the smallest meeting (eps, delta) by the tightest accountant.
 
-Samplers.  The discrete Gaussian shares are exact (integer arithmetic on the
-client's uniform integers).  The NB and Poisson shares are integer-valued but
-computed in floating point from uniforms k / 2^53 of the client's stream: NB
-by inversion of its CDF (``scipy.stats.nbinom.ppf``), Poisson by inversion
-(``poisson.ppf``) for lambda < 10 and otherwise by the transformed rejection of
-Hoermann (1993) as numpy implements it (:func:`_poisson`).  Their support is
-all of the integers whatever the statistic (no porous support), but each
-probability deviates from the ideal NB or Poisson one by the floating-point
-error of the CDF or acceptance test and the 2^-53 resolution of the uniforms;
-the privacy analysis assumes the ideal distributions.
+Samplers.  The discrete Laplace and discrete Gaussian shares are exact: drawn
+with integer arithmetic only from the client's uniform integers
+(:mod:`.discrete`).  A share NB(r, p) (r = 1/h, or K/h for a total) is drawn
+at the scale T = 1 / -log(1 - p), rounded up to a rational t / s (the noise at
+least as large as calibrated) by :func:`.discrete.negative_binomial`: floor(r)
+geometrics, P(G = n) = (1 - q) q^n with q = exp(-s / t) (the one-sided part of
+CKS Algorithm 2), plus for the fractional part rho of r a geometric G split by
+a Polya urn with weights rho and 1 - rho.  The urn is a Chinese restaurant with
+concentration 1, whose tables are the cycles of a uniform permutation of G:
+stick breaking L_1 uniform on {1..G}, L_2 on {1..G - L_1}, ... (about
+ln G + 0.58 steps), each table white with probability rho; the share is the
+total size of the white tables.  Given G it is BetaBinomial(G, rho, 1 - rho),
+which makes it NB(rho, q) exactly (if X ~ NB(rho), Y ~ NB(1 - rho), then
+X + Y ~ NB(1) and X | X + Y = n ~ BetaBinomial(n, rho, 1 - rho)).  The Poisson
+shares of Skellam are integer-valued but computed in floating point from
+uniforms k / 2^53 of the client's stream: by inversion (``poisson.ppf``) for
+lambda < 10, otherwise by the transformed rejection of Hoermann (1993) as numpy
+implements it (:func:`_poisson`).  Their support is all of the integers whatever
+the statistic (no porous support), but each probability deviates from the
+ideal Poisson one by the floating-point error of the CDF or acceptance test and
+the 2^-53 resolution of the uniforms; the privacy analysis assumes the ideal
+distribution.
 
 For Skellam and Gaussian, ``split`` is the share of the squared (Mahalanobis)
 sensitivity budget on C: Delta_C^2 / sigma_C^2 = split / sigma_1^2 and
