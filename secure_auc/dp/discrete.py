@@ -246,12 +246,12 @@ def _beta_binomial_ts(src: Uniforms, owner: np.ndarray, n: np.ndarray, num: int,
     """
     n = n.ravel().copy()
     out = np.zeros(n.size, dtype=np.int64)
+    kind = np.int64 if den < _INT64_SAFE else object
     todo = np.flatnonzero(n > 0)
     while todo.size:
         who = owner[todo]
         size = 1 + src.below(who, n[todo])
-        white = _bernoulli_ratio(src, who, np.full(todo.size, num, dtype=object if num >= _INT64_SAFE else np.int64),
-                                 np.full(todo.size, den, dtype=object if den >= _INT64_SAFE else np.int64))
+        white = _bernoulli_ratio(src, who, np.full(todo.size, num, dtype=kind), np.full(todo.size, den, dtype=kind))
         out[todo[white]] += size[white]
         n[todo] -= size
         todo = todo[n[todo] > 0]
