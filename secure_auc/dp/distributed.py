@@ -256,13 +256,16 @@ class Calibration:
 
         ``shares=1``: one client's share.  ``shares=K``: the total over K
         clients, exact in distribution for discrete Laplace and Skellam (NB and
-        Poisson are closed under sums).  Gaussian: from a ``Generator``
-        (simulation only) one share is numpy's discrete Gaussian
-        (:func:`.discrete.discrete_gaussian` with ``exact=False``) and the sum
-        of K shares, not itself a discrete Gaussian, is approximated by
-        N(0, K s^2) rounded to the grid (variance K s^2 + 1/12 grid steps^2);
-        from a :class:`~.streams.Uniforms` source (the release) every share is
-        an exact discrete Gaussian from its client's stream.
+        Poisson are closed under sums).  From a ``Generator`` (simulation only)
+        the NB and Poisson draws are numpy's; for the Gaussian one share is
+        numpy's discrete Gaussian (:func:`.discrete.discrete_gaussian` with
+        ``exact=False``) and the sum of K shares, not itself a discrete
+        Gaussian, is approximated by N(0, K s^2) rounded to the grid (variance
+        K s^2 + 1/12 grid steps^2).  From a :class:`~.streams.Uniforms` source
+        (the release) every NB share is an exact :func:`.discrete.negative_binomial`
+        (r = shares / h as a fraction, the scale rounded up by :func:`nb_scale`)
+        and every Gaussian share an exact discrete Gaussian, each from its
+        client's stream.
         """
         f = shares / self.honest
         if isinstance(rng, Uniforms):
