@@ -142,6 +142,7 @@ __all__ = [
     "centred_std",
     "dlap_variance",
     "dlap_pmf",
+    "nb_scale",
     "skellam_rdp",
     "rdp_to_dp",
     "skellam_epsilon",
