@@ -44,6 +44,16 @@ def test_below_is_uniform_and_in_range():
         s.below(owner[:3], 0)
 
 
+def test_below_is_exactly_uniform_for_highs_beyond_32_bits():
+    # h = 3 * 2^61: a word w mod h without the rejection of w < 2^64 mod h = 2^62 would put
+    # 3/8, 3/8, 2/8 of the mass on the thirds of [0, h); table sizes and scales reach such bounds
+    s = KeyStreams(KEYS[:8], "t")
+    h = 3 << 61
+    x = s.below(np.tile(np.arange(8), 6_000), np.full(48_000, h, dtype=np.int64))
+    assert x.min() >= 0 and x.max() < h
+    assert chisquare(np.bincount(x // (1 << 61), minlength=3)).pvalue > 1e-3
+
+
 def _alone_vs_together(draw, params):
     together = draw(KeyStreams(KEYS, "noise|0"), params)
     alone = np.array([draw(KeyStreams([k], "noise|0"), params[i : i + 1])[0] for i, k in enumerate(KEYS)])
