@@ -2,11 +2,12 @@
 
 import itertools
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
 from scipy.special import logsumexp
-from scipy.stats import chi2, skellam
+from scipy.stats import chi2, nbinom, skellam
 
 from secure_auc.data import make_ctr_dataset
 from secure_auc.dp.distributed import (
@@ -20,16 +21,17 @@ from secure_auc.dp.distributed import (
     dlap_pmf,
     dlap_variance,
     laplace_split,
+    nb_scale,
     optimal_split,
     prior_ratio,
     rdp_to_dp,
     skellam_epsilon,
     skellam_rdp,
 )
-from secure_auc.dp.discrete import dgauss_variance
+from secure_auc.dp.discrete import _rational_up, dgauss_variance, negative_binomial
 from secure_auc.dp.events import compose
 from secure_auc.dp.noise import analytic_gaussian_sigma
-from secure_auc.dp.streams import KeyStreams
+from secure_auc.dp.streams import GeneratorUniforms, KeyStreams, Uniforms
 from secure_auc.dp.base import estimate_auc
 from secure_auc.evaluate import builtin_clients, evaluate
 from secure_auc.local_stats import LocalStatistics
@@ -87,6 +89,110 @@ def test_discrete_laplace_shares_stay_exact_for_half_a_million_clients():
     q = math.exp(-eps_d)
     mean_abs = 2 * q / ((1 - q) * (1 + q))  # E|DLap|
     assert np.abs(d).mean() == pytest.approx(mean_abs, rel=0.3)  # 100 draws: sd of the mean ~ 10 %
+
+
+def binned_chi_square(samples, dist, bins=40):
+    """Pearson statistic on about ``bins`` quantile bins of the discrete ``dist`` (frozen scipy
+    distribution on the integers), and its 99.9 % critical value."""
+    samples = np.asarray(samples)
+    edges = np.unique(dist.ppf(np.linspace(0, 1, bins + 1)[1:-1]))  # bin j holds edges[j-1] < x <= edges[j]
+    expected = np.diff(np.concatenate([[0.0], dist.cdf(edges), [1.0]])) * len(samples)
+    observed = np.bincount(np.searchsorted(edges, samples, side="left"), minlength=len(edges) + 1)
+    stat = ((observed - expected) ** 2 / expected).sum()
+    return stat, chi2.ppf(0.999, len(edges))
+
+
+def _q_of(scale):
+    """q = exp(-s / t) of the exact sampler at ``scale`` (t / s: the scale rounded up)."""
+    t, s = _rational_up(np.array([scale]))
+    return math.exp(-int(s[0]) / int(t[0]))
+
+
+class IntegerUniforms(Uniforms):
+    """Uniform integers from a numpy Generator, recording the bounds; no floating-point uniforms."""
+
+    def __init__(self, seed):
+        self.inner, self.highs = GeneratorUniforms(np.random.default_rng(seed)), []
+
+    def below(self, owner, high):
+        self.highs.append(np.broadcast_to(np.asarray(high), np.shape(owner)))
+        return self.inner.below(owner, high)
+
+    def random(self, owner):
+        raise AssertionError("a floating-point uniform was drawn")
+
+    open_unit = random
+
+
+@pytest.mark.parametrize("r", [Fraction(1, 3), Fraction(1, 10), Fraction(7, 3)])
+@pytest.mark.parametrize("mean", [2.0, 50.0, 5000.0])
+def test_exact_negative_binomial_has_the_nb_pmf(r, mean):
+    """NB(r, q) drawn with integer arithmetic: chi-square on 40 quantile bins against scipy's pmf."""
+    q0 = mean / r / (1 + mean / r)  # r q / (1 - q) = mean
+    scale = -1 / math.log(q0)
+    x = negative_binomial(np.random.default_rng(int(mean) + r.denominator), r, scale, (100_000,))
+    assert x.dtype == np.int64 and x.min() >= 0
+    stat, crit = binned_chi_square(x, nbinom(float(r), 1 - _q_of(scale)))
+    assert stat < crit, (stat, crit)
+
+
+@pytest.mark.parametrize("h, mean", [(3, 4.0), (7, 300.0)])
+def test_h_exact_shares_sum_to_a_geometric_and_differences_to_dlap(h, mean):
+    """h NB(1/h) shares from the release path (integer uniforms) sum to the geometric NB(1, q)."""
+    q0 = mean / (1 + mean)
+    p = 1 - q0
+    cal = Calibration("discrete_laplace", h, p, p, 0.0, 0.0)
+    e_c, e_p = cal.draw(IntegerUniforms(h), (60_000, h))
+    d = (2 * e_c).sum(axis=1)
+    q = _q_of(nb_scale(p))
+    assert q >= q0  # the scale rounds up: at least the calibrated noise
+    stat, crit = chi_square(d, lambda x: dlap_pmf(x, -math.log(q)), np.arange(-int(4 * mean), int(4 * mean) + 1))
+    assert stat < crit, (stat, crit)
+    # one sign alone: sum of h NB(1/h) is geometric
+    plus = negative_binomial(IntegerUniforms(h + 1), Fraction(1, h), nb_scale(p), (60_000, h)).sum(axis=1)
+    stat, crit = binned_chi_square(plus, nbinom(1, 1 - q))
+    assert stat < crit, (stat, crit)
+
+
+def test_exact_nb_shares_at_the_builtin_scale_have_the_nb_moments(builtin):
+    """--mechanism distributed --epsilon 1 with 10 clients on the built-in data: each share is
+    NB(1/10, p) with q / (1 - q) ~ 6.4e5 on D; mean r q / (1 - q) and variance r q / (1 - q)^2
+    within 5 standard errors (NB(1/10) has excess kurtosis about 6 / r = 60)."""
+    mech = DistributedNoiseMechanism(1.0, 10)
+    cal = mech.calibration(builtin["m"])
+    r, n = 0.1, 40_000
+    for p in (cal.param_c, cal.param_p):
+        x = negative_binomial(np.random.default_rng(5), Fraction(1, 10), nb_scale(p), (n,)).astype(np.float64)
+        q = 1 - p
+        mean, var = r * q / (1 - q), r * q / (1 - q) ** 2
+        assert abs(x.mean() - mean) < 5 * math.sqrt(var / n), (x.mean(), mean)
+        assert abs(x.var() / var - 1) < 5 * math.sqrt((6 / r + 2) / n), (x.var(), var)
+    assert 1 / cal.param_c > 6e5  # the large scale of D is really exercised
+
+
+def test_release_shares_use_integer_uniforms_only():
+    """The release path draws only uniform integers (the old inversion of doubles k / 2^53 fails
+    here), and the bounds are exact int64 (geometric scale t, table sizes, h)."""
+    cal = DistributedNoiseMechanism(1.0, 10).calibration(458_407)
+    src = IntegerUniforms(0)
+    e_c, e_p = cal.draw(src, (200, 10))
+    assert src.highs and all(h.dtype.kind in "iu" or h.dtype == object for h in src.highs)
+    assert np.all(2 * e_c == np.round(2 * e_c)) and np.all(e_p == np.round(e_p))
+    assert max(int(np.max(h)) for h in src.highs) > 2**32  # table sizes and scales beyond 32 bits
+
+
+@pytest.mark.parametrize("clients", [10, 1000, 458_407])
+@pytest.mark.parametrize("epsilon", [0.1, 1.0, 10.0])
+def test_exact_nb_scale_rounds_towards_more_noise(clients, epsilon):
+    """The sampler's q = exp(-s / t) gives (M - 1) s / t <= eps_D and s / t <= eps_P as accounted
+    (exact rational comparison): the privacy events' eps are never undercut."""
+    mech = DistributedNoiseMechanism(epsilon, clients)
+    m = 458_407
+    cal = mech.calibration(m)
+    split = mech.eps_split
+    for p, sens, eps in ((cal.param_c, m - 1, split * epsilon), (cal.param_p, 1, (1 - split) * epsilon)):
+        t, s = (int(v[0]) for v in _rational_up(np.array([nb_scale(p)])))
+        assert Fraction(sens * s, t) <= Fraction(eps)
 
 
 @pytest.mark.parametrize("honest", [1, 6])

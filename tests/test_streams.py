@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -11,7 +12,7 @@ from sklearn.metrics import roc_auc_score
 
 from secure_auc import make_mechanism
 from secure_auc.data.io import ClientData
-from secure_auc.dp.discrete import bernoulli_exp, discrete_gaussian, discrete_laplace
+from secure_auc.dp.discrete import bernoulli_exp, discrete_gaussian, discrete_laplace, negative_binomial
 from secure_auc.dp.randomized_response import randomized_response
 from secure_auc.dp.rng import ClientRngs, client_key
 from secure_auc.dp.streams import KeyStreams
@@ -43,6 +44,16 @@ def test_below_is_uniform_and_in_range():
         s.below(owner[:3], 0)
 
 
+def test_below_is_exactly_uniform_for_highs_beyond_32_bits():
+    # h = 3 * 2^61: a word w mod h without the rejection of w < 2^64 mod h = 2^62 would put
+    # 3/8, 3/8, 2/8 of the mass on the thirds of [0, h); table sizes and scales reach such bounds
+    s = KeyStreams(KEYS[:8], "t")
+    h = 3 << 61
+    x = s.below(np.tile(np.arange(8), 6_000), np.full(48_000, h, dtype=np.int64))
+    assert x.min() >= 0 and x.max() < h
+    assert chisquare(np.bincount(x // (1 << 61), minlength=3)).pvalue > 1e-3
+
+
 def _alone_vs_together(draw, params):
     together = draw(KeyStreams(KEYS, "noise|0"), params)
     alone = np.array([draw(KeyStreams([k], "noise|0"), params[i : i + 1])[0] for i, k in enumerate(KEYS)])
@@ -61,6 +72,20 @@ def test_discrete_gaussian_of_many_clients_equals_each_alone(sigma):
     sigmas = np.linspace(0.5, 2.0, len(KEYS)) * sigma
     together, alone = _alone_vs_together(lambda src, p: discrete_gaussian(src, p, p.shape), sigmas)
     assert together.tolist() == alone.tolist()
+
+
+@pytest.mark.parametrize("r", [Fraction(1, 7), Fraction(1, 458_407), Fraction(23, 7)])
+@pytest.mark.parametrize("scale", [0.7, 250.0, 6.4e5, 1e9])
+def test_negative_binomial_of_many_clients_equals_each_alone(r, scale):
+    scales = np.linspace(0.5, 2.0, len(KEYS)) * scale
+    together, alone = _alone_vs_together(lambda src, p: negative_binomial(src, r, p, p.shape), scales)
+    assert together.tolist() == alone.tolist()
+    # several entries per client (repetitions): still each client's own draws
+    reps = np.tile(scales, (3, 1))
+    both = negative_binomial(KeyStreams(KEYS, "noise|1"), r, reps, reps.shape)
+    each = [negative_binomial(KeyStreams([k], "noise|1"), r, reps[:, i : i + 1], (3, 1)).ravel()
+            for i, k in enumerate(KEYS)]
+    assert both.T.tolist() == [e.tolist() for e in each]
 
 
 def test_big_integer_bernoulli_per_entry_choice():

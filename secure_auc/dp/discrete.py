@@ -13,7 +13,11 @@ of uniform integers (the client's own stream, :mod:`.streams`):
   on the integers (CKS Algorithm 2);
 * :func:`discrete_gaussian` draws N_Z(0, sigma^2), P(x) proportional to
   exp(-x^2 / (2 sigma^2)) on the integers, by rejection from a discrete
-  Laplace (CKS Algorithm 3).
+  Laplace (CKS Algorithm 3);
+* :func:`negative_binomial` draws NB(r, q), q = exp(-1 / scale), for a
+  rational r > 0 (the shares of a discrete Laplace): geometrics (the one-sided
+  part of CKS Algorithm 2) and, for a fractional r, a geometric split by a
+  Polya urn drawn as the cycles of a uniform permutation.
 
 Each works on whole arrays (one entry per client and repetition), with the
 rejection loops running over the entries not yet accepted.  The uniform
@@ -40,6 +44,7 @@ scales beyond 2^32, the largest power of two keeping t below 2^52; variance a / 
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 from scipy.special import log_ndtr
@@ -51,6 +56,7 @@ __all__ = [
     "bernoulli_exp",
     "discrete_laplace",
     "discrete_gaussian",
+    "negative_binomial",
     "dlap_variance",
     "dgauss_variance",
     "dgauss_delta",
@@ -182,29 +188,87 @@ def _rational_up(x) -> tuple[np.ndarray, np.ndarray]:
     return np.ceil(x * s).astype(np.int64), s.astype(np.int64)
 
 
+def _geometric_ts(src: Uniforms, owner: np.ndarray, t: np.ndarray, s) -> np.ndarray:
+    """G with P(G = n) = (1 - q) q^n on {0, 1, ...}, q = exp(-s / t), for int64 arrays t, s >= 1.
+
+    The one-sided part of CKS Algorithm 2: U uniform in [0, t) accepted with
+    probability exp(-U / t) (else drawn again), V the number of Bernoulli(exp(-1))
+    successes before the first failure; X = U + t V has P(X = x) proportional to
+    exp(-x / t), and G = floor(X / s).
+    """
+    t = t.ravel()
+    s = np.broadcast_to(np.asarray(s, dtype=np.int64), t.shape)
+    u = np.zeros(t.size, dtype=np.int64)
+    todo = np.arange(t.size)
+    while todo.size:
+        tt, who = t[todo], owner[todo]
+        uu = src.below(who, tt)
+        ok = _bernoulli_exp(src, who, uu, tt)
+        u[todo[ok]] = uu[ok]
+        todo = todo[~ok]
+    # V: number of Bernoulli(exp(-1)) successes before the first failure (geometric)
+    v = np.zeros(t.size, dtype=np.int64)
+    live = np.arange(t.size)
+    while live.size:
+        one = np.ones(live.size, dtype=np.int64)
+        a = _bernoulli_exp_unit(src, owner[live], one, one)
+        v[live[a]] += 1
+        live = live[a]
+    return (u + t * v) // s
+
+
 def _dlap_ts(src: Uniforms, owner: np.ndarray, t: np.ndarray, s) -> np.ndarray:
-    """DLap(t / s) for int64 arrays t >= 1 and s >= 1 (CKS Algorithm 2)."""
+    """DLap(t / s) for int64 arrays t >= 1 and s >= 1 (CKS Algorithm 2): a geometric
+    (:func:`_geometric_ts`) with a uniform sign, drawn again on (-, 0)."""
     t = t.ravel()
     s = np.broadcast_to(np.asarray(s, dtype=np.int64), t.shape)
     out = np.zeros(t.size, dtype=np.int64)
     todo = np.arange(t.size)
     while todo.size:
-        tt, who = t[todo], owner[todo]
-        u = src.below(who, tt)
-        ok = _bernoulli_exp(src, who, u, tt)
-        # V: number of Bernoulli(exp(-1)) successes before the first failure (geometric)
-        v = np.zeros(tt.size, dtype=np.int64)
-        live = np.arange(tt.size)
-        while live.size:
-            one = np.ones(live.size, dtype=np.int64)
-            a = _bernoulli_exp_unit(src, who[live], one, one)
-            v[live[a]] += 1
-            live = live[a]
-        y = (u + tt * v) // s[todo]
+        who = owner[todo]
+        y = _geometric_ts(src, who, t[todo], s[todo])
         neg = src.below(who, 2).astype(bool)
-        ok &= ~(neg & (y == 0))
+        ok = ~(neg & (y == 0))
         out[todo[ok]] = np.where(neg, -y, y)[ok]
         todo = todo[~ok]
+    return out
+
+
+def _beta_binomial_ts(src: Uniforms, owner: np.ndarray, n: np.ndarray, num: int, den: int) -> np.ndarray:
+    """BetaBinomial(n, rho, 1 - rho) for an int64 array n >= 0 and rho = num / den in [0, 1].
+
+    A Polya urn with initial weights rho and 1 - rho is the Chinese restaurant
+    with concentration 1 whose tables are white with probability rho each
+    (Blackwell & MacQueen 1973).  Its tables' sizes are the cycle lengths of a
+    uniform permutation of n, drawn by stick breaking: L_1 uniform on {1..n},
+    L_2 uniform on {1..n - L_1}, ... (about ln n + 0.58 steps); the result is
+    the total size of the white tables.
+    """
+    n = n.ravel().copy()
+    out = np.zeros(n.size, dtype=np.int64)
+    kind = np.int64 if den < _INT64_SAFE else object
+    todo = np.flatnonzero(n > 0)
+    while todo.size:
+        who = owner[todo]
+        size = 1 + src.below(who, n[todo])
+        white = _bernoulli_ratio(src, who, np.full(todo.size, num, dtype=kind), np.full(todo.size, den, dtype=kind))
+        out[todo[white]] += size[white]
+        n[todo] -= size
+        todo = todo[n[todo] > 0]
+    return out
+
+
+def _negative_binomial_ts(src: Uniforms, owner: np.ndarray, r: Fraction, t: np.ndarray, s) -> np.ndarray:
+    """NB(r, q), q = exp(-s / t): floor(r) geometrics plus NB(frac(r)), the white part of
+    a geometric split by :func:`_beta_binomial_ts` (if X ~ NB(rho), Y ~ NB(1 - rho),
+    X + Y ~ NB(1) and X given X + Y = n is BetaBinomial(n, rho, 1 - rho))."""
+    t = t.ravel()
+    out = np.zeros(t.size, dtype=np.int64)
+    for _ in range(int(r)):
+        out += _geometric_ts(src, owner, t, s)
+    rho = r - int(r)
+    if rho:
+        out += _beta_binomial_ts(src, owner, _geometric_ts(src, owner, t, s), rho.numerator, rho.denominator)
     return out
 
 
@@ -262,6 +326,62 @@ def discrete_laplace(rng, scale, shape=None, *, exact: bool = True) -> np.ndarra
             flat[live] = _dlap_fast(rng, scale.ravel()[live])
         out = flat.reshape(shape)
     return out
+
+
+def negative_binomial(rng, r, scale, shape=None) -> np.ndarray:
+    """Exact NB(r, q): P(X = n) = C(n + r - 1, n) (1 - q)^r q^n on {0, 1, ...}, q = exp(-1 / scale).
+
+    The sum of independent NB(r_i, q) is NB(sum r_i, q); NB(1, q) is the
+    geometric, so h draws of NB(1/h, q) sum to a geometric and two such sums
+    differ by DLap(scale).  Drawn with integer arithmetic only: floor(r)
+    geometrics (the one-sided part of CKS Algorithm 2) plus, for the fractional
+    part rho of r, a geometric G split by a Polya urn: the cycle lengths of a
+    uniform permutation of G (stick breaking, L_1 uniform on {1..G}, L_2 on
+    {1..G - L_1}, ...) are the tables of a Chinese restaurant, each white with
+    probability rho, and X is the total size of the white tables
+    (BetaBinomial(G, rho, 1 - rho) given G, which makes X ~ NB(rho, q)).
+    Expected work per draw: floor(r) + 1 geometrics and about ln E[G] + 0.58
+    uniform integers and Bernoulli(rho) trials.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator or secure_auc.dp.streams.Uniforms
+        The source of uniform integers.
+    r : int, fractions.Fraction or float
+        r > 0, used exactly (a float as its exact binary value).
+    scale : float or array-like
+        T > 0 (rounded up as in :func:`discrete_laplace`: q is at least
+        exp(-1 / T)), broadcast against ``shape``.
+    shape : tuple, optional
+        Output shape (default: the shape of ``scale``).
+
+    Returns
+    -------
+    numpy.ndarray of int64
+
+    Examples
+    --------
+    The mean is r q / (1 - q):
+
+    >>> import numpy as np
+    >>> from fractions import Fraction
+    >>> from secure_auc.dp.discrete import negative_binomial
+    >>> x = negative_binomial(np.random.default_rng(3), Fraction(1, 3), 20.0, (100_000,))
+    >>> q = np.exp(-1 / 20.0)
+    >>> x.dtype, bool(abs(x.mean() / (q / (1 - q) / 3) - 1) < 0.02)
+    (dtype('int64'), True)
+    """
+    r = Fraction(r)
+    if r <= 0:
+        raise ValueError(f"the negative binomial needs r > 0, got {r}")
+    scale = np.asarray(scale, dtype=np.float64)
+    shape = scale.shape if shape is None else _shape(shape)
+    scale = np.broadcast_to(scale, shape)
+    if scale.size and not scale.min() > 0:
+        raise ValueError("the negative binomial needs a scale > 0")
+    src = as_uniforms(rng)
+    t, s = _rational_up(scale.ravel())
+    return _negative_binomial_ts(src, src.owners(shape), r, t, s).reshape(shape)
 
 
 def discrete_gaussian(rng, sigma, shape=None, *, exact: bool = True) -> np.ndarray:

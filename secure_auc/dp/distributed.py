@@ -60,16 +60,28 @@ Noise families (``noise``), each calibrated for the two statistics jointly:
   the difference between the sum and N_Z(0, h s^2) is negligible; the scale is
   the smallest meeting (eps, delta) by the tightest accountant.
 
-Samplers.  The discrete Gaussian shares are exact (integer arithmetic on the
-client's uniform integers).  The NB and Poisson shares are integer-valued but
-computed in floating point from uniforms k / 2^53 of the client's stream: NB
-by inversion of its CDF (``scipy.stats.nbinom.ppf``), Poisson by inversion
-(``poisson.ppf``) for lambda < 10 and otherwise by the transformed rejection of
-Hoermann (1993) as numpy implements it (:func:`_poisson`).  Their support is
-all of the integers whatever the statistic (no porous support), but each
-probability deviates from the ideal NB or Poisson one by the floating-point
-error of the CDF or acceptance test and the 2^-53 resolution of the uniforms;
-the privacy analysis assumes the ideal distributions.
+Samplers.  The discrete Laplace and discrete Gaussian shares are exact: drawn
+with integer arithmetic only from the client's uniform integers
+(:mod:`.discrete`).  A share NB(r, p) (r = 1/h, or K/h for a total) is drawn
+at the scale T = 1 / -log(1 - p), rounded up to a rational t / s (the noise at
+least as large as calibrated) by :func:`.discrete.negative_binomial`: floor(r)
+geometrics, P(G = n) = (1 - q) q^n with q = exp(-s / t) (the one-sided part of
+CKS Algorithm 2), plus for the fractional part rho of r a geometric G split by
+a Polya urn with weights rho and 1 - rho.  The urn is a Chinese restaurant with
+concentration 1, whose tables are the cycles of a uniform permutation of G:
+stick breaking L_1 uniform on {1..G}, L_2 on {1..G - L_1}, ... (about
+ln G + 0.58 steps), each table white with probability rho; the share is the
+total size of the white tables.  Given G it is BetaBinomial(G, rho, 1 - rho),
+which makes it NB(rho, q) exactly (if X ~ NB(rho), Y ~ NB(1 - rho), then
+X + Y ~ NB(1) and X | X + Y = n ~ BetaBinomial(n, rho, 1 - rho)).  The Poisson
+shares of Skellam are integer-valued but computed in floating point from
+uniforms k / 2^53 of the client's stream: by inversion (``poisson.ppf``) for
+lambda < 10, otherwise by the transformed rejection of Hoermann (1993) as numpy
+implements it (:func:`_poisson`).  Their support is all of the integers whatever
+the statistic (no porous support), but each probability deviates from the
+ideal Poisson one by the floating-point error of the CDF or acceptance test and
+the 2^-53 resolution of the uniforms; the privacy analysis assumes the ideal
+distribution.
 
 For Skellam and Gaussian, ``split`` is the share of the squared (Mahalanobis)
 sensitivity budget on C: Delta_C^2 / sigma_C^2 = split / sigma_1^2 and
@@ -103,6 +115,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from fractions import Fraction
 from functools import lru_cache
 
 import numpy as np
@@ -113,7 +126,7 @@ from scipy.stats import nbinom, poisson
 from ..local_stats import LocalStatistics
 from ..validation import InputError, check_delta, check_epsilon
 from .base import Mechanism, NoisyStatistics, PrivacyCost
-from .discrete import discrete_gaussian, dlap_variance
+from .discrete import discrete_gaussian, dlap_variance, negative_binomial
 from .noise import analytic_gaussian_sigma
 from .streams import Uniforms
 
@@ -129,6 +142,7 @@ __all__ = [
     "centred_std",
     "dlap_variance",
     "dlap_pmf",
+    "nb_scale",
     "skellam_rdp",
     "rdp_to_dp",
     "skellam_epsilon",
@@ -243,13 +257,16 @@ class Calibration:
 
         ``shares=1``: one client's share.  ``shares=K``: the total over K
         clients, exact in distribution for discrete Laplace and Skellam (NB and
-        Poisson are closed under sums).  Gaussian: from a ``Generator``
-        (simulation only) one share is numpy's discrete Gaussian
-        (:func:`.discrete.discrete_gaussian` with ``exact=False``) and the sum
-        of K shares, not itself a discrete Gaussian, is approximated by
-        N(0, K s^2) rounded to the grid (variance K s^2 + 1/12 grid steps^2);
-        from a :class:`~.streams.Uniforms` source (the release) every share is
-        an exact discrete Gaussian from its client's stream.
+        Poisson are closed under sums).  From a ``Generator`` (simulation only)
+        the NB and Poisson draws are numpy's; for the Gaussian one share is
+        numpy's discrete Gaussian (:func:`.discrete.discrete_gaussian` with
+        ``exact=False``) and the sum of K shares, not itself a discrete
+        Gaussian, is approximated by N(0, K s^2) rounded to the grid (variance
+        K s^2 + 1/12 grid steps^2).  From a :class:`~.streams.Uniforms` source
+        (the release) every NB share is an exact :func:`.discrete.negative_binomial`
+        (r = shares / h as a fraction, the scale rounded up by :func:`nb_scale`)
+        and every Gaussian share an exact discrete Gaussian, each from its
+        client's stream.
         """
         f = shares / self.honest
         if isinstance(rng, Uniforms):
@@ -280,15 +297,18 @@ class Calibration:
         return self.var_c / (self.honest * C_GRID**2), self.var_p / (self.honest * P_GRID**2)
 
     def _draw_streams(self, src: Uniforms, shape: tuple, f: float, shares: float) -> tuple[np.ndarray, np.ndarray]:
-        """One client's shares from its own streams, many clients at once: exact discrete Gaussians
-        (Gaussian, :func:`.discrete.discrete_gaussian`), inversion of 53-bit uniforms (NB) and
-        transformed rejection (Poisson, numpy's PTRS) in floating point (module docstring)."""
+        """One client's shares from its own streams, many clients at once: exact negative binomials
+        (discrete Laplace, :func:`.discrete.negative_binomial`, r = shares / h as a fraction) and
+        discrete Gaussians (:func:`.discrete.discrete_gaussian`); Poisson by transformed rejection
+        (numpy's PTRS) in floating point (module docstring)."""
         owner = src.owners(shape)
         out = []
         if self.noise == "discrete_laplace":
+            r = Fraction(shares) / self.honest
             for p in (self.param_c, self.param_p):
-                out.append((nbinom.ppf(src.open_unit(owner), f, p) - nbinom.ppf(src.open_unit(owner), f, p))
-                           .reshape(shape))
+                scale = nb_scale(p)
+                out.append((negative_binomial(src, r, scale, shape) - negative_binomial(src, r, scale, shape))
+                           .astype(np.float64))
             return out[0] / 2.0, out[1]
         if self.noise == "skellam":
             for mu in (self.param_c, self.param_p):
@@ -299,6 +319,13 @@ class Calibration:
         for s, grid in ((self.param_c, C_GRID), (self.param_p, P_GRID)):
             out.append(discrete_gaussian(src, s, shape).astype(np.float64) * grid)
         return out[0], out[1]
+
+
+def nb_scale(p: float) -> float:
+    """The scale T = 1 / -log(1 - p) of NB(r, p), q = 1 - p = exp(-1 / T), raised by 1e-12 relative so
+    that floating-point rounding never undercuts it: the exact sampler's q is then at least 1 - p (the
+    noise at least as large as calibrated)."""
+    return -1.0 / math.log1p(-p) * (1 + 1e-12)
 
 
 def _poisson(src: Uniforms, owner: np.ndarray, lam: float) -> np.ndarray:
