@@ -69,3 +69,33 @@ def test_open_all_opens_every_ring_and_large_openings_cost_less_among_three(worl
         assert busiest >= all_gather
     else:  # each party sends and receives 2 (w - 1) / w of a share: a third less among 3
         assert busiest <= 0.70 * all_gather
+
+
+def _low_bits_job(rank, sizes, bits):
+    import torch
+
+    from secure_auc.mpc.comm import backend
+    from secure_auc.mpc.primitives.opening import open_all
+
+    world = backend.world_size()
+    out = []
+    for n in sizes:
+        mine = torch.from_numpy(shares_of(n, world)[rank][1])  # the int32 values' shares
+        backend.reset_communication_stats()
+        (opened,) = open_all([mine], bits=bits)
+        out.append((opened.numpy(), backend.communication_stats()["bytes"]))
+    return out
+
+
+@pytest.mark.parametrize("world, bits", [(2, 22), (3, 22), (3, 9), (3, 32)])
+def test_low_bits_openings_give_the_values_mod_2_to_the_bits_from_fewer_bytes(world, bits):
+    sizes = [5, 1_000, SCATTER_MIN_BYTES // 3 + 1]
+    results = run_parties(world, _low_bits_job, sizes, bits)
+    for got in results:
+        for (opened, _), n in zip(got, sizes):
+            want = values(n)[0][1].astype(np.int64) % (1 << bits)
+            np.testing.assert_array_equal(opened.astype(np.int64) % (1 << 32), want)
+    n, nbytes = sizes[-1], -(-bits // 8)
+    busiest = max(got[-1][1] for got in results)
+    # at most an all-gather of nbytes per value (4 bytes per value would exceed it below 25 bits)
+    assert busiest <= 2 * (world - 1) * n * nbytes * 1.01 + 4096

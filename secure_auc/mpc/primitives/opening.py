@@ -28,6 +28,10 @@ The :math:`w` computing parties hold :math:`x = x_0 + \dots + x_{w-1} \pmod{2^{6
 
 from __future__ import annotations
 
+import functools
+import sys
+
+import numpy as np
 import torch
 
 from ..comm import backend, p2p
@@ -83,26 +87,112 @@ def open_to_all(share: torch.Tensor) -> torch.Tensor:
     return open_all([share])[0]
 
 
-def open_all(shares: list[torch.Tensor], xor: int = 0) -> list[torch.Tensor]:
+def open_all(shares: list[torch.Tensor], xor: int = 0, bits: int | None = None) -> list[torch.Tensor]:
     """Open the tensors ``shares`` (this party's shares, any integer dtype, each summed in its
     own ring; the first ``xor`` are XOR shares) to every party (module docstring).  Returns
-    the opened tensors, same shapes."""
+    the opened tensors, same shapes.
+
+    ``bits``: open only the values mod 2^bits of int32 (Z_2^32) shares: each party sends
+    the low ceil(bits / 8) bytes of each share (the higher bits of a share never leave
+    it), and gets int32 values in [0, 2^bits)."""
     world = backend.world_size()
-    like = [t.reshape(-1) for t in shares]
-    if world == 1:
-        return [t.clone() for t in shares]
-    if world < 3 or sum(t.numel() * t.element_size() for t in like) < SCATTER_MIN_BYTES:
-        gathered = backend.all_gather(pack(like))
-        totals = [t.clone() for t in unpack(gathered[0], like)]
-        for g in gathered[1:]:
-            add_into(totals, unpack(g, like), xor=xor)
+    if bits is None:
+        like = [t.reshape(-1) for t in shares]
+        codec = _Codec(xor)
     else:
-        totals = _reduce_scatter_gather(like, xor, backend.rank(), world)
+        if any(t.dtype != torch.int32 for t in shares) or xor or not 0 < bits <= 32:
+            raise ValueError("a low-bits opening takes int32 additive shares and 1 to 32 bits")
+        codec = _LowBytes(-(-bits // 8))
+        like = [codec.wire(t.reshape(-1)) for t in shares]
+    if world == 1:
+        totals = [codec.summed(t) for t in like]
+    elif world < 3 or sum(t.numel() * t.element_size() for t in like) < SCATTER_MIN_BYTES:
+        gathered = backend.all_gather(pack(like))
+        totals = [codec.summed(t) for t in unpack(gathered[0], like)]
+        for g in gathered[1:]:
+            codec.add(totals, unpack(g, like))
+    else:
+        totals = _reduce_scatter_gather(like, codec, backend.rank(), world)
+    if bits is not None and bits < 32:
+        for t in totals:
+            t &= (1 << bits) - 1
     return [t.view(x.shape) for t, x in zip(totals, shares)]
 
 
-def _reduce_scatter_gather(like: list[torch.Tensor], xor: int, rank: int, world: int) -> list[torch.Tensor]:
-    bounds = [[k * t.numel() // world for k in range(world + 1)] for t in like]
+class _Codec:
+    """Shares on the wire as they are, summed in their own ring (XOR for the first ``xor``)."""
+
+    def __init__(self, xor: int = 0):
+        self.xor = xor
+
+    def wire(self, t: torch.Tensor) -> torch.Tensor:
+        return t
+
+    def summed(self, w: torch.Tensor) -> torch.Tensor:
+        return w.clone()
+
+    def add(self, totals: list[torch.Tensor], parts: list[torch.Tensor]) -> None:
+        add_into(totals, parts, xor=self.xor)
+
+    def result(self, w: torch.Tensor) -> torch.Tensor:
+        """An opened value from its wire form."""
+        return w
+
+
+class _LowBytes(_Codec):
+    """int32 shares on the wire as their low ``nbytes`` bytes (rows of an (n, nbytes) uint8
+    tensor), summed in Z_2^32: the sum's low bytes are the value's, whatever was dropped.
+
+    Packing writes each value's 4 bytes at a stride of ``nbytes`` in increasing order (each
+    write's high bytes are overwritten by the next value's low bytes), unpacking reads 4
+    bytes at that stride and masks: one pass each (numpy's unaligned strided copy).  The
+    order of the writes is checked once (:func:`_ordered_strided_writes`); without it, a
+    byte-wise copy."""
+
+    def __init__(self, nbytes: int):
+        super().__init__()
+        if sys.byteorder != "little":
+            raise RuntimeError("low-bits openings assume a little-endian machine")
+        self.nbytes = nbytes
+        self.mask = (1 << (8 * nbytes)) - 1 if nbytes < 4 else -1
+
+    def wire(self, t: torch.Tensor) -> torch.Tensor:
+        n, nb = t.numel(), self.nbytes
+        if nb == 4:
+            return t.contiguous()
+        if not _ordered_strided_writes():
+            return t.new_empty(t.shape).copy_(t).view(torch.uint8).view(-1, 4)[:, :nb].contiguous()
+        buf = np.empty(nb * n + 4, dtype=np.uint8)
+        np.ndarray((n,), dtype="<i4", buffer=buf, strides=(nb,))[...] = t.numpy()
+        return torch.from_numpy(buf[: nb * n]).view(n, nb)
+
+    def summed(self, w: torch.Tensor) -> torch.Tensor:
+        if self.nbytes == 4:
+            return w.clone()
+        n, nb = w.shape[0], self.nbytes
+        buf = np.empty(nb * n + 4, dtype=np.uint8)
+        buf[: nb * n] = w.numpy().reshape(-1)
+        return torch.from_numpy(np.ndarray((n,), dtype="<i4", buffer=buf, strides=(nb,)) & np.int32(self.mask))
+
+    def add(self, totals: list[torch.Tensor], parts: list[torch.Tensor]) -> None:
+        for t, p in zip(totals, parts):
+            t += self.summed(p)
+
+    result = summed
+
+
+@functools.cache
+def _ordered_strided_writes() -> bool:
+    """Whether numpy writes an unaligned strided int32 view in increasing order (so that
+    overlapping writes leave each value's low bytes)."""
+    x = np.arange(1, 40, dtype=np.int32) * 0x01010101
+    buf = np.zeros(3 * x.size + 4, dtype=np.uint8)
+    np.ndarray((x.size,), dtype="<i4", buffer=buf, strides=(3,))[...] = x
+    return bool(np.array_equal(buf[: 3 * x.size], x.view(np.uint8).reshape(-1, 4)[:, :3].reshape(-1)))
+
+
+def _reduce_scatter_gather(like: list[torch.Tensor], codec: _Codec, rank: int, world: int) -> list[torch.Tensor]:
+    bounds = [[k * t.shape[0] // world for k in range(world + 1)] for t in like]
 
     def piece(k: int, tensors=like) -> list[torch.Tensor]:
         return [t[b[k] : b[k + 1]] for t, b in zip(tensors, bounds)]
@@ -112,18 +202,19 @@ def _reduce_scatter_gather(like: list[torch.Tensor], xor: int, rank: int, world:
     for k in peers:
         words = pack(piece(k))
         sending.append((words, p2p.isend(words, k, p2p.TAG_SCATTER)))
-    mine = [t.clone() for t in piece(rank)]
-    for t, work in [p2p.irecv((words_for(mine),), j, p2p.TAG_SCATTER) for j in peers]:
+    mine = [codec.summed(t) for t in piece(rank)]
+    for t, work in [p2p.irecv((words_for(piece(rank)),), j, p2p.TAG_SCATTER) for j in peers]:
         work.wait()
-        add_into(mine, unpack(t, mine), xor=xor)
-    words = pack(mine)
+        codec.add(mine, unpack(t, piece(rank)))
+    opened = [codec.wire(t) for t in mine]
+    words = pack(opened)
     sending += [(words, p2p.isend(words, k, p2p.TAG_SUMS)) for k in peers]
     out = [torch.empty_like(t) for t in like]
-    for dst, src in zip(piece(rank, out), mine):
+    for dst, src in zip(piece(rank, out), opened):
         dst.copy_(src)
     for j, (t, work) in zip(peers, [p2p.irecv((words_for(piece(j)),), j, p2p.TAG_SUMS) for j in peers]):
         work.wait()
         for dst, src in zip(piece(j, out), unpack(t, piece(j))):
             dst.copy_(src)
     p2p.wait_all(w for _, w in sending)
-    return out
+    return [codec.result(t) for t in out]

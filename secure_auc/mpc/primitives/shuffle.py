@@ -53,7 +53,7 @@ from ..comm import p2p
 from .prg import ring, stream
 from .words import pack, unpack, words_for
 
-__all__ = ["Shuffle", "pad", "senders", "permutation", "sort_permutation", "permute_rows", "pass_order", "deltas", "open_shuffled"]
+__all__ = ["Shuffle", "pad", "senders", "permutation", "sort_permutation", "permute_rows", "pass_order", "deltas"]
 
 
 # ----------------------------------------------------------------- pads and permutations (pure)
@@ -236,12 +236,3 @@ class Shuffle:
                 x += delta
         p2p.wait_all(w for _, w in sending)
         return x
-
-
-def open_shuffled(share: torch.Tensor) -> torch.Tensor:
-    """Open a shuffled vector to every party (:func:`.opening.open_to_all`).  Only for
-    values that are uniformly random given everything else a party sees (a secret
-    permutation composed with a fresh secret shuffle)."""
-    from .opening import open_to_all
-
-    return open_to_all(share)

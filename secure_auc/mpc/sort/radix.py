@@ -8,11 +8,16 @@ secret permutations composed with fresh secret shuffles, which are uniformly
 random permutations whatever the keys (:mod:`secure_auc.mpc.primitives.shuffle`),
 and values masked by fresh dealer randomness.
 
-Ring.  Everything in the rounds is additively shared in
-:math:`\mathbb{Z}_{2^{32}}` (int32 words, half the bytes of
-:math:`\mathbb{Z}_{2^{64}}`): permutations, counts and destinations are below
-:math:`M < 2^{30}`, so they are exact there.  The keys carried to sorted
-order stay in :math:`\mathbb{Z}_{2^{64}}` (the mid-rank step compares them).
+Ring and window.  Everything in the rounds is additively shared in
+:math:`\mathbb{Z}_{2^{32}}` (int32 words): permutations, counts and
+destinations are below :math:`M \le 2^k`, :math:`k = \lceil \log_2 M \rceil`.
+A round only ever needs values modulo :math:`2^q`, :math:`q = k + d` (the
+*window*): every opening sends the low :math:`\lceil q / 8 \rceil` bytes of
+each share (:func:`.primitives.opening.open_all` with ``bits``; 3 bytes up to
+:math:`M = 2^{22}` with 2-bit digits), so the shares' higher bits, and the
+values' (which may then be wrong), never leave a party.  The keys carried to
+sorted order stay in :math:`\mathbb{Z}_{2^{64}}` (the mid-rank step compares
+them).
 
 Permutations are destination vectors: :math:`\rho` sends row :math:`j` to
 position :math:`\rho_j`, :math:`\mathrm{apply}(\rho, x)_{\rho_j} = x_j`.
@@ -45,9 +50,12 @@ first factor, so Beaver's protocol opens only
 
 *Round* :math:`l \ge 1`, with the sort so far :math:`\rho` (shared):
 
-1. Shuffle :math:`[\rho \mid v]` with a fresh secret :math:`S` (rows
-   :math:`X \mapsto X[s]`) and open :math:`\tau = \rho[s]`, together with
-   :math:`u` (one message).
+1. Shuffle the one word :math:`\rho + 2^k v` with a fresh secret :math:`S`
+   (rows :math:`X \mapsto X[s]`) and open the window of
+   :math:`\rho[s] + 2^k (v[s] - r)`: its low :math:`k` bits are
+   :math:`\tau = \rho[s]` and the next :math:`d` are :math:`u` (one opening;
+   :math:`\rho < 2^k` and :math:`v < 2^d` exactly in the window, so nothing
+   carries between the two).
 2. In shuffled order, :math:`I_v, v \ge 1` from :math:`E` and :math:`u`;
    scatter them to the order sorted so far (:math:`b[\tau_i] = I_i`), count
    there, and gather the bases back; the bases of :math:`v = 0` follow from
@@ -67,11 +75,11 @@ permutations are independent and uniformly random: together they reveal
 nothing about the keys, not even ties (ties are kept in input order by the
 stable digit sorts; equal keys are never compared).
 
-Cost per round for :math:`M` rows: one shuffle of 2 int32 columns, one
-inverse shuffle of one, one opening of :math:`M` words and :math:`M` bytes,
-one of :math:`(V - 1) M` words, and the dealer's :math:`2 (V - 1)` corrected
-words per row to one party (rotating); :math:`\lceil 32\,\text{limbs} / d
-\rceil` rounds.  Time grows as :math:`M` per round.
+Cost per round for :math:`M` rows: one shuffle of one int32 column, one
+inverse shuffle of one, one opening of :math:`M` window values and one of
+:math:`(V - 1) M`, and the dealer's :math:`2 (V - 1)` corrected words per row
+to one party (rotating); :math:`\lceil 32\,\text{limbs} / d \rceil`
+rounds.  Time grows as :math:`M` per round.
 
 Examples
 --------
@@ -93,11 +101,11 @@ from dataclasses import dataclass, field
 import torch
 
 from ..comm import backend
-from ..primitives.beaver import open_masked
 from ..primitives.dealer import ONEHOT, DealerChannel
 from ..primitives.memory import release_free_memory
 from ..primitives.randomness import Randomness
-from ..primitives.shuffle import Shuffle, open_shuffled
+from ..primitives.opening import open_all
+from ..primitives.shuffle import Shuffle
 
 __all__ = ["RadixSort", "digit_permutation", "onehot_rows", "shuffled_bases", "rotate_rows"]
 
@@ -222,6 +230,10 @@ class RadixSort:
         if kind not in ONEHOT:
             raise ValueError(f"digit_bits must be 1 to 4, got {self.digit_bits}")
         mask = (1 << self.digit_bits) - 1
+        k = max(1, (m - 1).bit_length())  # positions are below 2^k
+        window = k + self.digit_bits  # the bits every opening of a round needs (module docstring)
+        if window > 32:
+            raise ValueError(f"{m} rows with {self.digit_bits}-bit digits: at most 2^{32 - self.digit_bits} rows")
         channel = DealerChannel()
         sh = self._shuffle = Shuffle(channel)
         rnd = self.randomness = Randomness(channel)
@@ -230,19 +242,20 @@ class RadixSort:
         v = mask + 1
         rho = tau = inst = None
         limbs = keys.reshape(m, -1).shape[1]
+        high = 1 << k
 
-        def prepare_next():  # the next forward shuffle: a round's [rho | digit], or the last [rho | keys]
+        def prepare_next():  # the next forward shuffle: a round's rho + 2^k digit, or the last [rho | keys]
             if l + 1 < total:
-                sh.prepare(m, 2, I32)
+                sh.prepare(m, 1, I32)
             else:
                 sh.prepare(m, 1 + limbs, torch.int64)
 
         for l in range(total):
             dig = digits(l).reshape(-1).to(I32)
-            if l:  # shuffle [rho | digit], open rho[s] below
-                y, inst = sh.forward(torch.stack([rho, dig], dim=1))
+            if l:  # shuffle rho + 2^k digit (one word), open its window below
+                y, inst = sh.forward((rho + dig * high).unsqueeze(1))
                 rho = dig = None
-                rho_s, dig = y[:, 0].contiguous(), y[:, 1].contiguous()
+                packed = y[:, 0]
                 del y
                 sh.prepare(m, 1, I32, inverse_of=inst)  # the dealer computes during this round
                 prepare_next()
@@ -250,25 +263,25 @@ class RadixSort:
             if l == 0:
                 prepare_next()
             r, e, b, c = rows[0], rows[1:v], rows[v : 2 * v - 1], rows[2 * v - 1 :]
-            masked = ((dig - r) & mask).to(torch.uint8)  # low bits of the shares of (digit - r) mod 2^d
-            del dig
             if l == 0:
-                _, (u,) = open_masked([], [masked])
-            else:
-                _, (tau, u) = open_masked([], [rho_s, masked])
-                del rho_s
-                tau = tau.long()
+                (u,) = open_all([dig - r], bits=self.digit_bits)  # (digit - r) mod 2^d
+                del dig
+            else:  # tau + 2^k ((digit - r) mod 2^d), from the low window bits of the shares
+                (opened,) = open_all([packed - r * high], bits=window)
+                del packed
+                tau = (opened & (high - 1)).long()
+                u = opened >> k
                 _check_permutation(tau)
-            u = (u & mask).long()
+            u = u.long()
             base = shuffled_bases(onehot_rows(e, u, rank), tau if l else None, rank)
             d_rot = rotate_rows(base, u)
             del base, u
             diff = d_rot[1:] - d_rot[0]
             diff -= b
-            _, (f,) = open_masked([], [diff])
+            (f,) = open_all([diff], bits=window)  # sigma is then right mod 2^window, all a round needs
             del diff
             w = digit_permutation(d_rot, e, c, f, rank)  # sigma in shuffled order: sigma[tau]
-            del d_rot, f, r, e, b, c, rows, masked
+            del d_rot, f, r, e, b, c, rows
             rho = w if l == 0 else sh.inverse(w.unsqueeze(1), inst)[:, 0].contiguous()
             del w
             release_free_memory()
@@ -276,7 +289,8 @@ class RadixSort:
                 progress(l + 1, total)
         keys = keys.reshape(m, -1)
         y, inst = sh.forward(torch.cat([rho.to(torch.int64).unsqueeze(1), keys], dim=1))
-        tau = open_shuffled(y[:, 0].to(I32)).long()
+        (tau,) = open_all([y[:, 0].to(I32)], bits=k)
+        tau = tau.long()
         _check_permutation(tau)
         self._final = (tau, inst)
         return _scatter(tau, y[:, 1:])
