@@ -145,7 +145,7 @@ class _LowBytes(_Codec):
 
     Packing writes each value's 4 bytes at a stride of ``nbytes`` in increasing order (each
     write's high bytes are overwritten by the next value's low bytes), unpacking reads 4
-    bytes at that stride and masks: one pass each (numpy's unaligned strided copy).  The
+    bytes at that stride and masks (the last values from a padded copy): one pass each (numpy's unaligned strided copy).  The
     order of the writes is checked once (:func:`_ordered_strided_writes`); without it, a
     byte-wise copy."""
 
@@ -170,9 +170,17 @@ class _LowBytes(_Codec):
         if self.nbytes == 4:
             return w.clone()
         n, nb = w.shape[0], self.nbytes
-        buf = np.empty(nb * n + 4, dtype=np.uint8)
-        buf[: nb * n] = w.numpy().reshape(-1)
-        return torch.from_numpy(np.ndarray((n,), dtype="<i4", buffer=buf, strides=(nb,)) & np.int32(self.mask))
+        raw = np.ascontiguousarray(w.numpy()).reshape(-1)
+        out = np.empty(n, dtype=np.int32)
+        inside = max(0, (nb * n - 4) // nb + 1)  # 4-byte reads at a stride of nb that stay inside the bytes
+        if inside:
+            np.bitwise_and(np.ndarray((inside,), dtype="<i4", buffer=raw, strides=(nb,)), np.int32(self.mask),
+                           out=out[:inside])
+        if inside < n:  # the last few, from a padded copy
+            tail = np.zeros(nb * (n - inside) + 4, dtype=np.uint8)
+            tail[: nb * (n - inside)] = raw[nb * inside :]
+            out[inside:] = np.ndarray((n - inside,), dtype="<i4", buffer=tail, strides=(nb,)) & np.int32(self.mask)
+        return torch.from_numpy(out)
 
     def add(self, totals: list[torch.Tensor], parts: list[torch.Tensor]) -> None:
         for t, p in zip(totals, parts):
