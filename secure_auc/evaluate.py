@@ -540,6 +540,7 @@ def evaluate(
         )
     if protocol not in ("plain", "mpc"):
         raise InputError(f"protocol must be 'plain' or 'mpc', got {protocol!r}")
+    mechanism.check_release()
     reservation = None
     if ledger is not None:
         from .dp.accountant import label_commitment

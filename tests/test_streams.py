@@ -184,28 +184,27 @@ def test_plain_protocol_with_groups_equals_one_client_per_role():
         assert sorted(m.scores.tolist()) == sorted(d.scores.tolist())
 
 
-@pytest.mark.parametrize("lam", [3.0, 15.0, 2e3])
-def test_poisson_shares_have_the_poisson_pmf(lam):
-    from scipy.stats import poisson
+def test_skellam_noise_is_refused_in_every_release():
+    """Skellam's Poisson shares cannot be drawn exactly at the means a release needs: drawing
+    them from the clients' streams, an evaluation and a session refuse it before any party
+    starts; from a numpy Generator (analysis, simulation) they are still drawn."""
+    from secure_auc import evaluate
+    from secure_auc.data import ClientData
+    from secure_auc.mpc.session import MPCSession
+    from secure_auc.validation import InputError
 
-    from secure_auc.dp.distributed import _poisson
-
-    keys = [client_key(8, k) for k in range(20_000)]
-    x = _poisson(KeyStreams(keys, "noise|p"), np.arange(len(keys)), lam)
-    lo, hi = (int(v) for v in poisson.ppf([0.001, 0.999], lam))
-    ks = np.arange(lo, hi + 1)
-    counts = np.array([(x == k).sum() for k in ks] + [((x < lo) | (x > hi)).sum()])
-    probs = poisson.pmf(ks, lam)
-    assert chisquare(counts, np.append(probs, 1 - probs.sum()) * len(x)).pvalue > 1e-3
-
-
-def test_huge_poisson_shares_have_the_right_moments():
-    from secure_auc.dp.distributed import _poisson
-
-    lam = 2.7e12
-    x = _poisson(KeyStreams(KEYS, "noise|p"), np.repeat(np.arange(len(KEYS)), 1000), lam).astype(np.float64)
-    assert abs(x.mean() - lam) < 5 * np.sqrt(lam / x.size)
-    assert abs(x.var() / lam - 1) < 0.05
+    mech = make_mechanism("distributed", 1.0, clients=3, delta=1e-6, noise="skellam")
+    cal = mech.calibration(3000, 3)
+    with pytest.raises(InputError, match="Skellam noise is for analysis only"):
+        cal.draw(KeyStreams(KEYS[:3], "noise|b"), (3,))
+    e_c, e_p = cal.draw(np.random.default_rng(0), (3,))
+    assert e_c.shape == e_p.shape == (3,)
+    clients = [ClientData(np.linspace(0, 1, 10), np.arange(10) % 2, f"client {k}") for k in range(3)]
+    with pytest.raises(InputError, match="noise='gaussian'"):
+        evaluate(clients, mechanism=mech, protocol="mpc")
+    with pytest.raises(InputError, match="Skellam noise is for analysis only"):
+        MPCSession([c.labels for c in clients], mech)
+    make_mechanism("distributed", 1.0, clients=3, delta=1e-6).check_release()  # the exact Gaussian shares pass
 
 
 @pytest.mark.parametrize("delta", [None, 1e-6])

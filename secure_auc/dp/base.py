@@ -127,6 +127,10 @@ class Mechanism(abc.ABC):
     name: str = ""
     needs_secure_sum: bool = False
 
+    def check_release(self) -> None:
+        """Raise :class:`~secure_auc.validation.InputError` if this mechanism's noise cannot be
+        drawn exactly in a release (every release's noise is integer-exact)."""
+
     @property
     @abc.abstractmethod
     def cost(self) -> PrivacyCost:

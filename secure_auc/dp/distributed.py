@@ -73,15 +73,12 @@ stick breaking L_1 uniform on {1..G}, L_2 on {1..G - L_1}, ... (about
 ln G + 0.58 steps), each table white with probability rho; the share is the
 total size of the white tables.  Given G it is BetaBinomial(G, rho, 1 - rho),
 which makes it NB(rho, q) exactly (if X ~ NB(rho), Y ~ NB(1 - rho), then
-X + Y ~ NB(1) and X | X + Y = n ~ BetaBinomial(n, rho, 1 - rho)).  The Poisson
-shares of Skellam are integer-valued but computed in floating point from
-uniforms k / 2^53 of the client's stream: by inversion (``poisson.ppf``) for
-lambda < 10, otherwise by the transformed rejection of Hoermann (1993) as numpy
-implements it (:func:`_poisson`).  Their support is all of the integers whatever
-the statistic (no porous support), but each probability deviates from the
-ideal Poisson one by the floating-point error of the CDF or acceptance test and
-the 2^-53 resolution of the uniforms; the privacy analysis assumes the ideal
-distribution.
+X + Y ~ NB(1) and X | X + Y = n ~ BetaBinomial(n, rho, 1 - rho)).  Skellam's
+Poisson shares have means up to about 1e12 grid steps, where no exact sampler
+is practical (the integer-only ones take time linear in the mean), so Skellam
+is for analysis and simulation only: a release refuses it
+(:meth:`DistributedNoiseMechanism.check_release`); the distributed discrete
+Gaussian has the same standard deviation and is exact.
 
 For Skellam and Gaussian, ``split`` is the share of the squared (Mahalanobis)
 sensitivity budget on C: Delta_C^2 / sigma_C^2 = split / sigma_1^2 and
@@ -120,8 +117,7 @@ from functools import lru_cache
 
 import numpy as np
 from scipy.optimize import minimize_scalar
-from scipy.special import gammaln
-from scipy.stats import nbinom, poisson
+from scipy.stats import nbinom
 
 from ..local_stats import LocalStatistics
 from ..validation import InputError, check_delta, check_epsilon
@@ -152,6 +148,8 @@ __all__ = [
 ]
 
 NOISES = ("discrete_laplace", "skellam", "gaussian")
+SKELLAM_RELEASE = ("Skellam noise is for analysis only: its Poisson shares cannot be drawn exactly at these means; "
+                   "use noise='gaussian' (exact distributed discrete Gaussian shares, the same standard deviation)")
 C_GRID = 2.0**-8  # Gaussian shares on C: the protocol's fixed-point step (protocol.messages.FRACTION_BITS)
 P_GRID = 2.0**-7  # Gaussian shares on P: rbar * e_P must stay on the 2^-8 grid (rbar is a half-integer)
 MIN_SHARE_STD = 2.0  # least std of a discrete Gaussian share, in grid units (the sum's bound L < 3e-17 for h <= 10^6)
@@ -299,8 +297,8 @@ class Calibration:
     def _draw_streams(self, src: Uniforms, shape: tuple, f: float, shares: float) -> tuple[np.ndarray, np.ndarray]:
         """One client's shares from its own streams, many clients at once: exact negative binomials
         (discrete Laplace, :func:`.discrete.negative_binomial`, r = shares / h as a fraction) and
-        discrete Gaussians (:func:`.discrete.discrete_gaussian`); Poisson by transformed rejection
-        (numpy's PTRS) in floating point (module docstring)."""
+        discrete Gaussians (:func:`.discrete.discrete_gaussian`); Skellam is refused (module
+        docstring)."""
         owner = src.owners(shape)
         out = []
         if self.noise == "discrete_laplace":
@@ -311,9 +309,7 @@ class Calibration:
                            .astype(np.float64))
             return out[0] / 2.0, out[1]
         if self.noise == "skellam":
-            for mu in (self.param_c, self.param_p):
-                out.append((_poisson(src, owner, f * mu) - _poisson(src, owner, f * mu)).astype(np.float64).reshape(shape))
-            return out[0] / 2.0, out[1]
+            raise InputError(SKELLAM_RELEASE)
         if shares != 1:
             raise ValueError("discrete Gaussian shares are drawn one client's share per entry")
         for s, grid in ((self.param_c, C_GRID), (self.param_p, P_GRID)):
@@ -326,34 +322,6 @@ def nb_scale(p: float) -> float:
     that floating-point rounding never undercuts it: the exact sampler's q is then at least 1 - p (the
     noise at least as large as calibrated)."""
     return -1.0 / math.log1p(-p) * (1 + 1e-12)
-
-
-def _poisson(src: Uniforms, owner: np.ndarray, lam: float) -> np.ndarray:
-    """Poisson(lam) for each entry from its owner's stream: inversion for lam < 10, else the
-    transformed rejection of Hoermann (1993) as numpy implements it (two uniforms per attempt)."""
-    if lam < 10:
-        return poisson.ppf(src.open_unit(owner), lam).astype(np.int64)
-    slam, loglam = math.sqrt(lam), math.log(lam)
-    b = 0.931 + 2.53 * slam
-    a = -0.059 + 0.02483 * b
-    invalpha = 1.1239 + 1.1328 / (b - 3.4)
-    vr = 0.9277 - 3.6224 / (b - 2)
-    out = np.zeros(owner.size, dtype=np.int64)
-    todo = np.arange(owner.size)
-    while todo.size:
-        uu = src.random(owner[todo]) - 0.5
-        v = src.random(owner[todo])
-        us = 0.5 - np.abs(uu)
-        k = np.floor((2 * a / us + b) * uu + lam + 0.43)
-        fast = (us >= 0.07) & (v <= vr)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            slow = ~fast & (k >= 0) & ~((us < 0.013) & (v > us))
-            slow &= (np.log(v) + math.log(invalpha) - np.log(a / (us * us) + b)
-                     <= -lam + k * loglam - gammaln(k + 1))
-        ok = fast | slow
-        out[todo[ok]] = k[ok].astype(np.int64)
-        todo = todo[~ok]
-    return out
 
 
 def ddg_sensitivities(total: int) -> tuple[int, int]:
@@ -540,6 +508,12 @@ class DistributedNoiseMechanism(Mechanism):
     prior_base_rate: float = 0.25
     name: str = field(default="distributed", init=False)
     needs_secure_sum = True  # each client adds only a share: only the aggregate may be opened
+
+    def check_release(self) -> None:
+        """Skellam noise is for analysis and simulation only: a release refuses it (module
+        docstring)."""
+        if self.noise == "skellam":
+            raise InputError(SKELLAM_RELEASE)
 
     def __post_init__(self):
         check_epsilon(self.epsilon)

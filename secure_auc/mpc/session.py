@@ -72,6 +72,7 @@ class MPCSession:
         if not self.labels or any(len(y) == 0 for y in self.labels):
             raise InputError("every client needs at least one sample")
         self.sizes = [len(y) for y in self.labels]
+        mechanism.check_release()
         self.config = PartyConfig(mechanisms=(mechanism,), clients=len(self.labels), provider=provider, sort=sort,
                                   progress=False, computing=computing, session=True)
         self.timeout = float(timeout)
