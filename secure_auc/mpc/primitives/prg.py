@@ -10,8 +10,9 @@ regenerate the same stream and no stream is ever reused.
   cryptographic PRG, about 2 ms for 2^20 words here.
 * :func:`stream` — a numpy Generator over AES-128 in counter mode
   (``randomgen.AESCounter``, AES-NI, keyed the same way) for the shuffles'
-  permutations (``Generator.permutation``, Fisher-Yates), which need a
-  generator object: about 40 ms for a permutation of 2^20 here.
+  permutations (``Generator.permutation``, Fisher-Yates, up to 2^16 rows; above,
+  :func:`.shuffle.sort_permutation` sorts :func:`ring` keys and shuffles only
+  the runs of equal keys with it).
 
 Nothing secret in this project draws from CrypTen's generators or torch's
 (both Mersenne Twister, whose state is recovered from 624 outputs):
