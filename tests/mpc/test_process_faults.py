@@ -22,12 +22,18 @@ from secure_auc.mpc.party import PartyConfig
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def _default_signals():
+    for sig in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def _cli(*args):
     """The launcher with every client a computing party (the process layout these tests count)."""
     env = dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
-    # SIGHUP as a terminal would leave it, even under nohup (the launcher keeps an ignored SIGHUP ignored)
+    # SIGHUP, SIGINT and SIGTERM as a terminal would leave them, even when the suite runs under nohup
+    # or as a background job (which ignores SIGINT): the launcher rightly keeps an ignored signal ignored
     return subprocess.Popen([sys.executable, "-m", "secure_auc", "evaluate", "--protocol", "mpc", "--layout", "clients", *args],
-                            preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL),
+                            preexec_fn=_default_signals,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                             start_new_session=True)
 
