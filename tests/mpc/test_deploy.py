@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from secure_auc.mpc.launch import free_port
+from secure_auc.mpc.launch import check_port_free, free_port
+from secure_auc.validation import InputError
 
 BIN = Path(sys.executable).parent
 
@@ -20,6 +21,21 @@ def _keygen(path: Path) -> str:
     out = subprocess.run([sys.executable, "-m", "secure_auc", "keygen", str(path)], capture_output=True, text=True,
                          check=True)
     return out.stdout.strip().split()[-1]
+
+
+def _ports():
+    """Three free ports base..base + 2 for the computing parties' client listeners, and a
+    rendezvous port (with its + 1) apart from them."""
+    for _ in range(100):
+        base = free_port()
+        try:
+            check_port_free("127.0.0.1", base + 2)
+        except InputError:
+            continue
+        master = free_port()
+        if master + 1 < base or master > base + 2:
+            return base, master
+    raise AssertionError("no free ports")
 
 
 @pytest.mark.skipif(not (BIN / "torchrun").exists(), reason="torchrun not installed")
@@ -39,12 +55,12 @@ def test_torchrun_computing_parties_and_client_commands(tmp_path):
     roster = tmp_path / "roster.json"
     roster.write_text(json.dumps({"server": pub["server"], "helpers": [pub["helper1"], pub["helper2"]],
                                   "dealer": pub["dealer"], "clients": [pub["client0"], pub["client1"]]}))
-    base = free_port()
+    base, master = _ports()
     common = ["--clients", "2", "--mechanism", "none", "--roster", str(roster), "--timeout", "60"]
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     compute = subprocess.Popen(
         [str(BIN / "torchrun"), "--nnodes", "1", "--nproc-per-node", "4", "--master-addr", "127.0.0.1",
-         "--master-port", str(free_port()), "-m", "secure_auc.cli.compute", *common,
+         "--master-port", str(master), "-m", "secure_auc.cli.compute", *common,
          "--identity-template", str(keys / "{role}.pem"), "--client-port", str(base), "--json"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     clients = [subprocess.Popen(
