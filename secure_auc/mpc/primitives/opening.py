@@ -145,9 +145,9 @@ class _LowBytes(_Codec):
 
     Packing writes each value's 4 bytes at a stride of ``nbytes`` in increasing order (each
     write's high bytes are overwritten by the next value's low bytes), unpacking reads 4
-    bytes at that stride and masks (the last values from a padded copy): one pass each (numpy's unaligned strided copy).  The
-    order of the writes is checked once (:func:`_ordered_strided_writes`); without it, a
-    byte-wise copy."""
+    bytes at that stride and masks (the last values from a padded copy): one pass each
+    (numpy's unaligned strided copy).  The order of the writes is checked once
+    (:func:`_ordered_strided_writes`); without it, a byte-wise copy."""
 
     def __init__(self, nbytes: int):
         super().__init__()

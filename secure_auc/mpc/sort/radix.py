@@ -140,9 +140,7 @@ def shuffled_bases(ind: torch.Tensor, tau: torch.Tensor | None, rank: int) -> to
     back.  Row 0 needs no scatter, count or gather: sum_v I_v = 1 gives
     C_{j,0} = j + 1 - sum_{v >= 1} C_{j,v} and T_0 = M - sum_{v >= 1} T_v, so in
     shuffled order B_0 = tau + sum_{v >= 1} (O_v - B_v) - (V - 1), the public terms
-    added by rank 0 only.
-
-    """
+    added by rank 0 only."""
     m = ind.shape[1]
     r0 = 1 if rank == 0 else 0
     x = _scatter_cols(tau, ind) if tau is not None else ind
