@@ -46,8 +46,9 @@ def add_parser(sub) -> None:
                    help="global/local only: share of eps on localSum (default 0.5)")
     p.add_argument("--beta", type=float, default=None, help="orthogonal only: share of eps on localP (default 0.5)")
     p.add_argument("--noise", choices=("laplace", "gaussian", "skellam"), default="laplace",
-                   help="noise family; for distributed, laplace means discrete Laplace shares and skellam is "
-                        "available (needs --delta). Default: laplace")
+                   help="noise family; for distributed, laplace means discrete Laplace shares and skellam "
+                        "Skellam shares (simulation only: releases use the exact discrete Gaussian; needs --delta). "
+                        "Default: laplace")
     p.add_argument("--honest-fraction", type=float, default=None,
                    help="distributed only: fraction of clients assumed honest (default 1)")
     p.add_argument("--delta", type=float, default=None,

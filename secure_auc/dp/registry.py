@@ -65,7 +65,8 @@ def make_mechanism(
         ``distributed``: ``laplace`` means discrete Laplace shares, also
         ``skellam`` and ``gaussian`` (the distributed discrete Gaussian); default:
         discrete Laplace, or the distributed discrete Gaussian when ``delta`` is
-        given (exact shares; Skellam's are drawn in floating point).
+        given (exact shares; Skellam is for analysis and simulation only: a release
+        refuses it).
     delta : float, optional
         For Gaussian noise, and for discrete Gaussian or Skellam shares with ``distributed``.
     allocation, sensitivity, alpha, beta
