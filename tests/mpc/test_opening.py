@@ -101,15 +101,20 @@ def test_low_bits_openings_give_the_values_mod_2_to_the_bits_from_fewer_bytes(wo
     assert busiest <= 2 * (world - 1) * n * nbytes * 1.01 + 4096
 
 
+@pytest.mark.parametrize("ordered", [True, False])
 @pytest.mark.parametrize("nbytes", [1, 2, 3, 4])
-def test_low_byte_codec_round_trips_any_length_and_stride(nbytes):
+def test_low_byte_codec_round_trips_any_length_and_stride(nbytes, ordered, monkeypatch):
     """The wire form of int32 shares is their low bytes, read back exactly (short vectors,
-    whose last values are read from a padded copy, and a strided column included)."""
+    whose last values are read from a padded copy, and a strided column included), by the
+    overlapping strided writes and by the byte-wise fallback."""
     import torch
 
+    from secure_auc.mpc.primitives import opening
     from secure_auc.mpc.primitives.opening import _LowBytes, _ordered_strided_writes
 
-    assert _ordered_strided_writes()  # else the codec falls back to a byte-wise copy
+    assert _ordered_strided_writes()  # this numpy writes in order: the fast path is the one used
+    if not ordered:
+        monkeypatch.setattr(opening, "_ordered_strided_writes", lambda: False)
     codec = _LowBytes(nbytes)
     mask = (1 << (8 * nbytes)) - 1
     g = torch.Generator().manual_seed(nbytes)
