@@ -268,7 +268,7 @@ class Calibration:
         """
         f = shares / self.honest
         if isinstance(rng, Uniforms):
-            return self._draw_streams(rng, tuple(shape), f, shares)
+            return self._draw_streams(rng, tuple(shape), shares)
         if self.noise == "discrete_laplace":
             out = []
             for p in (self.param_c, self.param_p):
@@ -294,12 +294,11 @@ class Calibration:
         """Gaussian: s^2 of one client's share on C and on P (grid units), as accounted."""
         return self.var_c / (self.honest * C_GRID**2), self.var_p / (self.honest * P_GRID**2)
 
-    def _draw_streams(self, src: Uniforms, shape: tuple, f: float, shares: float) -> tuple[np.ndarray, np.ndarray]:
+    def _draw_streams(self, src: Uniforms, shape: tuple, shares: float) -> tuple[np.ndarray, np.ndarray]:
         """One client's shares from its own streams, many clients at once: exact negative binomials
         (discrete Laplace, :func:`.discrete.negative_binomial`, r = shares / h as a fraction) and
         discrete Gaussians (:func:`.discrete.discrete_gaussian`); Skellam is refused (module
         docstring)."""
-        owner = src.owners(shape)
         out = []
         if self.noise == "discrete_laplace":
             r = Fraction(shares) / self.honest

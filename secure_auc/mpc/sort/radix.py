@@ -234,7 +234,7 @@ class RadixSort:
             raise ValueError(f"{m} rows with {self.digit_bits}-bit digits: at most 2^{32 - self.digit_bits} rows")
         channel = DealerChannel()
         sh = self._shuffle = Shuffle(channel)
-        rnd = self.randomness = Randomness(channel)
+        self.randomness = Randomness(channel)
         total = self.rounds(key_bits)
         channel.plan_triples([m] * total, kind)
         v = mask + 1
