@@ -22,6 +22,8 @@ DOCTEST_MODULES = [
     "secure_auc.dp.distributed",
     "secure_auc.dp.accountant",
     "secure_auc.dp.rng",
+    "secure_auc.mpc.primitives.scan",
+    "secure_auc.mpc.sort.radix",
 ]
 CONSTANTS = {"__version__", "METHODS", "FAMILIES"}
 

@@ -31,8 +31,9 @@ nobody else learns anything.
    or :math:`e_j = 0`.  The group's first position is the last start at or
    before :math:`j`; its last position is the first end at or after :math:`j`
    (the last start at or before :math:`n-1-j` in the reversed sequence).  Both
-   are segmented copy-forward scans (:mod:`.primitives.scan`, Blelloch, :math:`2 \lceil
-   \log_2 n \rceil` product rounds) with flags :math:`f` and values
+   are segmented copy-forward scans (:mod:`.primitives.scan`, Blelloch's tree with a
+   Hillis-Steele top: :math:`p + \max(0, p - 12) + 1` product rounds,
+   :math:`p = \lceil \log_2 n \rceil`) with flags :math:`f` and values
    :math:`v = j f`.  Then :math:`2 r_j = \mathrm{first}_j + \mathrm{last}_j`,
    an integer (the radix method scans in :math:`\mathbb{Z}_{2^{32}}`, exact for
    :math:`n < 2^{30}`).
@@ -97,7 +98,7 @@ def twice_midranks_sorted(keys_sorted: torch.Tensor, rnd, dtype=torch.int64) -> 
     if dtype == torch.int32:  # batch by batch, each prepared while the previous is used
         rnd.channel.plan_triples(scan_plan(2, n), "mul32")
     else:  # the whole scan's triples in one batch
-        rnd.reserve({"mul": 2 * (4 * (next_pow2(n) - 1) + n)})
+        rnd.reserve({"mul": sum(scan_plan(2, n))})
     out = copy_forward(f, v, rnd)
     return out[0] + out[1].flip(0)
 

@@ -102,7 +102,6 @@ import torch
 
 from ..comm import backend
 from ..primitives.dealer import ONEHOT, DealerChannel
-from ..primitives.memory import release_free_memory
 from ..primitives.randomness import Randomness
 from ..primitives.opening import open_all
 from ..primitives.shuffle import Shuffle
@@ -282,7 +281,6 @@ class RadixSort:
             del d_rot, f, r, e, b, c, rows
             rho = w if l == 0 else sh.inverse(w.unsqueeze(1), inst)[:, 0].contiguous()
             del w
-            release_free_memory()
             if progress is not None:
                 progress(l + 1, total)
         keys = keys.reshape(m, -1)
