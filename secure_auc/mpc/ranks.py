@@ -58,7 +58,7 @@ from .encoding import encode_keys, is_float32_exact, limbs_for, share_keys
 from .primitives.b2a import bit_to_arithmetic
 from .primitives.circuits import COMPARE_BITS, eq_packed
 from .primitives.inputs import SourceSharing
-from .primitives.memory import release_free_memory
+from .primitives.memory import TRIM_MIN_ROWS, release_free_memory
 from .primitives.opening import open_to_all, open_to_owners
 from .primitives.randomness import dealer_randomness
 from .primitives.scan import copy_forward, scan_plan
@@ -183,7 +183,8 @@ def radix_midranks_shared(keys: torch.Tensor, digits, limbs: int, *, digit_bits:
     total = rounds + 2
     keys_sorted = sorter.sort(digits, key_bits, keys, progress=None if progress is None else
                               (lambda r, _n: progress(r, total)))
-    release_free_memory()
+    if keys.shape[0] >= TRIM_MIN_ROWS:  # memory, not time, limits runs this large
+        release_free_memory()
     twice_sorted = twice_midranks_sorted(keys_sorted, sorter.randomness, torch.int32)
     del keys_sorted
     if progress is not None:
