@@ -55,7 +55,22 @@ def world_size() -> int:
 
 
 def all_gather(tensor):
-    return comm().all_gather(tensor)
+    """Every party's ``tensor`` (int64, same shape everywhere), in rank order.
+
+    CrypTen's ``all_gather`` without its logging wrapper (which reads the omegaconf
+    configuration twice per call: about half a millisecond, a tenth of the time of a
+    small opening); counted the same way: 2 (w - 1) tensors sent and received, one round."""
+    import torch
+    import torch.distributed as dist
+
+    c = comm()
+    world = c.get_world_size()
+    if world < 2:
+        return [tensor]
+    c._log_communication(2 * (world - 1) * tensor.nelement())
+    result = [torch.empty(tensor.size(), dtype=torch.long) for _ in range(world)]
+    dist.all_gather(result, tensor, group=c.main_group)
+    return result
 
 
 def broadcast_obj(obj, src: int):
