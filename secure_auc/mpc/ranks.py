@@ -95,10 +95,10 @@ def twice_midranks_sorted(keys_sorted: torch.Tensor, rnd, dtype=torch.int64) -> 
     del eq, starts
     pos = torch.arange(n, dtype=dtype)
     v = f * torch.stack([pos, pos.flip(0)])
-    if dtype == torch.int32:  # batch by batch, each prepared while the previous is used
-        rnd.channel.plan_triples(scan_plan(2, n), "mul32")
-    else:  # the whole scan's triples in one batch
-        rnd.reserve({"mul": sum(scan_plan(2, n))})
+    # the triples batch by batch, each prepared while the previous is used (in one batch, the
+    # dealer would hold the whole scan's: about 10 n words per stream, 6 GB at n = 2^20 in Z_2^64)
+    rnd.reserve({})
+    rnd.channel.plan_triples(scan_plan(2, n), "mul32" if dtype == torch.int32 else "mul")
     out = copy_forward(f, v, rnd)
     return out[0] + out[1].flip(0)
 

@@ -239,3 +239,34 @@ def test_a_failing_party_fails_the_test_quickly():
     with pytest.raises(AssertionError, match=r"\(rank 1\) failed: ValueError: boom in party 1"):
         run_parties(3, _failing)
     assert time.monotonic() - start < 30
+
+
+def _network_requests(rank, scores, budget):
+    """The network rank step with a small batch budget; every batch of randomness asked of the dealer."""
+    import functools
+
+    from secure_auc.mpc import ranks
+    from secure_auc.mpc.primitives import dealer
+
+    asked = []
+    shares = dealer.DealerChannel.shares
+
+    def recording(self, kind, n):
+        asked.append((kind, n))
+        return shares(self, kind, n)
+
+    dealer.DealerChannel.shares = recording
+    ranks.BitonicSort = functools.partial(ranks.BitonicSort, batch_words=budget)
+    twice = ranks.rank_step(scores if rank == 1 else None, [len(scores)], rank, method="network")
+    return twice, asked
+
+
+def test_network_batches_stay_within_the_budget_after_the_sort():
+    # the unsort once sized its batches by everything the run had used so far (sort and
+    # mid-ranks included): at 2^20 rows the dealer built 10 GB of triples at once
+    scores = np.round(np.random.default_rng(5).random(1024), 2)
+    budget = 4096  # words per request; one stage needs 512 products
+    results = run_parties(2, _network_requests, scores, budget)
+    np.testing.assert_array_equal(results[1][0], 2 * (rankdata(scores) - 1))
+    for _, asked in results:
+        assert asked and max(n for _, n in asked) <= budget, sorted(asked, key=lambda a: -a[1])[:3]

@@ -83,6 +83,14 @@ def _reserve(rnd: Randomness, per_stage: dict[str, int], stages_left: int, budge
                      for kind, words in per_stage.items()})
 
 
+def _used_since(rnd: Randomness, before: dict[str, int]) -> dict[str, int]:
+    """Words of each kind of randomness taken since ``before`` (a copy of ``rnd.used``): one
+    stage's needs.  (All of ``rnd.used`` would count every earlier use of ``rnd`` too: the
+    unsort after the sort and the mid-ranks would then ask the dealer for the whole run's
+    worth of triples in one batch, 10 GB of them at 2^20 rows.)"""
+    return {kind: words - before.get(kind, 0) for kind, words in rnd.used.items() if words > before.get(kind, 0)}
+
+
 @dataclass
 class BitonicSort:
     """Oblivious sort of the rows of integer-encoded (n, limbs) shared keys, n = 2^p,
@@ -108,7 +116,7 @@ class BitonicSort:
         pairs, limbs = x.shape[0] // 2, x.shape[1]
         stages = bitonic_stages(x.shape[0])
         self.swaps = []
-        per_stage = {}
+        per_stage, before = {}, dict(rnd.used)
         for s, (a, b) in enumerate(stages, 1):
             _reserve(rnd, per_stage, len(stages) - s + 1, self.batch_words)
             xa, xb = x[a], x[b]
@@ -127,7 +135,7 @@ class BitonicSort:
             x[b] = xb - delta
             self.swaps.append((a, b, c))
             if s == 1:
-                per_stage = dict(rnd.used)
+                per_stage = _used_since(rnd, before)
             if progress is not None:
                 progress(s, len(stages))
         return x
@@ -138,7 +146,7 @@ class BitonicSort:
         product per stage."""
         y = values.clone()
         total = len(self.swaps)
-        per_stage = {}
+        per_stage, before = {}, dict(rnd.used)
         for s, (a, b, c) in enumerate(reversed(self.swaps), 1):
             _reserve(rnd, per_stage, total - s + 1, self.batch_words)
             ya, yb = y[a], y[b]
@@ -147,7 +155,7 @@ class BitonicSort:
             y[a] = ya + delta
             y[b] = yb - delta
             if s == 1:
-                per_stage = dict(rnd.used)
+                per_stage = _used_since(rnd, before)
             if progress is not None:
                 progress(s, total)
         return y
