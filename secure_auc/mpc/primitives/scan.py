@@ -76,8 +76,12 @@ def scan_plan(k: int, n: int, top: int = TOP) -> list[int]:
     while s < c:
         tops.append(k * (c - s))
         s *= 2
-    twice = lambda sizes: [x for x in sizes for _ in range(2)]  # noqa: E731
-    return twice(levels) + twice(tops) + twice(reversed(levels)) + [k * n]
+    return _twice(levels) + _twice(tops) + _twice(reversed(levels)) + [k * n]
+
+
+def _twice(sizes) -> list[int]:
+    """Each round's batch size twice (a round's two products take one batch each)."""
+    return [x for x in sizes for _ in range(2)]
 
 
 def scan_rounds(n: int, top: int = TOP) -> int:
