@@ -159,6 +159,11 @@ def growth(rows: list[dict], min_size: int = 2**14) -> list[dict]:
     return out
 
 
+def print_failed(errors: list[dict]) -> None:
+    for e in errors:
+        print(f"failed: {e['method']}, M = {e['samples']:,}, {e['parties']} parties: {e['error']}")
+
+
 def markdown(rows: list[dict]) -> str:
     head = ("| method | M | parties | seconds | CPU s (max party) | bytes per score (busiest) | rounds | "
             "peak bytes per score | exact | AUC diff |\n|---|---:|---:|---:|---:|---:|---:|---:|---|---:|")
@@ -222,14 +227,13 @@ def main() -> int:
         if args.plot:
             plot(rows, args.plot)
         print(markdown(rows))
-        for e in saved.get("failed", []):
-            print(f"failed: {e['method']}, M = {e['samples']:,}, {e['parties']} parties: {e['error']}")
+        print_failed(saved.get("failed", []))
         for g in growth(rows):
             print(f"growth, {g['method']}, {g['parties']} parties (sizes >= 2^14): seconds ~ M^{g['exponent']:.2f}")
         return 0
     from secure_auc.mpc.launch import MPCError
 
-    rows, errors, failed = [], [], set()
+    rows, errors = [], []
     if not (args.json or args.markdown):
         print(f"{'method':>7} {'M':>9} {'parties':>7} {'seconds':>8} {'CPU s':>7} {'bytes/score':>11} "
               f"{'rounds':>6} {'peak B/score':>12}  exact  AUC diff")
@@ -238,7 +242,7 @@ def main() -> int:
             for m in sorted(args.sizes):
                 if method == "network" and m > args.max_network:
                     continue
-                if (method, parties) in failed:
+                if any((e["method"], e["parties"]) == (method, parties) for e in errors):
                     print(f"skipping {method} M={m} parties={parties}: a smaller size failed", file=sys.stderr)
                     continue
                 print(f"running {method} M={m} parties={parties} provider={args.provider} {args.dtype} ...",
@@ -247,7 +251,6 @@ def main() -> int:
                     r = run(m, parties, args.provider, args.dtype, method=method)
                 except MPCError as e:  # a party killed (out of memory), a timeout: keep the other rows
                     print(f"failed {method} M={m} parties={parties}: {e}", file=sys.stderr, flush=True)
-                    failed.add((method, parties))
                     errors.append({"method": method, "samples": m, "parties": parties, "provider": args.provider,
                                    "dtype": args.dtype, "error": str(e)})
                     continue
@@ -265,8 +268,7 @@ def main() -> int:
     else:
         if args.markdown:
             print(markdown(rows))
-        for e in errors:
-            print(f"failed: {e['method']}, M = {e['samples']:,}, {e['parties']} parties: {e['error']}")
+        print_failed(errors)
         print("\ngrowth (sizes >= 2^14): seconds ~ M^b; ns per M*log2(M) at the smallest and largest size")
         for g in fits:
             per = g["ns_per_M_log2M"]
