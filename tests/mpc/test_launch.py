@@ -302,7 +302,7 @@ def test_a_rank_step_longer_than_the_timeout_succeeds():
     """The timeout bounds each wait for another party, not the whole run: a radix sort
     that takes longer than it (the dealer answering requests all along) completes."""
     rng = np.random.default_rng(5)
-    m = 2**19
+    m = 2**20
     scores = np.round(rng.random(m), 3).astype(np.float32).astype(np.float64)
     labels = (rng.random(m) < 0.3).astype(np.int8)
     config = PartyConfig(mechanisms=(NoNoise(),), clients=1, provider="ttp", progress=False)

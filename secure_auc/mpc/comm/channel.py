@@ -26,8 +26,8 @@ Key schedule: :math:`Z = \mathrm{X25519}(e_i, E_j)`, and for each direction
 
 Record layer (:class:`Link`).  A message is one logical send on one channel:
 (process group, tag), between two ranks.  Every message carries a sequence
-number counted per channel and direction by both ends (gloo delivers each
-channel in order).  A message of :math:`n` bytes is sealed in chunks of
+number counted per channel and direction by both ends (the mesh of
+:mod:`.transport` delivers each channel in order).  A message of :math:`n` bytes is sealed in chunks of
 :data:`CHUNK` bytes, each with AES-128-GCM under the direction's key, nonce =
 channel (4 bytes) || sequence (4 bytes) || chunk index (4 bytes) -- never
 reused under one key -- and associated data = (source, destination, channel,

@@ -147,7 +147,7 @@ def init_party(*, rank: int, parties: int, master_addr: str, master_port: int,
 
         if roster == "exchange":
             identity, roster = _exchange_roster(parties - 1, provider == "ttp")
-        establish(identity, roster, roster.describe)
+        establish(identity, roster, roster.describe, timeout)
 
 
 def _exchange_roster(clients: int, dealer: bool):

@@ -2,36 +2,42 @@
 
 :func:`establish` runs the handshake of :mod:`.channel` with every peer (the
 dealer included) right after the process group is up, checks every peer
-against the roster, and then replaces, in this process, the functions of
-``torch.distributed`` that carry data:
+against the roster, opens the mesh of TCP connections that carries the
+messages from then on (:mod:`.transport`), and then replaces, in this
+process, the functions of ``torch.distributed`` that carry data:
 
 * ``send``/``recv``/``isend``/``irecv`` seal each message on its link
-  (:class:`.channel.Link`) and open it on arrival;
+  (:class:`.channel.Link`), send it over the mesh and open it on arrival;
 * ``broadcast`` and ``all_gather`` become point-to-point messages on the
   links (one sealed message per peer, each on its own tag);
+* ``barrier`` is one empty sealed message to and from every member;
 * ``reduce``, ``all_reduce``, ``gather`` and ``scatter`` are refused: nothing
   in the protocol uses them, and a ring reduce would leave partial sums
-  at every party;
-* ``barrier`` carries no data and is left as it is.
+  at every party.
 
 CrypTen's communicator and the project's own messages both call these
-functions, so nothing travels in the clear after the handshake.  Byte and
-round counters count the plaintext, as before.
+functions, so nothing travels in the clear after the handshake, and nothing
+but the handshake travels over gloo.  Byte and round counters count the
+plaintext, as before.
 """
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 import torch
 
 from .channel import ChannelError, Link, derive_keys, ephemeral, public_bytes, sealed_size, sign, transcript, verify
 from .p2p import AfterWait
+from .transport import connect
 
-__all__ = ["establish", "ChannelError", "TAG_HELLO", "TAG_BCAST", "TAG_GATHER"]
+__all__ = ["establish", "ChannelError", "TAG_HELLO", "TAG_BCAST", "TAG_GATHER", "TAG_BARRIER"]
 
 TAG_HELLO = 0x5B0  # handshake: ephemeral keys, then signatures
 TAG_BCAST = 0x5B1  # a broadcast, as one sealed message per peer
 TAG_GATHER = 0x5B2  # an all_gather, likewise
+TAG_BARRIER = 0x5B3  # a barrier: one empty message to and from every member
 
 
 class _Done:
@@ -85,14 +91,20 @@ def _handshake(dist, identity, roster, describe) -> dict[int, Link]:
     return links
 
 
-def establish(identity, roster, describe) -> None:
+def establish(identity, roster, describe, timeout: float | None = None) -> None:
     """Authenticate every peer against ``roster`` and route this process's messages over
-    encrypted links (module docstring).  Call once, right after the process group is up."""
+    encrypted links on the mesh of :mod:`.transport` (module docstring); every wait is
+    bounded by ``timeout`` seconds (default: the process group's).  Call once, right
+    after the process group is up."""
     import torch.distributed as dist
+    import torch.distributed.distributed_c10d as c10d
 
     links = _handshake(dist, identity, roster, describe)
     me = dist.get_rank()
-    raw_isend, raw_irecv = dist.isend, dist.irecv
+    if timeout is None:
+        timeout = c10d.default_pg_timeout.total_seconds()
+    mesh = connect(me, dist.get_world_size(), links, c10d._get_default_store(),
+                   os.environ.get("MASTER_ADDR", "127.0.0.1"), timeout, describe)
     names: dict = {}
 
     def channel(group, tag: int) -> int:
@@ -111,16 +123,14 @@ def establish(identity, roster, describe) -> None:
 
     def isend(tensor, dst=None, group=None, tag=0, **kw):
         ln, ch = link(dst), channel(group, tag)
-        sealed = torch.from_numpy(ln.seal(ch, ln.next_send(ch), _as_bytes(tensor)))
-        return AfterWait(raw_isend(sealed, dst, group=group, tag=tag), keep=sealed)
+        return mesh.isend(dst, ch, ln.seal(ch, ln.next_send(ch), _as_bytes(tensor)))
 
     def irecv(tensor, src=None, group=None, tag=0, **kw):
         ln, ch = link(src), channel(group, tag)
         seq = ln.next_recv(ch)
         out = _as_bytes(tensor)
-        buf = torch.empty(sealed_size(out.size), dtype=torch.uint8)
-        work = raw_irecv(buf, src, group=group, tag=tag)
-        return AfterWait(work, lambda: ln.open(ch, seq, buf.numpy(), out), keep=buf)
+        buf = np.empty(sealed_size(out.size), dtype=np.uint8)
+        return AfterWait(mesh.irecv(src, ch, buf), lambda: ln.open(ch, seq, buf, out))
 
     def send(tensor, dst=None, group=None, tag=0, **kw):
         isend(tensor, dst, group=group, tag=tag).wait()
@@ -156,6 +166,14 @@ def establish(identity, roster, describe) -> None:
             w.wait()
         return _Done() if async_op else None
 
+    def barrier(group=None, async_op=False, **kw):
+        others = [r for r in members(group) if r != me]
+        works = [irecv(torch.empty(1, dtype=torch.uint8), r, group=group, tag=TAG_BARRIER) for r in others]
+        works += [isend(torch.zeros(1, dtype=torch.uint8), r, group=group, tag=TAG_BARRIER) for r in others]
+        for w in works:
+            w.wait()
+        return _Done() if async_op else None
+
     def refused(name):
         def op(*args, **kwargs):
             raise ChannelError(f"torch.distributed.{name} is not available on secure links: "
@@ -163,6 +181,6 @@ def establish(identity, roster, describe) -> None:
         return op
 
     dist.isend, dist.irecv, dist.send, dist.recv = isend, irecv, send, recv
-    dist.broadcast, dist.all_gather = broadcast, all_gather
+    dist.broadcast, dist.all_gather, dist.barrier = broadcast, all_gather, barrier
     for name in ("reduce", "all_reduce", "gather", "scatter", "reduce_scatter", "all_to_all"):
         setattr(dist, name, refused(name))
