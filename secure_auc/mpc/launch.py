@@ -440,15 +440,15 @@ def rank_step_estimate(m: int, parties: int, method: str) -> float:
     if method == "radix":
         # 16 digit rounds for float32 keys (32 for float64), each linear in M, and every
         # shuffle has one pass per party; on the idle machine (docs/benchmarks.md) 2^20
-        # scores: 4.8-6.6 s among 2 parties, 7.0-9.6 s among 3; 458,407 among 3: 3.7-3.8 s;
-        # 4,584,062 among 3: 44.6 s
-        return 0.5 + 5.5e-6 * m * (parties - 1) ** 0.55
+        # scores: 4.9 s among 2 parties, 7.5-8.0 s among 3; 458,407 among 3: 3.1 s;
+        # 4,584,062 among 3: 41 s
+        return 0.2 + 4.5e-6 * m * (parties - 1) ** 0.72
     n = 1 << max(0, (m - 1).bit_length())
     p = max(1, n.bit_length() - 1)
     stages = p * (p + 1) // 2
-    # per stage: latency plus a cost per compared pair (2^16: 3.4 s, 5.9 s for 2, 3 parties;
-    # 2^20: 42 s, 83 s)
-    latency, per_pair = 0.013 * (parties - 1) ** 0.6, 3.6e-7 * (parties - 1)
+    # per stage: latency plus a cost per compared pair (2^16: 1.9 s, 4.9 s for 2, 3 parties;
+    # 2^20: 40 s, 64 s)
+    latency, per_pair = 0.002 * (parties - 1) ** 3, 3.6e-7 * (parties - 1) ** 0.6
     return stages * (latency + per_pair * n / 2)
 
 

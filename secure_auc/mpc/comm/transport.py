@@ -352,7 +352,11 @@ def connect(me: int, world: int, links: dict, store, master_addr: str, timeout: 
     hello = _token(0, 0).size
     try:
         for r in range(me):
-            addr = store.get(_KEY.format(r)).decode()
+            try:
+                addr = store.get(_KEY.format(r)).decode()  # waits up to the store's timeout
+            except Exception:  # noqa: BLE001 - torch raises several kinds
+                raise ChannelError(f"no answer from another party within the timeout: {describe(r)} did not "
+                                   f"publish its link address; the run cannot continue") from None
             h, port = addr.rsplit(":", 1)
             try:
                 s = socket.create_connection((h, int(port)), timeout=max(0.1, deadline - time.monotonic()))
