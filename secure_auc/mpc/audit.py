@@ -12,6 +12,9 @@ can read:
 * ``broadcast``: the buffer at every party but the source;
 * ``all_gather``: every other party's contribution;
 * ``gather`` / ``scatter``: what the root (resp. a non-root) receives;
+* ``unclaimed frame``: at the end of the block, every frame the mesh of
+  :mod:`.comm.transport` received that no receive took (still sealed: a
+  complete record has none, which ``tests/mpc/test_leakage.py`` checks);
 * ``input link``: every message a computing party receives from a client
   host, or a client host from a computing party (:mod:`.comm.inlinks`), after
   decryption (the sender is then the host's id :math:`-(h+1)` or the party's rank);
@@ -173,6 +176,10 @@ def record_received(log: list):
         for op, src, tensor, tag in list(pending.values()):  # never waited for: what the buffer holds now
             keep(op, src, tensor, tag)
         pending.clear()
+        from .comm.secure import unclaimed_frames
+
+        for src, channel, data in unclaimed_frames():
+            log.append(Received("unclaimed frame", src, channel, "sealed", data))
 
 
 class CryptenRandomnessUsed(RuntimeError):

@@ -199,6 +199,8 @@ def test_no_process_receives_another_partys_secrets(sizes, sort):
     world = len(clients) + 2  # server, clients, dealer
     assert sorted(received) == list(range(world))
     assert all(len(received[r]) > 0 for r in received)
+    # the record is complete: every frame that reached a process was taken by a recorded receive
+    assert [(r, x.src, x.tag) for r in received for x in received[r] if x.op == "unclaimed frame"] == []
     secrets_by_client, aggregate, aggregates = client_secrets(clients, mechanisms, keys)
     # the run is the one the secrets were computed for: the server opened exactly these aggregates
     assert results[0].aggregates == aggregates

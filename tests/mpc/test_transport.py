@@ -55,6 +55,18 @@ def test_frames_arrive_whole_in_order_per_channel_posted_before_or_after():
         assert w.is_completed()
 
 
+def test_a_frame_no_receive_takes_is_listed_as_unclaimed():
+    """The audit adds these to what the receives recorded; a complete record has none."""
+    m0, m1 = _meshes()
+    m0.isend(1, 11, _data(5, 0)).wait()
+    m0.isend(1, 12, _data(7, 1)).wait()
+    out = np.empty(7, dtype=np.uint8)
+    m1.irecv(0, 12, out).wait()  # reads the frame of channel 11 on the way
+    assert m1.unclaimed() == [(0, 11, _data(5, 0).tobytes())]
+    m1.irecv(0, 11, np.empty(5, dtype=np.uint8)).wait()
+    assert m1.unclaimed() == []
+
+
 def test_large_messages_both_ways_at_once_do_not_block():
     """Each side sends 3 x 16 MB before it posts a receive: more than the kernel buffers hold."""
     m0, m1 = _meshes()

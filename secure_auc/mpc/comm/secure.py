@@ -32,12 +32,20 @@ from .channel import ChannelError, Link, derive_keys, ephemeral, public_bytes, s
 from .p2p import AfterWait
 from .transport import connect
 
-__all__ = ["establish", "ChannelError", "TAG_HELLO", "TAG_BCAST", "TAG_GATHER", "TAG_BARRIER"]
+__all__ = ["establish", "unclaimed_frames", "ChannelError", "TAG_HELLO", "TAG_BCAST", "TAG_GATHER", "TAG_BARRIER"]
 
 TAG_HELLO = 0x5B0  # handshake: ephemeral keys, then signatures
 TAG_BCAST = 0x5B1  # a broadcast, as one sealed message per peer
 TAG_GATHER = 0x5B2  # an all_gather, likewise
 TAG_BARRIER = 0x5B3  # a barrier: one empty message to and from every member
+
+
+_MESH: list = []  # this process's mesh, once established
+
+
+def unclaimed_frames() -> list[tuple[int, int, bytes]]:
+    """Frames this process received that no receive took (:meth:`.transport.Mesh.unclaimed`)."""
+    return _MESH[0].unclaimed() if _MESH else []
 
 
 class _Done:
@@ -105,6 +113,7 @@ def establish(identity, roster, describe, timeout: float | None = None) -> None:
         timeout = c10d.default_pg_timeout.total_seconds()
     mesh = connect(me, dist.get_world_size(), links, c10d._get_default_store(),
                    os.environ.get("MASTER_ADDR", "127.0.0.1"), timeout, describe)
+    _MESH[:] = [mesh]
     names: dict = {}
 
     def channel(group, tag: int) -> int:

@@ -155,6 +155,11 @@ class Mesh:
         self._posted[(peer, channel)].append(slot)
         return _Recv(self, peer, slot, None)
 
+    def unclaimed(self) -> list[tuple[int, int, bytes]]:
+        """(peer, channel, sealed bytes) of every frame received, whole or in part, that no
+        receive has taken: what the audit must add to what the receives recorded."""
+        return [(p, ch, bytes(slot.buf[: slot.got])) for (p, ch), q in self._stash.items() for slot in q]
+
     def _check(self, peer: int) -> None:
         if peer not in self.socks:
             raise ChannelError(f"no link to rank {peer}")
