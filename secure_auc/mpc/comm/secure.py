@@ -10,7 +10,7 @@ process, the functions of ``torch.distributed`` that carry data:
   (:class:`.channel.Link`), send it over the mesh and open it on arrival;
 * ``broadcast`` and ``all_gather`` become point-to-point messages on the
   links (one sealed message per peer, each on its own tag);
-* ``barrier`` is one empty sealed message to and from every member;
+* ``barrier`` is one sealed zero byte to and from every member;
 * ``reduce``, ``all_reduce``, ``gather`` and ``scatter`` are refused: nothing
   in the protocol uses them, and a ring reduce would leave partial sums
   at every party.
@@ -37,7 +37,7 @@ __all__ = ["establish", "unclaimed_frames", "ChannelError", "TAG_HELLO", "TAG_BC
 TAG_HELLO = 0x5B0  # handshake: ephemeral keys, then signatures
 TAG_BCAST = 0x5B1  # a broadcast, as one sealed message per peer
 TAG_GATHER = 0x5B2  # an all_gather, likewise
-TAG_BARRIER = 0x5B3  # a barrier: one empty message to and from every member
+TAG_BARRIER = 0x5B3  # a barrier: one zero byte to and from every member
 
 
 _MESH: list = []  # this process's mesh, once established
