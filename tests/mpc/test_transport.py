@@ -130,6 +130,23 @@ def test_a_frame_of_the_wrong_size_is_refused():
         m1.irecv(0, 4, np.empty(8, dtype=np.uint8)).wait()
 
 
+def test_a_header_announcing_a_huge_frame_is_refused_before_any_allocation():
+    m0, m1 = _meshes()
+    m0.socks[1].sendall(struct.pack("<IQ", 9, 1 << 62))  # nobody waits on channel 9: it would be stashed
+    with pytest.raises(ChannelError, match=r"party 0 to party 1 failed authentication \(a frame of 4611686018427387904"):
+        m1.irecv(0, 4, np.empty(8, dtype=np.uint8)).wait()
+
+
+def test_an_empty_message_arrives_only_when_sent():
+    m0, m1 = _meshes(timeout=0.3)
+    h = m1.irecv(0, 6, np.empty(0, dtype=np.uint8))
+    with pytest.raises(ChannelError, match="party 0 sent nothing"):
+        h.wait()
+    m0.isend(1, 6, np.empty(0, dtype=np.uint8)).wait()
+    h.wait()
+    assert h.is_completed()
+
+
 class _Store:
     def __init__(self):
         self.kv = {}
@@ -171,6 +188,35 @@ def test_a_connection_is_kept_only_from_the_party_whose_key_sealed_its_token():
     meshes[1].isend(0, 5, data).wait()
     out = np.empty(1000, dtype=np.uint8)
     meshes[0].irecv(1, 5, out).wait()
+    assert np.array_equal(out, data)
+
+
+def test_a_connection_that_says_nothing_neither_holds_up_the_real_party_nor_the_deadline():
+    """One connection drips its first bytes; the real rank 1 connects after it and is taken at
+    once; a connection that never completes its token is closed after its own time limit."""
+    l0, l1 = _links()
+    store = _Store()
+    meshes, took = {}, {}
+
+    def rank0():
+        t = time.monotonic()
+        meshes[0] = connect(0, 2, {1: l0}, store, "127.0.0.1", 10, _name)
+        took[0] = time.monotonic() - t
+
+    t = threading.Thread(target=rank0)
+    t.start()
+    host, port = store.get("secure-auc/mesh/0").decode().rsplit(":", 1)
+    drip = socket.create_connection((host, int(port)))
+    drip.sendall(struct.pack("<i", 1))
+    threading.Thread(target=lambda: [drip.send(b"x") or time.sleep(0.1) for _ in range(30)], daemon=True).start()
+    time.sleep(0.2)
+    meshes[1] = connect(1, 2, {0: l1}, store, "127.0.0.1", 10, _name)
+    t.join(10)
+    assert took[0] < 2.0, took
+    data = _data(100, 3)
+    meshes[0].isend(1, 2, data).wait()
+    out = np.empty(100, dtype=np.uint8)
+    meshes[1].irecv(0, 2, out).wait()
     assert np.array_equal(out, data)
 
 

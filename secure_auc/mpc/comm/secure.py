@@ -121,7 +121,7 @@ def establish(identity, roster, describe, timeout: float | None = None) -> None:
         if g not in names:
             name = str(getattr(g, "group_name", "0"))
             names[g] = (int(name) if name.isdigit() else len(names) + 1000) & 0xFFFF
-        if not 0 <= tag < 1 << 16:
+        if not 0 <= tag < 0xFFFF:  # 0xFFFF never: channel 0xFFFFFFFF is the mesh's HELLO (its nonces)
             raise ChannelError(f"tag {tag} out of range for a secure link")
         return names[g] << 16 | tag
 

@@ -16,19 +16,24 @@ host is local; the interface ``GLOO_SOCKET_IFNAME`` names, if set), publishes ``
 connects to every lower rank and accepts every higher one.  The first bytes on
 a connection are the connecting party's rank and a token sealed under the
 link's key from the handshake (channel :data:`HELLO`): a connection is kept
-only from the party whose key sealed it, anything else is closed.
+only from the party whose key sealed it, anything else is closed.  New
+connections are read side by side, each with :data:`HELLO_LIMIT` seconds to
+present its token, so one that says nothing holds up neither the real party
+nor the deadline.
 
 Frames: a 12-byte header (channel: u32, length: u64), then the sealed message
 (:class:`.channel.Link`).  The header steers the frame to the receive posted
 for that (peer, channel), first come first served (TCP keeps each connection
-in order), or to a stash until that receive is posted.  The channel and the
-length are also in the message's associated data, so a frame whose header was
-changed fails authentication.
+in order), or to a stash until that receive is posted (a header announcing
+more than :data:`MAX_FRAME` bytes is refused before anything is allocated).
+The channel and the length are also in the message's associated data, so a
+frame whose header was changed fails authentication.
 
 Progress.  Sockets are non-blocking.  A send writes what the kernel takes at
 once, in the calling thread (all of a small message: no thread hand-off, no
 wake-up); the rest of a large one is queued, and written by a writer thread
-while this party computes, and by the party itself whenever it waits.  Every
+while this party computes (which wakes a waiting party through a pipe when it
+completes a send), and by the party itself whenever it waits.  Every
 wait (for a receive, for a send to be written, a barrier) reads every arriving
 frame, so two parties that send each other large messages never block each
 other.  Every wait is bounded by the timeout and names the party waited for; a
@@ -38,6 +43,7 @@ closed connection names the party that closed it.
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import select
 import socket
@@ -49,9 +55,10 @@ import numpy as np
 
 from .channel import ChannelError, sealed_size
 
-__all__ = ["Mesh", "connect", "local_address", "HELLO"]
+__all__ = ["Mesh", "connect", "local_address", "HELLO", "MAX_FRAME"]
 
 _FRAME = struct.Struct("<IQ")
+MAX_FRAME = 1 << 34  # bytes: a frame announcing more is refused before anything is allocated
 HELLO = 0xFFFFFFFF  # the channel of the connection's first message (never a data channel: tag 0xFFFF is unused)
 _TOKEN = b"secure-auc mesh v1"
 _IN, _OUT = select.POLLIN | select.POLLPRI, select.POLLOUT
@@ -59,12 +66,13 @@ _KEY = "secure-auc/mesh/{}"
 
 
 class _Slot:
-    """One message being received: its buffer, the bytes so far, whether complete."""
+    """One message being received: its buffer, the bytes so far, whether complete (set
+    only once its frame has arrived, even for an empty one)."""
 
     __slots__ = ("buf", "got", "done")
 
     def __init__(self, buf: memoryview):
-        self.buf, self.got, self.done = buf, 0, len(buf) == 0
+        self.buf, self.got, self.done = buf, 0, False
 
 
 class _Send:
@@ -99,6 +107,7 @@ class _Recv:
     def wait(self, *args, **kwargs) -> bool:
         if not self.slot.done:
             self.mesh._progress(lambda: self.slot.done, self.peer, "send")
+        self.mesh._unwaited.pop(id(self.slot), None)
         if self.out is not None:  # it came before it was asked for
             if len(self.slot.buf) != self.out.size:
                 raise self.mesh._mismatch(self.peer, len(self.slot.buf), self.out.size)
@@ -128,6 +137,12 @@ class Mesh:
         self._lock = threading.Lock()  # the send queues and writing on the sockets
         self._pending = threading.Condition(self._lock)
         self._failed: dict[int, ChannelError] = {}  # peers whose link broke (closed, or a write failed)
+        self._unwaited: dict[int, tuple[int, int, _Slot]] = {}  # posted receives not waited for yet
+        # the writer thread wakes a waiting main thread through this pipe when it completes a send
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        self._poll.register(self._wake_r, select.POLLIN)
         threading.Thread(target=self._writer, name="secure-auc mesh writer", daemon=True).start()
 
     # ------------------------------------------------------------- messages
@@ -153,12 +168,21 @@ class Mesh:
         self._check(peer)
         slot = _Slot(memoryview(out).cast("B"))
         self._posted[(peer, channel)].append(slot)
+        self._unwaited[id(slot)] = (peer, channel, slot)
         return _Recv(self, peer, slot, None)
 
     def unclaimed(self) -> list[tuple[int, int, bytes]]:
         """(peer, channel, sealed bytes) of every frame received, whole or in part, that no
-        receive has taken: what the audit must add to what the receives recorded."""
-        return [(p, ch, bytes(slot.buf[: slot.got])) for (p, ch), q in self._stash.items() for slot in q]
+        waited-for receive has taken (after reading what the sockets hold now): what the
+        audit must add to what the receives recorded."""
+        for p in self.socks:
+            if p not in self._failed:
+                try:
+                    self._read(p)
+                except ChannelError as exc:
+                    self._failed.setdefault(p, exc)
+        early = [(p, ch, bytes(slot.buf[: slot.got])) for (p, ch), q in self._stash.items() for slot in q]
+        return early + [(p, ch, bytes(slot.buf[: slot.got])) for p, ch, slot in self._unwaited.values() if slot.got]
 
     def _check(self, peer: int) -> None:
         if peer not in self.socks:
@@ -188,6 +212,10 @@ class Mesh:
                         self._poll.unregister(self.socks[p])
                     self._events[p] = want
             for fd, ev in poll(min(left, 1.0) * 1000):
+                if fd == self._wake_r:
+                    with contextlib.suppress(BlockingIOError):
+                        os.read(self._wake_r, 4096)
+                    continue
                 p = peers[fd]
                 try:
                     if ev & _OUT:
@@ -201,7 +229,8 @@ class Mesh:
                     self._failed.setdefault(p, exc)
 
     def _writer(self) -> None:
-        """The writer thread: writes the queued rest of large messages while the party computes."""
+        """The writer thread: writes the queued rest of large messages while the party computes
+        (it re-reads which peers have queued bytes at least every 20 ms)."""
         wait = select.poll()
         watched: set[int] = set()
         while True:
@@ -214,18 +243,22 @@ class Mesh:
             for fd in busy.keys() - watched:
                 wait.register(fd, _OUT)
             watched = set(busy)
-            ready = wait.poll(200)
+            ready = wait.poll(20)
             with self._lock:
                 for fd, _ in ready:
                     p = busy[fd]
                     try:
-                        self._write(p)
+                        if self._write(p):
+                            with contextlib.suppress(BlockingIOError):
+                                os.write(self._wake_w, b"w")
                     except ChannelError as exc:
                         self._failed[p] = exc
 
-    def _write(self, p: int) -> None:
-        """Write what the kernel takes of ``p``'s queue (the caller holds the lock)."""
+    def _write(self, p: int) -> bool:
+        """Write what the kernel takes of ``p``'s queue (the caller holds the lock); True if a
+        send completed."""
         q, s = self._out[p], self.socks[p]
+        completed = False
         while q:
             h = q[0]
             try:
@@ -242,7 +275,9 @@ class Mesh:
                 views[0] = views[0][n:]
                 break
             h.done = True
+            completed = True
             q.popleft()
+        return completed
 
     def _read(self, p: int) -> None:
         s = self.socks[p]
@@ -264,10 +299,13 @@ class Mesh:
                     slot = posted.popleft()
                     if len(slot.buf) != length:
                         raise self._mismatch(p, length, len(slot.buf))
-                else:
+                else:  # the header is not authenticated yet: no allocation beyond any message's size
+                    if length > MAX_FRAME:
+                        raise self._mismatch(p, length, f"at most {MAX_FRAME}")
                     slot = _Slot(memoryview(bytearray(length)))
                     self._stash[(p, channel)].append(slot)
-                if slot.done:  # an empty frame
+                if length == 0:
+                    slot.done = True
                     continue
                 self._reading[p] = slot
             n = self._recv_into(p, s, slot.buf[slot.got :])
@@ -294,7 +332,7 @@ class Mesh:
         return ChannelError(f"another party disconnected: {self.describe(p)} closed its link{why} "
                             "(it crashed or was stopped); the run cannot continue")
 
-    def _mismatch(self, p: int, length: int, expected: int) -> ChannelError:
+    def _mismatch(self, p: int, length: int, expected: int | str) -> ChannelError:
         return ChannelError(f"a message from {self.describe(p)} to {self.describe(self.me)} failed authentication "
                             f"(a frame of {length} bytes where {expected} were expected); the run stops")
 
@@ -335,14 +373,83 @@ def _token(src: int, dst: int) -> np.ndarray:
     return np.frombuffer(_TOKEN + struct.pack("<ii", src, dst), dtype=np.uint8)
 
 
-def _read_exact(s: socket.socket, n: int) -> bytes:
-    out = bytearray()
-    while len(out) < n:
-        chunk = s.recv(n - len(out))
-        if not chunk:
-            raise ConnectionError("closed")
-        out += chunk
-    return bytes(out)
+HELLO_LIMIT = 5.0  # seconds a new connection has to present its rank and token
+
+
+def _hello_from(buf: bytes, me: int, world: int, links: dict, socks: dict) -> int | None:
+    """The rank whose link key sealed this connection's first bytes, or None."""
+    r = struct.unpack("<i", buf[:4])[0]
+    if not me < r < world or r in socks:
+        return None
+    token = _token(r, me)
+    out = np.empty(token.size, dtype=np.uint8)
+    try:
+        links[r].open(HELLO, 0, np.frombuffer(buf[4:], dtype=np.uint8), out)
+    except ChannelError:
+        return None
+    return r if np.array_equal(out, token) else None
+
+
+def _accept(listener: socket.socket, me: int, world: int, links: dict, socks: dict, deadline: float,
+            timeout: float, describe) -> None:
+    """Accept every higher rank's connection.  Connections are read side by side, each with
+    :data:`HELLO_LIMIT` seconds to present its rank and token, so one that says nothing (or
+    drips bytes) neither holds up the real party nor outlasts the deadline."""
+    need = 4 + sealed_size(_token(0, 0).size)
+    listener.setblocking(False)
+    poll = select.poll()
+    poll.register(listener, select.POLLIN)
+    pending: dict[int, list] = {}  # fd -> [socket, bytes so far, its own deadline]
+    refused = 0
+    try:
+        while len(socks) < world - 1:
+            now = time.monotonic()
+            for fd, (c, _, until) in list(pending.items()):
+                if now >= until:
+                    poll.unregister(fd)
+                    c.close()
+                    del pending[fd]
+                    refused += 1
+            if now >= deadline:
+                missing = ", ".join(describe(r) for r in range(me + 1, world) if r not in socks)
+                closed = f" ({refused} connection(s) that did not authenticate as a party were closed)" if refused else ""
+                raise ChannelError(f"no answer from another party within the timeout: {missing} did not open "
+                                   f"its link within {timeout:g} s{closed}; the run cannot continue")
+            until = min([deadline] + [u for _, _, u in pending.values()])
+            for fd, _ in poll.poll(max(1.0, (until - now) * 1000)):
+                if fd == listener.fileno():
+                    try:
+                        c, _ = listener.accept()
+                    except (BlockingIOError, InterruptedError):
+                        continue
+                    except OSError as exc:
+                        raise ChannelError(f"this party's link listener failed ({exc.strerror or exc}); "
+                                           "the run cannot continue") from None
+                    c.setblocking(False)
+                    pending[c.fileno()] = [c, b"", min(deadline, time.monotonic() + HELLO_LIMIT)]
+                    poll.register(c, select.POLLIN)
+                    continue
+                entry = pending[fd]
+                try:
+                    chunk = entry[0].recv(need - len(entry[1]))
+                except (BlockingIOError, InterruptedError):
+                    continue
+                except OSError:
+                    chunk = b""
+                entry[1] += chunk
+                if chunk and len(entry[1]) < need:
+                    continue
+                poll.unregister(fd)
+                del pending[fd]
+                r = _hello_from(entry[1], me, world, links, socks) if chunk else None
+                if r is None:  # closed early, or not the party it claims to be: the real one may still come
+                    entry[0].close()
+                    refused += 1
+                else:
+                    socks[r] = entry[0]
+    finally:
+        for c, _, _ in pending.values():
+            c.close()
 
 
 def connect(me: int, world: int, links: dict, store, master_addr: str, timeout: float, describe) -> Mesh:
@@ -350,11 +457,14 @@ def connect(me: int, world: int, links: dict, store, master_addr: str, timeout: 
     ``links``: rank -> :class:`.channel.Link` from the handshake; ``store``: torch's
     rendezvous store."""
     host = local_address(master_addr)
-    listener = socket.create_server((host, 0), backlog=max(1, world))
+    try:
+        listener = socket.create_server((host, 0), backlog=max(1, world))
+    except OSError as exc:
+        raise ChannelError(f"cannot listen for links on {host} ({exc.strerror or exc}); "
+                           "the run cannot continue") from None
     store.set(_KEY.format(me), f"{host}:{listener.getsockname()[1]}")
     deadline = time.monotonic() + timeout
     socks: dict[int, socket.socket] = {}
-    hello = _token(0, 0).size
     try:
         for r in range(me):
             try:
@@ -362,40 +472,16 @@ def connect(me: int, world: int, links: dict, store, master_addr: str, timeout: 
             except Exception:  # noqa: BLE001 - torch raises several kinds
                 raise ChannelError(f"no answer from another party within the timeout: {describe(r)} did not "
                                    f"publish its link address; the run cannot continue") from None
-            h, port = addr.rsplit(":", 1)
             try:
+                h, port = addr.rsplit(":", 1)
                 s = socket.create_connection((h, int(port)), timeout=max(0.1, deadline - time.monotonic()))
-            except OSError as exc:
-                raise ChannelError(f"cannot reach {describe(r)} at {addr} ({exc.strerror or exc}); "
+                socks[r] = s
+                s.sendall(struct.pack("<i", me) + links[r].seal(HELLO, 0, _token(me, r)).tobytes())
+            except (OSError, ValueError) as exc:
+                why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+                raise ChannelError(f"cannot reach {describe(r)} at {addr!r} ({why}); "
                                    "the run cannot continue") from None
-            sealed = links[r].seal(HELLO, 0, _token(me, r))
-            s.sendall(struct.pack("<i", me) + sealed.tobytes())
-            socks[r] = s
-        while len(socks) < world - 1:
-            left = deadline - time.monotonic()
-            missing = ", ".join(describe(r) for r in range(me + 1, world) if r not in socks)
-            if left <= 0:
-                raise ChannelError(f"no answer from another party within the timeout: {missing} did not open "
-                                   f"its link within {timeout:g} s; the run cannot continue")
-            listener.settimeout(left)
-            try:
-                c, _ = listener.accept()
-            except socket.timeout:
-                continue
-            try:
-                c.settimeout(max(0.1, deadline - time.monotonic()))
-                r = struct.unpack("<i", _read_exact(c, 4))[0]
-                if not me < r < world or r in socks:
-                    raise ValueError("not a peer")
-                out = np.empty(hello, dtype=np.uint8)
-                sealed = np.frombuffer(_read_exact(c, sealed_size(hello)), dtype=np.uint8)
-                links[r].open(HELLO, 0, sealed, out)
-                if not np.array_equal(out, _token(r, me)):
-                    raise ValueError("wrong token")
-            except (OSError, ValueError, ConnectionError, ChannelError):
-                c.close()  # not the party it claims to be: ignored, the real one may still come
-                continue
-            socks[r] = c
+        _accept(listener, me, world, links, socks, deadline, timeout, describe)
     except BaseException:
         for s in socks.values():
             s.close()
