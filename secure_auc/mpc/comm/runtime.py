@@ -35,25 +35,14 @@ def _interface_towards(addr: str) -> str | None:
     machines resolves to a loopback address; other hosts then cannot connect.
     Binding gloo to the interface that actually reaches the server avoids that.
     """
-    import fcntl
     import socket
-    import struct
 
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            s.connect((addr, 9))
-            local_ip = s.getsockname()[0]
-        for _, name in socket.if_nameindex():
-            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-                try:
-                    packed = fcntl.ioctl(s.fileno(), 0x8915, struct.pack("256s", name.encode()[:15]))  # SIOCGIFADDR
-                except OSError:
-                    continue
-            if socket.inet_ntoa(packed[20:24]) == local_ip:
-                return name
-    except (OSError, ImportError):
+    from .transport import interface_address, route_address
+
+    local_ip = route_address(addr)
+    if local_ip is None:
         return None
-    return None
+    return next((name for _, name in socket.if_nameindex() if interface_address(name) == local_ip), None)
 
 
 def _keep_freed_memory() -> None:

@@ -55,7 +55,7 @@ import numpy as np
 
 from .channel import ChannelError, sealed_size
 
-__all__ = ["Mesh", "connect", "local_address", "HELLO", "MAX_FRAME"]
+__all__ = ["Mesh", "connect", "local_address", "route_address", "interface_address", "HELLO", "MAX_FRAME"]
 
 _FRAME = struct.Struct("<IQ")
 MAX_FRAME = 1 << 34  # bytes: a frame announcing more is refused before anything is allocated
@@ -340,7 +340,7 @@ class Mesh:
 # ----------------------------------------------------------------- set-up
 
 
-def _interface_address(name: str) -> str | None:
+def interface_address(name: str) -> str | None:
     """The IPv4 address of network interface ``name`` (Linux), or None."""
     import fcntl
 
@@ -348,25 +348,31 @@ def _interface_address(name: str) -> str | None:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
             packed = fcntl.ioctl(s.fileno(), 0x8915, struct.pack("256s", name.encode()[:15]))  # SIOCGIFADDR
         return socket.inet_ntoa(packed[20:24])
+    except (OSError, ImportError):
+        return None
+
+
+def route_address(addr: str) -> str | None:
+    """This machine's address on the route to ``addr`` (no packet is sent), or None."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect((addr, 9))
+            return s.getsockname()[0]
     except OSError:
         return None
 
 
 def local_address(master_addr: str) -> str:
     """The address this party listens on: that of the interface ``GLOO_SOCKET_IFNAME`` names
-    (as gloo's), else loopback if ``master_addr`` is this machine, else the address of the
-    interface that routes to ``master_addr``."""
+    (as gloo's), else loopback if ``master_addr`` is this machine, else this machine's
+    address on the route to ``master_addr``."""
     named = os.environ.get("GLOO_SOCKET_IFNAME")
-    if named and _interface_address(named.split(",")[0]):
-        return _interface_address(named.split(",")[0])
+    address = interface_address(named.split(",")[0]) if named else None
+    if address:
+        return address
     if master_addr in ("localhost", "::1") or master_addr.startswith("127."):
         return "127.0.0.1"
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            s.connect((master_addr, 9))  # no packet is sent: only the route is looked up
-            return s.getsockname()[0]
-    except OSError:
-        return socket.gethostbyname(socket.gethostname())
+    return route_address(master_addr) or socket.gethostbyname(socket.gethostname())
 
 
 def _token(src: int, dst: int) -> np.ndarray:
