@@ -332,7 +332,7 @@ def error_bars(mechanism, auc: float, positives: float, total: int, sizes) -> tu
     --------
     >>> from secure_auc import make_mechanism
     >>> from secure_auc.evaluate import error_bars
-    >>> std, lo, hi = error_bars(make_mechanism("laplace", 1.0), 0.75, 25_000.0, 100_000, [50_000, 50_000])
+    >>> std, lo, hi = error_bars(make_mechanism("laplace", 1.0, allocation="split"), 0.75, 25_000.0, 100_000, [50_000, 50_000])
     >>> f"{std:.2e}", round(lo, 4), round(hi, 4)
     ('2.52e-04', 0.7495, 0.7505)
     >>> error_bars(make_mechanism("none"), 0.75, 25_000.0, 100_000, [100_000])
@@ -387,8 +387,8 @@ def check_fixed_point_range(mechanism, total: int, sizes) -> None:
     --------
     >>> from secure_auc import make_mechanism
     >>> from secure_auc.evaluate import check_fixed_point_range
-    >>> check_fixed_point_range(make_mechanism("laplace", 1e-6), 458_407, [45_841] * 10)
-    >>> check_fixed_point_range(make_mechanism("laplace", 1e-6), 10**8, [10**7] * 10)
+    >>> check_fixed_point_range(make_mechanism("laplace", 1e-6, allocation="split"), 458_407, [45_841] * 10)
+    >>> check_fixed_point_range(make_mechanism("laplace", 1e-6, allocation="split"), 10**8, [10**7] * 10)
     Traceback (most recent call last):
         ...
     secure_auc.validation.InputError: eps = 1e-06 needs noise of standard deviation 8.9e+14 on the rank sum ...
@@ -515,7 +515,7 @@ def evaluate(
     >>> evaluate(clients, make_mechanism("laplace", 1.0), seed=0).auc == noisy.auc
     True
     >>> noisy.mechanism, noisy.epsilon, noisy.allocation, noisy.sensitivity, noisy.seed
-    ('laplace', 1.0, 'split', 'local', 0)
+    ('laplace', 1.0, 'adaptive', None, 0)
 
     Noise on the aggregate protects only the sum, so it needs the MPC protocol:
 

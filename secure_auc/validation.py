@@ -8,6 +8,7 @@ import numpy as np
 
 __all__ = [
     "InputError",
+    "as_vector",
     "check_scores",
     "check_binary_labels",
     "check_epsilon",
@@ -33,11 +34,36 @@ class InputError(ValueError):
     """
 
 
-def check_scores(scores, *, name: str = "scores") -> np.ndarray:
-    """Return ``scores`` as a 1-D float array; reject NaN and infinities."""
-    arr = np.asarray(scores)
+def as_vector(values, *, name: str) -> np.ndarray:
+    """``values`` as a 1-D numpy array: torch tensors detached and moved to the CPU,
+    pandas objects and lists converted, a column ``(n, 1)`` or a row ``(1, n)`` flattened.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from secure_auc.validation import as_vector
+    >>> as_vector(np.array([[0.2], [0.7]]), name="scores")
+    array([0.2, 0.7])
+    >>> as_vector(np.zeros((2, 2)), name="client 1: scores")
+    Traceback (most recent call last):
+        ...
+    secure_auc.validation.InputError: client 1: scores must be one-dimensional (or one column), got shape (2, 2)
+    """
+    if hasattr(values, "detach") and hasattr(values, "cpu"):  # a torch tensor, maybe requiring grad or on a GPU
+        values = values.detach().cpu().numpy()
+    elif hasattr(values, "to_numpy"):  # pandas Series / one-column DataFrame
+        values = values.to_numpy()
+    arr = np.asarray(values)
+    if arr.ndim == 2 and 1 in arr.shape:
+        arr = arr.reshape(-1)
     if arr.ndim != 1:
-        raise InputError(f"{name} must be one-dimensional, got shape {arr.shape}")
+        raise InputError(f"{name} must be one-dimensional (or one column), got shape {arr.shape}")
+    return arr
+
+
+def check_scores(scores, *, name: str = "scores") -> np.ndarray:
+    """Return ``scores`` as a 1-D float array (:func:`as_vector`); reject NaN and infinities."""
+    arr = as_vector(scores, name=name)
     if arr.dtype.kind not in "fiub":
         raise InputError(f"{name} must be numeric, got dtype {arr.dtype}")
     if arr.dtype.kind == "f":
@@ -51,10 +77,8 @@ def check_scores(scores, *, name: str = "scores") -> np.ndarray:
 
 
 def check_binary_labels(labels, *, name: str = "labels") -> np.ndarray:
-    """Return ``labels`` as a 1-D int8 array of 0/1; reject anything else."""
-    arr = np.asarray(labels)
-    if arr.ndim != 1:
-        raise InputError(f"{name} must be one-dimensional, got shape {arr.shape}")
+    """Return ``labels`` as a 1-D int8 array of 0/1 (:func:`as_vector`); reject anything else."""
+    arr = as_vector(labels, name=name)
     if arr.dtype == bool:
         return arr.astype(np.int8)
     if arr.dtype.kind not in "fiu":
