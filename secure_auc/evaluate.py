@@ -28,7 +28,7 @@ from .local_stats import LocalStatistics
 from .validation import InputError
 
 __all__ = ["EvaluationResult", "builtin_clients", "load_clients", "check_clients", "evaluate", "describe",
-           "error_bars", "check_fixed_point_range"]
+           "error_bars", "check_fixed_point_range", "make_result", "privacy_spent"]
 
 Z95 = 1.959963984540054  # the standard normal's 97.5 % quantile
 
@@ -565,32 +565,74 @@ def evaluate(
         raise
     if reservation is not None:
         ledger.finish(reservation)
-        worst = max(reservation.spent, key=lambda sp: sp.epsilon)
-        extra["privacy_spent"] = (f"eps = {worst.epsilon:.6g}, delta = {worst.delta:g} ({worst.accountant}) "
-                                  f"on the most charged client's labels, {worst.releases} release(s)")
-        extra["total_epsilon_spent"] = round(worst.epsilon, 12)
-        extra["total_delta_spent"] = worst.delta
-    seconds = time.perf_counter() - start
-    ref = _reference_auc(clients) if reference else None
+        extra |= privacy_spent(reservation)
+    return make_result(mechanism, estimate, aggregate, sizes, protocol=protocol, seconds=time.perf_counter() - start,
+                       seed=seed if protocol == "plain" else None,  # an MPC report keeps nothing to recompute noise from
+                       reference_auc=_reference_auc(clients) if reference else None, extra=extra)
+
+
+def privacy_spent(reservation) -> dict:
+    """What a finished ledger reservation spent, as a result's ``extra`` reports it: the most
+    charged client's total and every client's (``privacy_spent_per_client``: eps per client).
+
+    Parameters
+    ----------
+    reservation : secure_auc.dp.accountant.Reservation
+
+    Returns
+    -------
+    dict
+    """
+    worst = max(reservation.spent, key=lambda sp: sp.epsilon)
+    return {"privacy_spent": (f"eps = {worst.epsilon:.6g}, delta = {worst.delta:g} ({worst.accountant}) "
+                              f"on the most charged client's labels, {worst.releases} release(s)"),
+            "total_epsilon_spent": round(worst.epsilon, 12), "total_delta_spent": worst.delta,
+            "privacy_spent_per_client": [round(sp.epsilon, 12) for sp in reservation.spent]}
+
+
+def make_result(mechanism, estimate, aggregate, sizes, *, protocol: str, seconds: float, seed: int | None = None,
+                reference_auc: float | None = None, extra: dict | None = None) -> EvaluationResult:
+    """The one result of every path (:func:`evaluate`, a session, the command line, the
+    torchrun entries): the server's estimate with its standard deviation and 95 % interval
+    (:func:`error_bars`, from public quantities and the aggregate only) and the run's details.
+
+    Parameters
+    ----------
+    mechanism : Mechanism
+    estimate : secure_auc.protocol.messages.Estimate
+    aggregate : secure_auc.protocol.messages.Aggregate
+        What the server opened: the summed noisy statistics and M.
+    sizes : list of int
+        Each client's number of samples (public).
+    protocol : {"plain", "mpc"}
+    seconds : float
+        Wall time of the evaluation (a session's start-up is reported apart, in ``extra``).
+    seed, reference_auc, extra
+        As in :class:`EvaluationResult`.
+
+    Returns
+    -------
+    EvaluationResult
+    """
+    extra = dict(extra or {})
     auc = float(estimate.auc)
-    desc = describe(mechanism)
     std, lo, hi = error_bars(mechanism, auc, float(aggregate.positives), aggregate.total, sizes)
     if "bytes_sent_per_party" in extra:  # each party's counter holds what it sent and what it received
         extra["bytes_sent_received_per_party"] = extra.pop("bytes_sent_per_party")
     return EvaluationResult(
         auc=auc,
-        reference_auc=ref,
-        abs_error=None if ref is None else abs(auc - ref),
+        reference_auc=reference_auc,
+        abs_error=None if reference_auc is None else abs(auc - reference_auc),
         raw_auc=float(estimate.raw_auc),
         estimated_positives=float(aggregate.positives),
         protocol=protocol,
-        clients=len(clients),
+        clients=len(sizes),
         samples=aggregate.total,
         seconds=seconds,
-        seed=seed if protocol == "plain" else None,  # an MPC report keeps nothing to recompute noise from
+        seed=seed,
         std=std,
         ci_low=lo,
         ci_high=hi,
         extra=extra,
-        **desc,
+        **describe(mechanism),
     )
