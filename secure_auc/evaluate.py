@@ -79,7 +79,7 @@ class EvaluationResult:
     >>> import numpy as np
     >>> from secure_auc import ClientData, evaluate
     >>> from secure_auc import make_mechanism
-    >>> result = evaluate([ClientData(np.array([0.2, 0.7]), np.array([0, 1]))], make_mechanism("none"))
+    >>> result = evaluate([ClientData(np.array([0.2, 0.7]), np.array([0, 1]))], make_mechanism("none"), protocol="plain")
     >>> result.auc, result.mechanism, result.samples
     (1.0, 'none', 2)
     >>> sorted(result.to_dict())[:4]
@@ -106,6 +106,9 @@ class EvaluationResult:
     ci_high: float | None = None
     extra: dict = field(default_factory=dict)
 
+    def __float__(self) -> float:
+        return self.auc
+
     def to_dict(self) -> dict:
         """The fields as a flat dict: the entries of ``extra`` replace the key ``extra``.
 
@@ -118,7 +121,7 @@ class EvaluationResult:
         --------
         >>> import numpy as np
         >>> from secure_auc import ClientData, evaluate, make_mechanism
-        >>> d = evaluate([ClientData(np.array([0.2, 0.7]), np.array([0, 1]))], make_mechanism("none")).to_dict()
+        >>> d = evaluate([ClientData(np.array([0.2, 0.7]), np.array([0, 1]))], make_mechanism("none"), protocol="plain").to_dict()
         >>> d["auc"], "extra" in d
         (1.0, False)
         """
@@ -427,7 +430,7 @@ def evaluate(
     clients: list[ClientData],
     mechanism=None,
     *,
-    protocol: str = "plain",
+    protocol: str = "mpc",
     seed: int | None = None,
     reference: bool = False,
     mpc_options: dict | None = None,
@@ -458,10 +461,10 @@ def evaluate(
         From :func:`secure_auc.make_mechanism`; default the command line's:
         Laplace noise with the adaptive allocation, eps = 1 (``make_mechanism("none")``
         is the exact, non-private computation).
-    protocol : {"plain", "mpc"}, default "plain"
-        ``plain``: the plain-sort protocol in this process (the server sees
-        every score).  ``mpc``: the CrypTen protocol with one local process
-        per party (imports torch and CrypTen only then).
+    protocol : {"mpc", "plain"}, default "mpc"
+        ``mpc`` (as on the command line): the secret-shared protocol with one local
+        process per party (imports torch and CrypTen only then).  ``plain``: the
+        paper's plain-sort protocol in this process (the server sees every score).
     seed : int, optional
         Seed of the clients' noise keys; None draws fresh keys from
         :mod:`secrets`.  Never reuse a seed for two noisy releases
@@ -501,7 +504,7 @@ def evaluate(
     >>> from secure_auc import ClientData, builtin_clients, evaluate, make_mechanism
     >>> clients = [ClientData(np.array([0.1, 0.4, 0.35, 0.8]), np.array([0, 0, 1, 1])),
     ...            ClientData(np.array([0.4, 0.4, 0.9, 0.2]), np.array([0, 1, 1, 0]))]
-    >>> exact = evaluate(clients, make_mechanism("none"), reference=True)
+    >>> exact = evaluate(clients, make_mechanism("none"), protocol="plain", reference=True)
     >>> exact.auc, exact.reference_auc, exact.samples, exact.estimated_positives
     (0.8125, 0.8125, 8, 4.0)
 
@@ -509,17 +512,17 @@ def evaluate(
     same ``seed`` gives the same noise, hence the same estimate:
 
     >>> clients = builtin_clients(3, samples=2000)
-    >>> noisy = evaluate(clients, make_mechanism("laplace", 1.0), seed=0, reference=True)
+    >>> noisy = evaluate(clients, make_mechanism("laplace", 1.0), protocol="plain", seed=0, reference=True)
     >>> round(noisy.reference_auc, 4), noisy.abs_error < 0.1
     (0.7711, True)
-    >>> evaluate(clients, make_mechanism("laplace", 1.0), seed=0).auc == noisy.auc
+    >>> evaluate(clients, make_mechanism("laplace", 1.0), protocol="plain", seed=0).auc == noisy.auc
     True
     >>> noisy.mechanism, noisy.epsilon, noisy.allocation, noisy.sensitivity, noisy.seed
     ('laplace', 1.0, 'adaptive', None, 0)
 
     Noise on the aggregate protects only the sum, so it needs the MPC protocol:
 
-    >>> evaluate(clients, make_mechanism("distributed", 1.0, clients=3))
+    >>> evaluate(clients, make_mechanism("distributed", 1.0, clients=3), protocol="plain")
     Traceback (most recent call last):
         ...
     secure_auc.validation.InputError: distributed noise protects only the aggregate: ...

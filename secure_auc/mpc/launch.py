@@ -21,6 +21,7 @@ import os
 import queue as queue_mod
 import signal
 import socket
+import threading
 import time
 import traceback
 
@@ -139,6 +140,42 @@ def _context():
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload(_PRELOAD)
     return ctx
+
+
+_KEEPER_LOCK = threading.Lock()
+_keeper: threading.Thread | None = None
+
+
+def _ensure_fork_server(ctx) -> None:
+    """Start the fork server (under the executable set now) from a thread that lives as long as
+    this process.  The kernel's parent-death signal (``setpriv --pdeathsig``) fires when the
+    *thread* that started a child ends: a fork server started from a session's own thread died
+    when that session closed, and the next session in the process could not start a party."""
+    global _keeper
+    if ctx.get_start_method() != "forkserver":
+        return
+    from multiprocessing import forkserver
+
+    with _KEEPER_LOCK:
+        if _keeper is not None and _keeper.is_alive():
+            forkserver.ensure_running()  # restarts it (from here) only if it died
+            return
+        started: list = []
+        ready = threading.Event()
+
+        def keep():
+            try:
+                forkserver.ensure_running()
+            except BaseException as exc:  # noqa: BLE001 - re-raised by the caller below
+                started.append(exc)
+            ready.set()
+            threading.Event().wait()  # never ends: the fork server's parent thread
+
+        _keeper = threading.Thread(target=keep, name="secure-auc-fork-server", daemon=True)
+        _keeper.start()
+        ready.wait()
+        if started:
+            raise started[0]
 
 
 def _spawn_executable() -> str | None:
@@ -607,6 +644,7 @@ def spawn_parties(job, per_rank: dict[int, tuple], parties: int, *, provider: st
             os.environ["TORCH_CPP_LOG_LEVEL"] = "ERROR"
         if wrapper is not None:
             mp_spawn.set_executable(wrapper)  # only for these starts (restored below)
+        _ensure_fork_server(ctx)
         # the client hosts first: their start messages (the clients' data) are the long ones, and a stop
         # while one is being written would leave the host reading a cut-off message
         for h, args in enumerate(per_host or []):

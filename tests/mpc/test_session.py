@@ -49,3 +49,28 @@ def test_a_session_evaluates_each_epoch_exactly_and_stops_its_parties():
         with pytest.raises(InputError, match="client 1: scores"):
             session.evaluate([scores[0], np.array([np.nan]), scores[2]])
     assert multiprocessing.active_children() == []
+
+
+def test_the_metric_object_and_the_function_run_on_a_session():
+    # also the second session of this process: its parties start from the same fork server
+    from secure_auc import FederatedAUC, dp_roc_auc_score, make_mechanism
+
+    rng = np.random.default_rng(7)
+    client = rng.integers(0, 2, 200)
+    y = (rng.random(200) < 0.4).astype(np.int8)
+    labels = [y[client == k] for k in range(2)]
+    with MPCSession(labels, make_mechanism("none"), computing=2, timeout=30) as session:
+        metric = FederatedAUC(session=session)
+        for epoch in range(2):
+            s = np.round(rng.random(200) + 0.3 * y, 1)
+            for k in range(2):  # each client's scores batch by batch, in the order of its labels
+                for batch in np.array_split(s[client == k], 3):
+                    metric.update(batch, client=k)
+            assert metric.compute().auc == pytest.approx(roc_auc_score(y, s), abs=1e-12)
+            metric.reset()
+            assert dp_roc_auc_score(y, s, client=client, session=session).auc == pytest.approx(roc_auc_score(y, s))
+        with pytest.raises(InputError, match="differs from the labels"):
+            dp_roc_auc_score(1 - y, s, client=client, session=session)
+        with pytest.raises(InputError, match="update\\(\\) takes only scores"):
+            metric.update(s[:3], y[:3], client=0)
+    assert multiprocessing.active_children() == []
