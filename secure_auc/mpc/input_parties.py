@@ -229,7 +229,7 @@ def _compute(rank, config, links, describe, is_server, start, hellos) -> PartyRe
     opened = open_to(summed, 0)
 
     result = PartyResult(rank=rank, role=describe(rank).split(" (")[0], seconds=0.0, bytes_sent=0, rounds=0,
-                         rank_seconds=rank_seconds)
+                         rank_seconds=rank_seconds, sizes=rows)
     if is_server:
         agg = opened.numpy().astype(np.int64)
         for i, mechanism in enumerate(config.mechanisms):
