@@ -158,10 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ev.add_argument("files", nargs="*", metavar="CLIENT.csv",
                     help="one file per client: CSV (UTF-8, with or without BOM), CSV.gz, or Parquet")
-    ev.add_argument("--score-column", default=None, metavar="NAME",
-                    help="the column holding the scores in every client file (default: score)")
-    ev.add_argument("--label-column", default=None, metavar="NAME",
-                    help="the column holding the labels in every client file (default: label)")
+    add_column_options(ev, "every client file")
     ev.add_argument("--protocol", choices=("plain", "mpc"), default="mpc",
                     help="plain: the paper's plain-sort protocol (the server sees every score); "
                          "mpc: CrypTen secret-shared ranks (the server sees only the aggregate). Default: mpc")
@@ -249,6 +246,13 @@ def add_party_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for another party (default 60)")
 
 
+def add_column_options(p: argparse.ArgumentParser, where: str) -> None:
+    p.add_argument("--score-column", default=None, metavar="NAME",
+                   help=f"the column holding the scores in {where} (default: score)")
+    p.add_argument("--label-column", default=None, metavar="NAME",
+                   help=f"the column holding the labels in {where} (default: label)")
+
+
 def add_helpers_options(p: argparse.ArgumentParser) -> None:
     add_mechanism_options(p)
     p.add_argument("--clients", type=int, required=True, help="the number of clients K")
@@ -264,7 +268,8 @@ def add_client_parser(sub) -> None:
         description="Run one client (an input party) of an MPC evaluation whose computing parties run "
                     "'python -m secure_auc.cli.compute' under torchrun. The client reads only its own file, "
                     "sends only shares, and receives only the shares of its own ranks.")
-    c.add_argument("file", metavar="CLIENT.csv", help="this client's scores and labels")
+    c.add_argument("file", metavar="CLIENT.csv", help="this client's scores and labels (CSV, CSV.gz or Parquet)")
+    add_column_options(c, "the file")
     c.add_argument("--client", type=int, required=True, help="this client's index (0..K-1), its place in the roster")
     add_helpers_options(c)
     c.add_argument("--parties", nargs="+", required=True, metavar="HOST:PORT",
@@ -286,7 +291,7 @@ def _address(text: str) -> tuple[str, int]:
 def cmd_client(args) -> int:
     import logging
 
-    from ..data.io import read_client_csv
+    from ..data.io import read_client_file
     from ..mpc.comm.roster import read_identity
     from ..mpc.input_parties import run_client_host
     from ..mpc.party import PartyConfig
@@ -304,7 +309,8 @@ def cmd_client(args) -> int:
     identity = read_identity(args.identity)
     if identity.public_key().public_bytes_raw() != roster.clients[args.client]:
         raise InputError(f"{args.identity} is not the key the roster lists for client {args.client}")
-    data = read_client_csv(args.file)
+    data = read_client_file(args.file, score_column=args.score_column or "score",
+                            label_column=args.label_column or "label")
     key = read_noise_key_file(args.noise_key_file, args.client)
     mechanism = mechanism_from_args(args, clients=args.clients)
     config = PartyConfig(mechanisms=(mechanism,), clients=args.clients, provider=args.provider, sort=args.sort,

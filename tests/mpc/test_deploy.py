@@ -46,7 +46,8 @@ def test_torchrun_computing_parties_and_client_commands(tmp_path):
         s, y = np.round(rng.random(n), 2), (rng.random(n) < 0.5).astype(int)
         y[0] = k % 2
         f = tmp_path / f"c{k}.csv"
-        f.write_text("score,label\n" + "".join(f"{a},{b}\n" for a, b in zip(s, y)))
+        f.write_text(("score,label\n" if k == 0 else "id,p,y\n")  # client 1 names its columns
+                     + "".join(f"{a},{b}\n" if k == 0 else f"x{i},{a},{b}\n" for i, (a, b) in enumerate(zip(s, y))))
         files.append(f), scores.append(s), labels.append(y)
     keys = tmp_path / "keys"
     keys.mkdir()
@@ -66,6 +67,7 @@ def test_torchrun_computing_parties_and_client_commands(tmp_path):
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     clients = [subprocess.Popen(
         [sys.executable, "-m", "secure_auc", "client", str(files[k]), "--client", str(k), *common,
+         *([] if k == 0 else ["--score-column", "p", "--label-column", "y"]),
          "--parties", *[f"127.0.0.1:{base + r}" for r in range(3)], "--identity", str(keys / f"client{k}.pem")],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for k in range(2)]
     try:
