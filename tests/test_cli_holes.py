@@ -73,3 +73,112 @@ def test_the_readme_recipe_makes_a_noise_key_only_its_owner_can_read(tmp_path):
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
         assert stat.S_IMODE((tmp_path / "keys").stat().st_mode) & 0o077 == 0
         assert 0 <= read_noise_key_file(str(tmp_path / "keys" / "client{client}.key"), 0) < 2**128
+
+
+@pytest.mark.parametrize("argv", [
+    ["evaluate", "--protocol", "plain", "--samples", "600", "--clients", "2", "--mechanism", "none"],
+    ["evaluate", "--protocol", "plain", "--samples", "600", "--clients", "2", "--mechanism", "rr", "--epsilon", "1",
+     "--json"],
+    ["evaluate", "--help"],
+    ["--version"],
+    ["simulate", "--samples", "600", "--methods", "rr", "--clients", "3", "--reps", "2", "--quiet"],
+    ["ledger", "plan", "--evaluations", "3", "--epsilon", "3", "--mechanism", "laplace", "--samples", "600"],
+    ["make-data", "{tmp}/a.csv", "--samples", "100"],
+    ["keygen", "{tmp}/k.pem"],
+])
+def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path, argv):
+    """``secure-auc ... | head``: the reader is gone before the first line is written."""
+    r, w = os.pipe()
+    proc = subprocess.Popen([sys.executable, "-m", "secure_auc", *[a.format(tmp=tmp_path) for a in argv]],
+                            stdout=w, stderr=subprocess.PIPE, text=True)
+    os.close(w)
+    os.close(r)
+    _, err = proc.communicate(timeout=300)
+    assert not any(w in err.lower() for w in ("traceback", "broken", "pipe", "error", "exception")), err[-2000:]
+    if "--quiet" in argv or "keygen" in argv or "make-data" in argv:
+        assert err == "", err[-2000:]
+    # --help and --version: argparse ignores a failed write itself (unbuffered output: exit 0); otherwise 141
+    assert proc.returncode == 141 or (proc.returncode == 0 and argv[-1] in ("--help", "--version"))
+
+
+@pytest.mark.parametrize("argv", [
+    ["evaluate", "--protocol", "plain", "--samples", "500", "--epsilon", "inf"],
+    ["evaluate", "--protocol", "plain", "--samples", "500", "--mechanism", "rr", "--epsilon", "inf"],
+    ["evaluate", "--protocol", "mpc", "--samples", "500", "--mechanism", "distributed", "--epsilon", "inf"],
+    ["evaluate", "--protocol", "plain", "--samples", "500", "--mechanism", "gaussian", "--epsilon", "nan",
+     "--delta", "1e-6"],
+    ["evaluate", "--protocol", "plain", "--samples", "500", "--evaluations", "3", "--epsilon", "inf"],
+    ["compare", "--quick", "--epsilon", "inf"],
+    ["ledger", "plan", "--evaluations", "3", "--epsilon", "inf", "--mechanism", "laplace"],
+    ["simulate", "--samples", "500", "--methods", "local", "--epsilon", "inf"],
+])
+def test_epsilon_inf_and_nan_are_refused_on_the_command_line(capsys, argv):
+    err = _one_line_error(capsys, argv)
+    assert "must be a finite number between 1e-06 and 10000" in err or "applies to --methods rr only" in err, err
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("nan"), 1e4 * (1 + 1e-12), 0.0])
+@pytest.mark.parametrize("mechanism, kwargs", [
+    ("rr", {}), ("laplace", {}), ("laplace", {"allocation": "split"}), ("laplace", {"allocation": "orthogonal"}),
+    ("gaussian", {"delta": 1e-6}), ("distributed", {"clients": 3}),
+])
+def test_epsilon_out_of_range_is_refused_by_the_library(mechanism, kwargs, value):
+    from secure_auc import make_mechanism
+    from secure_auc.dp.planning import plan_evaluations
+
+    with pytest.raises(InputError, match="epsilon must be"):
+        make_mechanism(mechanism, value, **kwargs)
+    with pytest.raises(InputError, match="epsilon must be"):
+        plan_evaluations(lambda e, d: make_mechanism(mechanism, e, **kwargs), 3, value, kwargs.get("delta", 0.0))
+    make_mechanism(mechanism, 1e4, **kwargs)  # the range's ends are accepted
+    make_mechanism(mechanism, 1e-6, **kwargs)
+
+
+def test_keygen_makes_the_missing_folder_for_this_user_only(tmp_path, capsys):
+    from secure_auc.mpc.comm.roster import public_bytes, read_identity
+
+    path = tmp_path / "keys" / "server.pem"
+    assert main(["keygen", str(path)]) == 0
+    public = capsys.readouterr().out.strip()
+    assert stat.S_IMODE((tmp_path / "keys").stat().st_mode) == 0o700
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert public_bytes(read_identity(path)).hex() == public
+    assert main(["keygen", str(path)]) == 2  # never overwritten
+    assert "exists" in capsys.readouterr().err
+
+
+BIG_SEED = 0x9F3B_52C1_7A0E_44D8_B6F1_2C93_0E7D_A5B4_6C18_F2E9_3D70_8A5B_C4E1_1F96_27D3_B08A  # 256 bits
+
+
+@pytest.mark.parametrize("seed", [0, 1234, 20240101, 2**63 - 1, 2**128 - 1])
+def test_a_guessable_seed_is_refused_in_mpc_runs_before_anything_is_charged(tmp_path, capsys, seed):
+    import time
+
+    from secure_auc import Ledger, builtin_clients, evaluate, make_mechanism
+
+    start = time.perf_counter()
+    err = _one_line_error(capsys, ["evaluate", "--protocol", "mpc", "--samples", "500", "--seed", str(seed),
+                                   "--ledger", str(tmp_path / "cli.json")])
+    assert "--seed must be a secret of more than 128 bits with the MPC protocol" in err
+    ledger = Ledger(tmp_path / "api.json")
+    with pytest.raises(InputError, match="seed must be a secret of more than 128 bits"):
+        evaluate(builtin_clients(2, samples=500), make_mechanism("laplace", 1.0), protocol="mpc", seed=seed,
+                 ledger=ledger)
+    assert time.perf_counter() - start < 10  # refused before any party started (each imports CrypTen)
+    assert ledger.datasets() == [] and not (tmp_path / "cli.json").exists()  # nothing charged
+
+
+def test_a_256_bit_seed_reproduces_the_plain_protocol_in_an_mpc_run(capsys):
+    from secure_auc import builtin_clients, evaluate, make_mechanism
+
+    clients = builtin_clients(2, samples=400)
+    mech = make_mechanism("laplace", 1.0)
+    plain = evaluate(clients, mech, protocol="plain", seed=BIG_SEED)
+    mpc = evaluate(clients, mech, protocol="mpc", seed=BIG_SEED,
+                   mpc_options={"computing": 2, "provider": "tfp", "progress": False})
+    assert mpc.auc == plain.auc and mpc.estimated_positives == plain.estimated_positives
+    assert mpc.seed is None  # an MPC report keeps nothing to recompute the noise from
+    # the command line takes the same seed (beyond 2^63) and gives the same estimate
+    assert main(["evaluate", "--protocol", "plain", "--samples", "400", "--clients", "2", "--seed", str(BIG_SEED),
+                 "--mechanism", "laplace", "--allocation", "split", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["auc"] == plain.auc
