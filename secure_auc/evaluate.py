@@ -25,7 +25,7 @@ from .protocol.client import Client
 from .protocol.server import Server
 from .protocol.plain import run_plain
 from .local_stats import LocalStatistics
-from .validation import InputError
+from .validation import InputError, check_secret_seed
 
 __all__ = ["EvaluationResult", "builtin_clients", "load_clients", "check_clients", "evaluate", "describe",
            "error_bars", "check_fixed_point_range", "make_result", "privacy_spent"]
@@ -468,7 +468,10 @@ def evaluate(
     seed : int, optional
         Seed of the clients' noise keys; None draws fresh keys from
         :mod:`secrets`.  Never reuse a seed for two noisy releases
-        (:class:`secure_auc.Ledger` refuses it).
+        (:class:`secure_auc.Ledger` refuses it).  With ``protocol="mpc"`` it
+        must be a secret in [2^128, 2^256) (``secrets.randbits(256)``;
+        :func:`secure_auc.validation.check_secret_seed`): the server could find
+        a smaller one from the aggregate, and with it the exact statistics.
     reference : bool, default False
         Also compute the exact AUC of the pooled data (``reference_auc``,
         ``abs_error``): a non-private number, for local experiments only; a real
@@ -544,6 +547,8 @@ def evaluate(
     if protocol not in ("plain", "mpc"):
         raise InputError(f"protocol must be 'plain' or 'mpc', got {protocol!r}")
     mechanism.check_release()
+    if protocol == "mpc" and seed is not None:
+        check_secret_seed(seed)
     reservation = None
     if ledger is not None:
         from .dp.accountant import label_commitment

@@ -178,12 +178,21 @@ def _ensure_fork_server(ctx) -> None:
             raise started[0]
 
 
+_WRAPPERS: dict = {}  # (setpriv, python) -> the wrapper script of this process
+
+
 def _spawn_executable() -> str | None:
     """A wrapper that starts the party's Python under ``setpriv --pdeathsig KILL`` (util-linux),
     so that the kernel kills the party when the launcher dies even while the party is still
     importing its modules (seconds on a busy machine), before :func:`_die_with_parent` runs.
     None where there is no ``setpriv`` (not Linux); the parties then rely on
-    :func:`_die_with_parent` alone."""
+    :func:`_die_with_parent` alone.
+
+    The script is written, once per launcher process, into a folder of its own made by
+    :func:`tempfile.mkdtemp` (a new name, created by this process with mode 0700, so no
+    other local user can have made it first, nor replace the script in it), and removed
+    when the process exits.  No fixed, guessable path is ever used."""
+    import atexit
     import shutil
     import sys
     import tempfile
@@ -191,21 +200,17 @@ def _spawn_executable() -> str | None:
     setpriv = shutil.which("setpriv")
     if not sys.platform.startswith("linux") or setpriv is None:
         return None
-    folder = os.path.join(tempfile.gettempdir(), f"secure-auc-{os.getuid()}")
-    os.makedirs(folder, mode=0o700, exist_ok=True)
-    script = f"#!/bin/sh\nexec {setpriv} --pdeathsig KILL -- {sys.executable} \"$@\"\n"
-    path = os.path.join(folder, f"party-python-{abs(hash(script)):x}")
-    try:
-        with open(path) as f:
-            if f.read() == script:
-                return path
-    except OSError:
-        pass
-    tmp = f"{path}.{os.getpid()}"
-    with open(tmp, "w") as f:
-        f.write(script)
-    os.chmod(tmp, 0o700)
-    os.replace(tmp, path)
+    key = (setpriv, sys.executable)
+    path = _WRAPPERS.get(key)
+    if path is not None and os.path.isfile(path):
+        return path
+    folder = tempfile.mkdtemp(prefix="secure-auc-")
+    atexit.register(shutil.rmtree, folder, True)
+    path = os.path.join(folder, "party-python")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o700)
+    with os.fdopen(fd, "w") as f:
+        f.write(f"#!/bin/sh\nexec {setpriv} --pdeathsig KILL -- {sys.executable} \"$@\"\n")
+    _WRAPPERS[key] = path
     return path
 
 
