@@ -535,6 +535,7 @@ def evaluate(
 
         mechanism = make_mechanism("laplace", 1.0, allocation="adaptive")
     check_clients(clients)
+    mechanism = mechanism.for_clients(len(clients))  # calibrated for the clients present, or refused
     sizes = [len(c) for c in clients]
     check_fixed_point_range(mechanism, sum(sizes), sizes)
     start = time.perf_counter()

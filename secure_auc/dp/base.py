@@ -131,6 +131,32 @@ class Mechanism(abc.ABC):
         """Raise :class:`~secure_auc.validation.InputError` if this mechanism's noise cannot be
         drawn exactly in a release (every release's noise is integer-exact)."""
 
+    def for_clients(self, clients: int) -> "Mechanism":
+        """This mechanism as it runs with ``clients`` clients taking part.
+
+        Every path that runs an evaluation (:func:`secure_auc.evaluate`, the MPC
+        party configuration) passes the number of clients present through this
+        before anything is charged or released.  A mechanism calibrated on a
+        number of clients returns itself for that number, itself with the number
+        set when it had none, and raises otherwise; the others return themselves.
+
+        Parameters
+        ----------
+        clients : int
+            K, the number of clients taking part.
+
+        Returns
+        -------
+        Mechanism
+
+        Raises
+        ------
+        InputError
+            If the mechanism was calibrated for another number of clients (the
+            message names both).
+        """
+        return self
+
     @property
     @abc.abstractmethod
     def cost(self) -> PrivacyCost:

@@ -14,6 +14,8 @@ of uniform integers (the client's own stream, :mod:`.streams`):
 * :func:`discrete_gaussian` draws N_Z(0, sigma^2), P(x) proportional to
   exp(-x^2 / (2 sigma^2)) on the integers, by rejection from a discrete
   Laplace (CKS Algorithm 3);
+* :func:`logistic_bernoulli` draws Bernoulli(1 / (1 + e^eps)), the flip of
+  randomized response, as the parity of a geometric with q = exp(-eps);
 * :func:`negative_binomial` draws NB(r, q), q = exp(-1 / scale), for a
   rational r > 0 (the shares of a discrete Laplace): geometrics (the one-sided
   part of CKS Algorithm 2) and, for a fractional r, a geometric split by a
@@ -57,6 +59,7 @@ __all__ = [
     "discrete_laplace",
     "discrete_gaussian",
     "negative_binomial",
+    "logistic_bernoulli",
     "dlap_variance",
     "dgauss_variance",
     "dgauss_delta",
@@ -114,7 +117,10 @@ def _bernoulli_exp_unit(src: Uniforms, owner, num, den) -> np.ndarray:
     k = np.ones(num.size, dtype=np.int64)
     todo = np.arange(num.size)
     while todo.size:
-        a = _bernoulli_ratio(src, owner[todo], num[todo], den[todo] * k[todo])
+        d = den[todo]
+        if d.dtype != object and int(k[todo].max()) > _INT64_SAFE // max(int(d.max()), 1):
+            d = d.astype(object)  # den k beyond int64: Python integers
+        a = _bernoulli_ratio(src, owner[todo], num[todo], d * k[todo])
         k[todo[a]] += 1
         stop = todo[~a]
         out[stop] = k[stop] % 2 == 1
@@ -232,6 +238,107 @@ def _dlap_ts(src: Uniforms, owner: np.ndarray, t: np.ndarray, s) -> np.ndarray:
         out[todo[ok]] = np.where(neg, -y, y)[ok]
         todo = todo[~ok]
     return out
+
+
+def _below_int(src: Uniforms, owner: np.ndarray, high: int) -> np.ndarray:
+    """Uniform integers in [0, high) for one Python int ``high`` >= 1 of any size: int64 up to
+    2^62, else an object array of Python ints built from 62-bit words (rejection above ``high``)."""
+    if high <= _INT64_SAFE:
+        return src.below(owner, high)
+    bits = high.bit_length()
+    words = -(-bits // 62)
+    out = np.empty(owner.size, dtype=object)
+    todo = np.arange(owner.size)
+    while todo.size:
+        x = np.zeros(todo.size, dtype=object)
+        for _ in range(words):
+            x = x * (1 << 62) + src.below(owner[todo], 1 << 62).astype(object)
+        x = x >> (62 * words - bits)  # uniform on [0, 2^bits), 2^bits < 2 high
+        ok = np.array(x < high, dtype=bool)
+        out[todo[ok]] = x[ok]
+        todo = todo[~ok]
+    return out
+
+
+def _geometric_parity(src: Uniforms, owner: np.ndarray, s: int, t: int) -> np.ndarray:
+    """Whether G is odd, for G with P(G = n) = (1 - q) q^n, q = exp(-s / t), Python ints s, t >= 1.
+
+    G = floor(X / s) with P(X = x) proportional to exp(-x / t) on {0, 1, ...}, drawn as in
+    :func:`_geometric_ts` (U uniform in [0, t) accepted with probability exp(-U / t), V the
+    number of Bernoulli(exp(-1)) successes before the first failure, X = U + t V), with
+    Python integers where t is beyond int64's safe range.
+    """
+    kind = np.int64 if t < _INT64_SAFE else object
+    u = np.zeros(owner.size, dtype=kind)
+    todo = np.arange(owner.size)
+    while todo.size:
+        who = owner[todo]
+        uu = _below_int(src, who, t).astype(kind)
+        ok = _bernoulli_exp(src, who, uu, np.full(todo.size, t, dtype=kind))
+        u[todo[ok]] = uu[ok]
+        todo = todo[~ok]
+    v = np.zeros(owner.size, dtype=np.int64)
+    live = np.arange(owner.size)
+    while live.size:
+        one = np.ones(live.size, dtype=np.int64)
+        a = _bernoulli_exp_unit(src, owner[live], one, one)
+        v[live[a]] += 1
+        live = live[a]
+    if kind is np.int64 and int(v.max(initial=0)) < _INT64_SAFE // t - 1:  # U + t V < 2^62
+        return (u + t * v) // s % 2 == 1
+    g = (u.astype(object) + t * v.astype(object)) // s
+    return np.array(g % 2 == 1, dtype=bool)
+
+
+def logistic_bernoulli(rng, epsilon: float, shape=None, *, owner=None) -> np.ndarray:
+    """Bernoulli(1 / (1 + e^eps)) exactly, for every eps > 0 (the flip of randomized response).
+
+    With G geometric, P(G = n) = (1 - q) q^n and q = exp(-eps),
+    P(G odd) = q / (1 + q) = 1 / (1 + e^eps).  G is drawn with integer
+    arithmetic only (the one-sided part of CKS Algorithm 2) at eps = s / t, the
+    float's exact binary value, so the probability is exact for every eps: no
+    floating-point 1 / (1 + e^eps) that rounds, or underflows to 0 above eps = 709.78.
+    The expected work per entry is bounded for every eps (about three
+    Bernoulli(exp(-gamma)) trials for U and 1.6 for V).
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator or secure_auc.dp.streams.Uniforms
+        The source of uniform integers.
+    epsilon : float
+        eps > 0; ``inf`` gives no flip.
+    shape : tuple, optional
+        Output shape; default: the shape of ``owner``.
+    owner : array-like of int, optional
+        With a :class:`~.streams.KeyStreams` of several streams, the stream of
+        each entry (default: :meth:`~.streams.Uniforms.owners` of ``shape``).
+
+    Returns
+    -------
+    numpy.ndarray of bool
+
+    Examples
+    --------
+    >>> import math
+    >>> import numpy as np
+    >>> from secure_auc.dp.discrete import logistic_bernoulli
+    >>> f = logistic_bernoulli(np.random.default_rng(0), math.log(3), (100_000,))
+    >>> bool(abs(f.mean() - 0.25) < 0.005)
+    True
+    """
+    src = as_uniforms(rng)
+    if owner is None:
+        shape = _shape(shape)
+        who = src.owners(shape)
+    else:
+        who = np.asarray(owner, dtype=np.int64).ravel()
+        shape = np.shape(owner) if shape is None else _shape(shape)
+    if math.isinf(epsilon) and epsilon > 0:
+        return np.zeros(shape, dtype=bool)
+    if not epsilon > 0:
+        raise ValueError(f"epsilon must be > 0, got {epsilon}")
+    frac = Fraction(float(epsilon))
+    return _geometric_parity(src, who, frac.numerator, frac.denominator).reshape(shape)
 
 
 def _beta_binomial_ts(src: Uniforms, owner: np.ndarray, n: np.ndarray, num: int, den: int) -> np.ndarray:

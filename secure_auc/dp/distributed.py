@@ -111,7 +111,7 @@ protocol refuses this mechanism.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from functools import lru_cache
 
@@ -513,6 +513,30 @@ class DistributedNoiseMechanism(Mechanism):
         docstring)."""
         if self.noise == "skellam":
             raise InputError(SKELLAM_RELEASE)
+
+    def for_clients(self, clients: int) -> "DistributedNoiseMechanism":
+        """Each share is sized for h = ceil(honest_fraction K) honest clients: a mechanism made for more
+        clients than take part would add too little noise, and one made for fewer would not hold the
+        trust assumption, so K must be the number present (set from it when None).
+
+        Examples
+        --------
+        >>> from secure_auc import DistributedNoise
+        >>> DistributedNoise(1.0).for_clients(3).clients
+        3
+        >>> DistributedNoise(1.0, clients=100).for_clients(10)
+        Traceback (most recent call last):
+            ...
+        secure_auc.validation.InputError: distributed noise calibrated for 100 clients but 10 clients take part: ...
+        """
+        if self.clients is None:
+            return replace(self, clients=int(clients))
+        if int(clients) != self.clients:
+            raise InputError(
+                f"distributed noise calibrated for {self.clients} clients but {clients} clients take part: "
+                f"each client's share would be sized for the wrong number of honest clients; make the "
+                f"mechanism with clients={clients}")
+        return self
 
     def __post_init__(self):
         check_epsilon(self.epsilon)

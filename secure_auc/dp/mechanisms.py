@@ -46,7 +46,7 @@ import numpy as np
 from ..local_stats import LocalStatistics
 from ..validation import InputError, check_delta, check_epsilon, check_fraction
 from .base import Estimate, Mechanism, NoisyStatistics, PrivacyCost
-from .noise import LAPLACE, NoiseFamily, gaussian
+from .noise import GRID, LAPLACE, NoiseFamily, gaussian
 from .randomized_response import debias_auc, flip_probability, randomized_response
 
 __all__ = [
@@ -56,6 +56,8 @@ __all__ = [
     "RandomizedResponse",
     "Allocation",
     "StatisticsMechanism",
+    "orthogonal_statistic",
+    "noisy_quotient",
 ]
 
 
@@ -162,6 +164,46 @@ class RandomizedResponse(NoNoise):
 
     def describe(self) -> dict:
         return {"mechanism": "rr", "epsilon": self.epsilon, "delta": 0.0, "allocation": None, "sensitivity": None}
+
+
+def orthogonal_statistic(stats: LocalStatistics) -> list[int]:
+    """2 X = 2 n_k <v, y> = n_k (2 localSum_k) - (2 sum_i r_i) localP_k per client, as exact Python integers.
+
+    Every factor is an integer (mid-ranks are half-integers); the products reach
+    M^3 / 2 and leave float64's exact range (2^53) from M of about 2^18, so they
+    are formed in integer arithmetic.  2 sum_i r_i is recovered from
+    n_k rbar_k, exact while it stays below 2^50 (M below about 3 x 10^7).
+
+    Examples
+    --------
+    >>> from secure_auc.local_stats import LocalStatistics
+    >>> from secure_auc.dp.mechanisms import orthogonal_statistic
+    >>> orthogonal_statistic(LocalStatistics.from_client([0.0, 3.0, 5.0], [0, 1, 1]))  # 2 * 3 * <r - 8/3, y>
+    [16]
+    """
+    n = np.rint(stats.n).astype(np.int64).tolist()
+    twice_sum = np.rint(2.0 * stats.local_sum).astype(np.int64).tolist()
+    twice_total = np.rint(2.0 * stats.n * stats.mean_rank).astype(np.int64).tolist()
+    positives = np.rint(stats.local_p).astype(np.int64).tolist()
+    return [a * b - c * d for a, b, c, d in zip(n, twice_sum, twice_total, positives)]
+
+
+def noisy_quotient(twice_x: list[int], units: np.ndarray, n) -> np.ndarray:
+    """(X + GRID units) / n_k as the correctly rounded double of the exact value, per client.
+
+    ``twice_x`` from :func:`orthogonal_statistic`, ``units`` the integer noise in grid
+    steps (shape (K,) or (reps, K)).  The numerator X / GRID + units is an exact integer;
+    one division rounds it, so the result depends on the noisy value only (float64 where
+    the numerator is below 2^53, Python integers beyond).
+    """
+    half_steps = int(round(0.5 / GRID))  # X / GRID = 2X * half_steps
+    den = np.asarray(n, dtype=np.float64) / GRID
+    top = max(abs(v) for v in twice_x) * half_steps + int(np.abs(units).max(initial=0))
+    if top < 2**53:
+        return (np.asarray(twice_x, dtype=np.float64) * half_steps + units) / den
+    num = np.asarray([v * half_steps for v in twice_x], dtype=object) + units.astype(object)
+    d = np.asarray([int(v) for v in den], dtype=object)
+    return np.asarray(num / d, dtype=np.float64)  # Python's int / int: correctly rounded
 
 
 ALLOCATIONS = ("split", "orthogonal", "adaptive")
@@ -385,8 +427,6 @@ class StatisticsMechanism(Mechanism):
             return NoisyStatistics(local_sum=stats.local_sum + fam.sample(al.eps2, rng, shape, sensitivity=al.c2, exact=exact),
                                    local_p=p_noisy, n=stats.n)
         n = al.scale2
-        twice_total = np.rint(2.0 * n * stats.mean_rank)  # 2 sum_i r_i: an integer
-        x = (np.rint(2.0 * n * stats.local_sum) - twice_total * stats.local_p) / 2.0  # n <v, y>, on the 1/2 grid
-        x_noisy = x + fam.sample(al.eps2, rng, shape, sensitivity=np.rint(2.0 * n * al.c2) / 2.0,
-                                   exact=exact)
-        return NoisyStatistics(local_sum=al.c1 * p_noisy + x_noisy / n, local_p=p_noisy, n=stats.n)
+        units = fam.sample_units(al.eps2, rng, shape, sensitivity=np.rint(2.0 * n * al.c2) / 2.0, exact=exact)
+        return NoisyStatistics(local_sum=al.c1 * p_noisy + noisy_quotient(orthogonal_statistic(stats), units, n),
+                               local_p=p_noisy, n=stats.n)

@@ -31,28 +31,33 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..validation import check_epsilon
-from .streams import Uniforms
+from .discrete import logistic_bernoulli
+from .streams import as_uniforms
 
 __all__ = ["flip_probability", "randomized_response", "RRDebias", "debias_auc"]
 
 
 def flip_probability(epsilon: float) -> float:
-    """rho = 1 / (1 + e^eps); 0 for eps = inf."""
+    """rho = 1 / (1 + e^eps) as a float (for the server's debiasing); 0 for eps = inf.  The flips
+    themselves are drawn with the exact probability (:func:`randomized_response`)."""
     if epsilon == float("inf"):
         return 0.0
     return float(1.0 / (1.0 + np.exp(check_epsilon(epsilon))))
 
 
 def randomized_response(labels: np.ndarray, epsilon: float, rng, owner=None) -> np.ndarray:
-    """Flip each 0/1 label independently with probability 1/(1+e^eps) (eps-label-DP).
+    """Flip each 0/1 label independently with probability exactly 1/(1+e^eps) (eps-label-DP).
+
+    The flips are exact Bernoulli(1/(1+e^eps)) draws with integer arithmetic
+    only (:func:`.discrete.logistic_bernoulli`): the probability is the one
+    accounted for every eps, including where the float 1/(1+e^eps) underflows.
 
     Parameters
     ----------
     labels : array-like of 0/1
     epsilon : float
     rng : numpy.random.Generator or secure_auc.dp.streams.Uniforms
-        The label stream: label i is flipped when a uniform k / 2^53 drawn for
-        it is below rho.
+        The label stream.
     owner : array-like of int, optional
         With a :class:`~.streams.KeyStreams` of several clients, the client of
         each label (whose stream flips it); default: all from stream 0.
@@ -61,13 +66,11 @@ def randomized_response(labels: np.ndarray, epsilon: float, rng, owner=None) -> 
     -------
     numpy.ndarray of int8
     """
-    rho = flip_probability(epsilon)
+    check_epsilon(epsilon)
     labels = np.asarray(labels)
-    if isinstance(rng, Uniforms):
-        who = np.zeros(labels.size, dtype=np.int64) if owner is None else np.asarray(owner, dtype=np.int64)
-        flips = (rng.random(who) < rho).reshape(labels.shape)
-    else:
-        flips = rng.random(labels.shape) < rho
+    src = as_uniforms(rng)
+    who = np.zeros(labels.size, dtype=np.int64) if owner is None else np.asarray(owner, dtype=np.int64).ravel()
+    flips = logistic_bernoulli(src, epsilon, labels.shape, owner=who)
     return (labels ^ flips).astype(np.int8)
 
 

@@ -206,12 +206,16 @@ class KeyStreams(Uniforms):
         out = np.empty(owner.size, dtype=np.uint64)
         inside = at < wide
         out[inside] = self._more[self._row[owner[inside]], at[inside]]
-        for i in np.flatnonzero(~inside):
-            o, a = int(owner[i]), int(at[i])
-            long = self._long.get(o)
-            if long is None or long.size <= a:
-                long = self._long[o] = self._read(o, max(2 * (a + 1), 2 * wide))
-            out[i] = long[a]
+        far = np.flatnonzero(~inside)
+        if far.size:  # one read per owner, to the farthest word it needs
+            order = far[np.argsort(owner[far], kind="stable")]
+            cuts = np.flatnonzero(np.diff(owner[order])) + 1
+            for group in np.split(order, cuts):
+                o, a = int(owner[group[0]]), at[group]
+                long = self._long.get(o)
+                if long is None or long.size <= int(a.max()):
+                    long = self._long[o] = self._read(o, max(2 * (int(a.max()) + 1), 2 * wide))
+                out[group] = long[a]
         return out
 
     def _take(self, owner: np.ndarray) -> np.ndarray:

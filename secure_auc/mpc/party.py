@@ -59,7 +59,11 @@ role_name = describe_rank  # "server (rank 0)", "client 0 (rank 1)", "dealer (ra
 
 @dataclass(frozen=True)
 class PartyConfig:
-    """Public parameters every party must agree on (checked at start)."""
+    """Public parameters every party must agree on (checked at start).
+
+    The mechanisms are bound to ``clients`` (:meth:`secure_auc.dp.base.Mechanism.for_clients`):
+    one calibrated for another number of clients raises :class:`~secure_auc.validation.InputError`.
+    """
 
     mechanisms: tuple  # the first is the evaluation's; more are evaluated on the same ranks
     clients: int
@@ -68,6 +72,11 @@ class PartyConfig:
     progress: bool = True
     computing: int = 0  # helpers layout: the number w of computing parties (server + w - 1 helpers); 0: every client computes
     session: bool = False  # helpers layout: one evaluation per message of the hosts, until they stop (.session)
+
+    def __post_init__(self):
+        # every MPC path builds its configuration here: each mechanism is bound to the clients taking part
+        # (a mechanism calibrated for another number of clients is refused before anything runs)
+        object.__setattr__(self, "mechanisms", tuple(m.for_clients(self.clients) for m in self.mechanisms))
 
     def public(self) -> dict:
         """What every party must agree on, including the library versions that

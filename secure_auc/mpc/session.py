@@ -78,7 +78,7 @@ class MPCSession:
         self.config = PartyConfig(mechanisms=(mechanism,), clients=len(self.labels), provider=provider, sort=sort,
                                   progress=False, computing=computing, session=True)
         self.timeout = float(timeout)
-        self.mechanism = mechanism
+        self.mechanism = self.config.mechanisms[0]  # bound to the clients present
         self.ledger, self.dataset_name = ledger, dataset_name
         if ledger is not None:
             from ..dp.accountant import label_commitment
