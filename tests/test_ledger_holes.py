@@ -16,6 +16,7 @@ from secure_auc.cli import main
 from secure_auc.data.synthetic import make_ctr_dataset
 from secure_auc.dp.rng import client_rngs
 from secure_auc.dp.randomized_response import randomized_response
+from secure_auc.validation import InputError
 
 
 def _run(*args):
@@ -265,3 +266,166 @@ def test_kill_9_at_any_moment_never_under_counts(tmp_path):
         windows = len(rel)
         assert led.spent().releases == min(windows, 60)  # record 50 * (w - 1) .. is in 60 windows at most
     assert log.stat().st_size > 0
+
+
+# ---- per record --------------------------------------------------------------------------------------
+def _id_file(path, ids, seed=0):
+    """A client file with an id column: scores and labels drawn per record, so a record keeps its label."""
+    ids = np.asarray(ids)
+    y = (ids * 2654435761 % 97 < 30).astype(int)
+    s = np.round(np.random.default_rng(seed).random(len(ids)) + 0.3 * y, 4)
+    path.write_text("id,score,label\n" + "".join(f"user-{i:06d},{a},{b}\n" for i, a, b in zip(ids, s, y)))
+    return path
+
+
+def _spent_of(led, ids):
+    from secure_auc import ClientData
+    from secure_auc.dp.accountant import Ledger
+
+    labels = np.zeros(len(ids), dtype=np.int8)
+    return Ledger(led).spent(ClientData(np.zeros(len(ids)), labels, ids=np.array([f"user-{i:06d}" for i in ids])))
+
+
+def test_reordered_labels_without_identifiers_are_the_same_dataset(tmp_path, files, capsys):
+    led = tmp_path / "l.db"
+    assert _run(*files, "--epsilon", 1, "--ledger", led, "--budget", 1) == 0
+    for f in files:  # the same people's labels, rows reversed
+        head, *rows = f.read_text().splitlines()
+        f.write_text("\n".join([head, *rows[::-1]]) + "\n")
+    assert _run(*files, "--epsilon", 1, "--ledger", led) == 2
+    assert "would be exceeded for client 0's dataset" in capsys.readouterr().err
+
+
+def test_records_are_charged_whatever_the_order_filter_or_growth(tmp_path, capsys):
+    led, f = tmp_path / "l.db", tmp_path / "c.csv"
+    args = ("--epsilon", 1, "--ledger", led, "--id-column", "id")
+    rng = np.random.default_rng(1)
+    assert _run(_id_file(f, np.arange(400)), *args, "--budget", 2) == 0
+    day2 = rng.permutation(np.r_[np.arange(50, 400), np.arange(400, 500)])  # reordered, 50 dropped, 100 new
+    assert _run(_id_file(f, day2, 1), *args) == 0
+    assert _spent_of(led, np.arange(50, 400)).epsilon == 2.0
+    assert _spent_of(led, np.r_[np.arange(50), np.arange(400, 500)]).epsilon == 1.0
+    capsys.readouterr()
+    # any dataset holding one record at the budget is refused, naming how many records are
+    assert _run(_id_file(f, np.r_[np.arange(400, 500), [77], np.arange(50)]), *args) == 2
+    assert "would be exceeded for 1 of client 0's 151 records: spent eps = 2 in 2 release(s)" in capsys.readouterr().err
+    assert _run(_id_file(f, np.r_[np.arange(400, 500), np.arange(50)], 2), *args) == 0  # the others are at 1
+    assert _spent_of(led, np.arange(500)).epsilon == 2.0 and _spent_of(led, [600]).releases == 0
+
+
+def test_overlapping_datasets_are_charged_exactly_on_shared_records(tmp_path):
+    from secure_auc.dp.accountant import Ledger
+
+    led, f = tmp_path / "l.db", tmp_path / "c.csv"
+    args = ("--mechanism", "rr", "--epsilon", 0.5, "--ledger", led, "--id-column", "id")
+    for window in (np.arange(0, 300), np.arange(200, 500), np.arange(250, 260)):
+        assert _run(_id_file(f, window), *args) == 0
+    expected = {(0, 200): 0.5, (200, 250): 1.0, (250, 260): 1.5, (260, 300): 1.0, (300, 500): 0.5}
+    for (a, b), eps in expected.items():
+        s = _spent_of(led, np.arange(a, b))
+        assert s.basic_epsilon == pytest.approx(eps), (a, b)
+        assert s.releases == round(eps / 0.5)
+    report = Ledger(led).report()
+    assert "10 record(s): eps = 1.5" in report and "90 record(s): eps = 1," in report
+    assert "400 record(s): eps = 0.5," in report
+
+
+def test_identifiers_are_kept_keyed_never_in_the_clear(tmp_path):
+    import hashlib
+    import sqlite3
+
+    f = _id_file(tmp_path / "c.csv", np.arange(300))
+    tags = []
+    for name in ("a.db", "b.db"):
+        assert _run(f, "--epsilon", 1, "--ledger", tmp_path / name, "--id-column", "id") == 0
+        raw = (tmp_path / name).read_bytes()
+        for i in (0, 7, 299):
+            text = f"user-{i:06d}".encode()
+            assert text not in raw and text.decode("ascii").encode("utf-32-le") not in raw
+            assert hashlib.sha256(text).digest()[:8] not in raw
+        with sqlite3.connect(tmp_path / name) as db:
+            tags.append(np.frombuffer(db.execute("SELECT tags FROM members").fetchone()[0], dtype="<i8"))
+        db.close()
+    assert len(tags[0]) == len(tags[1]) == 300 and not np.isin(tags[0], tags[1]).any()  # a key per ledger
+
+
+def test_identifiers_are_text_and_repeated_ones_are_refused(tmp_path):
+    from secure_auc import ClientData, Ledger, make_mechanism
+
+    led = Ledger(tmp_path / "l.db")
+    led.set_budget(1.0)
+    y = np.array([0, 1, 1, 0])
+    led.reserve([ClientData(np.zeros(4), y, ids=np.array([3, 10, -4, 2**62]))], make_mechanism("laplace", 1.0))
+    with pytest.raises(InputError, match="would be exceeded for 1 of client 0's 2 records"):  # 7 and 10 as text
+        led.reserve([ClientData(np.zeros(2), y[:2], ids=["7", "10"])], make_mechanism("laplace", 0.5))
+    with pytest.raises(InputError, match="record identifier 'b' \\(row 3\\) appears more than once"):
+        led.reserve([ClientData(np.zeros(3), y[:3], ids=["a", "b", "b"])], make_mechanism("laplace", 0.5))
+    led.reserve([ClientData(np.zeros(2), y[:2], ids=["07", "3.0"])], make_mechanism("laplace", 1.0))  # others
+
+
+def test_one_history_is_one_row_whatever_the_number_of_records(tmp_path):
+    import sqlite3
+
+    from secure_auc import ClientData, Ledger, make_mechanism
+
+    path = tmp_path / "l.db"
+    led = Ledger(path)
+    ids = np.arange(5000)
+    data = ClientData(np.zeros(5000), (ids % 3 == 0).astype(np.int8), ids=ids)
+    for _ in range(60):
+        led.reserve([data], make_mechanism("laplace", 0.01))
+
+    def counts():
+        with sqlite3.connect(path) as db:
+            out = [db.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("groups", "members", "history")]
+        db.close()
+        return out
+
+    assert counts() == [1, 1, 60] and path.stat().st_size < 200_000
+    part = ClientData(np.zeros(100), np.zeros(100, dtype=np.int8), ids=ids[::50])
+    led.reserve([part], make_mechanism("laplace", 0.01))  # splits the group in two: the 100, with 61 releases
+    assert counts() == [2, 2, 60 + 61]
+    assert led.spent(part).releases == 61 and led.spent(data).releases == 61
+
+
+def test_an_earlier_json_ledger_is_refused_with_one_line(tmp_path, files, capsys):
+    old = tmp_path / "privacy.json"
+    old.write_text(json.dumps({"version": 2, "datasets": {}}) + "\n")
+    assert _run(*files, "--epsilon", 1, "--ledger", old) == 2
+    err = capsys.readouterr().err
+    assert "a privacy ledger of an earlier version (JSON" in err and err.count("\n") == 1
+    assert main(["ledger", "show", str(old)]) == 2
+
+
+def test_ledger_show_of_a_missing_file_is_an_error(tmp_path, capsys):
+    assert main(["ledger", "show", str(tmp_path / "nothing.db")]) == 2
+    err = capsys.readouterr().err
+    assert err == f"secure-auc: error: {tmp_path / 'nothing.db'}: no such privacy ledger\n"
+    assert not (tmp_path / "nothing.db").exists()
+    assert main(["ledger", "budget", str(tmp_path / "nothing.db"), "--epsilon", "1"]) == 2
+
+
+def test_the_client_command_refuses_over_its_own_budget_before_releasing(tmp_path, capsys):
+    """`secure-auc client` charges its own ledger before it connects: over budget, exit 2 and the reason;
+    its computing parties (none listening here) are told if they can be reached."""
+    from secure_auc import Ledger, make_mechanism
+    from secure_auc.data.io import read_client_csv
+
+    keys = {}
+    for role in ("server", "helper1", "helper2", "dealer", "client0", "client1"):
+        assert main(["keygen", str(tmp_path / f"{role}.pem")]) == 0
+        keys[role] = capsys.readouterr().out.split()[-1]
+    roster = tmp_path / "roster.json"
+    roster.write_text(json.dumps({"server": keys["server"], "helpers": [keys["helper1"], keys["helper2"]],
+                                  "dealer": keys["dealer"], "clients": [keys["client0"], keys["client1"]]}))
+    f = _id_file(tmp_path / "c.csv", np.arange(200))
+    led = tmp_path / "own.db"
+    Ledger(led).reserve([read_client_csv(f, id_column="id")], make_mechanism("laplace", 1.0))
+    argv = ["client", str(f), "--client", "0", "--clients", "2", "--epsilon", "1", "--roster", str(roster),
+            "--identity", str(tmp_path / "client0.pem"), "--parties", "127.0.0.1:9", "127.0.0.1:9", "127.0.0.1:9",
+            "--timeout", "1", "--ledger", str(led), "--budget", "1.5", "--id-column", "id"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "would be exceeded for 200 of client 0's 200 records: spent eps = 1 in 1 release(s)" in err
+    assert err.count("\n") == 1
+    assert len(Ledger(led).releases()) == 1  # nothing charged, nothing released

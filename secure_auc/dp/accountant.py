@@ -505,7 +505,7 @@ class Ledger:
         dup = np.flatnonzero(tags[1:] == tags[:-1])
         if dup.size:
             row = int(np.flatnonzero(raw == tags[dup[0]])[1]) + 1
-            raise InputError(f"client {client}: record identifier {ids[row - 1]!r} (row {row}) appears more than "
+            raise InputError(f"client {client}: record identifier {str(ids[row - 1])!r} (row {row}) appears more than "
                              "once; each record's label may count once per release")
         order = _hmac(key, b"order", len(labels), y, raw.tobytes()).hex()
         return _Unit("record", tags, order, f"client {client}'s {len(tags):,} records")
