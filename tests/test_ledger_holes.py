@@ -372,8 +372,9 @@ def test_one_history_is_one_row_whatever_the_number_of_records(tmp_path):
     led = Ledger(path)
     ids = np.arange(5000)
     data = ClientData(np.zeros(5000), (ids % 3 == 0).astype(np.int8), ids=ids)
-    for _ in range(60):
-        led.reserve([data], make_mechanism("laplace", 0.01))
+    keyed = led.keyed(data)  # keyed once, reserved every epoch
+    for i in range(60):
+        led.reserve([keyed if i % 2 else data], make_mechanism("laplace", 0.01))
 
     def counts():
         with sqlite3.connect(path) as db:
@@ -386,6 +387,8 @@ def test_one_history_is_one_row_whatever_the_number_of_records(tmp_path):
     led.reserve([part], make_mechanism("laplace", 0.01))  # splits the group in two: the 100, with 61 releases
     assert counts() == [2, 2, 60 + 61]
     assert led.spent(part).releases == 61 and led.spent(data).releases == 61
+    with pytest.raises(InputError, match="keyed for another ledger"):
+        Ledger(tmp_path / "other.db").reserve([keyed], make_mechanism("laplace", 0.01))
 
 
 def test_an_earlier_json_ledger_is_refused_with_one_line(tmp_path, files, capsys):

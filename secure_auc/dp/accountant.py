@@ -92,7 +92,7 @@ import numpy as np
 from ..validation import InputError
 from .events import NONE_EVENT, NOOP_EVENT, check_event, compose
 
-__all__ = ["Ledger", "Spent", "Reservation", "label_commitment", "NOISE_MECHANISMS"]
+__all__ = ["Ledger", "Spent", "Reservation", "KeyedData", "label_commitment", "NOISE_MECHANISMS"]
 
 NOISE_MECHANISMS = ("laplace", "gaussian", "distributed")
 FORMAT = "secure-auc privacy ledger 3 (per record, SQLite)"
@@ -110,7 +110,7 @@ CREATE TABLE charges(
     requested_epsilon REAL, event TEXT NOT NULL, seed_tag TEXT, rr_key TEXT, name TEXT, note TEXT,
     units INTEGER NOT NULL);
 CREATE TABLE groups(id INTEGER PRIMARY KEY, kind TEXT NOT NULL CHECK (kind IN ('record', 'dataset')),
-    size INTEGER NOT NULL);
+    size INTEGER NOT NULL, digest BLOB NOT NULL);
 CREATE TABLE members(id INTEGER PRIMARY KEY, group_id INTEGER NOT NULL, tags BLOB NOT NULL);
 CREATE INDEX members_group ON members(group_id);
 CREATE TABLE history(group_id INTEGER NOT NULL, charge_id INTEGER NOT NULL,
@@ -234,14 +234,22 @@ def _hmac(key: bytes, *parts) -> bytes:
                     hashlib.sha256).digest()
 
 
+def _digest(kind: str, tags: np.ndarray) -> bytes:
+    """SHA-256 of a sorted set of tags: a group whose members are exactly a dataset's is found by it."""
+    return hashlib.sha256(kind.encode() + b"|" + np.ascontiguousarray(tags, dtype="<i8").tobytes()).digest()
+
+
 @dataclass(frozen=True)
-class _Unit:
-    """One client's data as the ledger sees it: sorted unique keyed tags, of records or of one dataset."""
+class KeyedData:
+    """One client's data as a ledger sees it (:meth:`Ledger.keyed`): the sorted keyed tags of its records
+    (or of its one dataset), with nothing in the clear.  Reserving with it again skips the keying."""
 
     kind: str  # "record" or "dataset"
     tags: np.ndarray
     order: str | None  # keyed digest of the labels (and identifiers) in row order, for RR reuse
     what: str
+    digest: bytes
+    ledger_key: bytes  # which ledger's key (a digest of it)
 
 
 # ---- checks of a stored ledger ------------------------------------------------------------------------------
@@ -459,44 +467,74 @@ class Ledger:
             "SELECT id, evaluation, client, time, mechanism, state, epsilon, delta, requested_epsilon, event, "
             "seed_tag, rr_key, name, note, units FROM charges")}
 
-    def _groups(self, db, charges) -> dict:
-        """{group: (kind, sorted tags, [charge ids])}."""
-        groups = {gid: [kind, size, [], []] for gid, kind, size in db.execute("SELECT id, kind, size FROM groups")}
-        for gid, blob in db.execute("SELECT group_id, tags FROM members ORDER BY group_id, id"):
-            if gid not in groups or not isinstance(blob, bytes) or len(blob) % 8:
-                _fail(self.path, f"members of group {gid} are not a list of 64-bit tags")
-            groups[gid][2].append(np.frombuffer(blob, dtype="<i8"))
+    def _groups(self, db, charges, members: bool = True) -> dict:
+        """{group: (kind, sorted tags, [charge ids])}; without ``members``: (kind, size, [charge ids], digest)."""
+        groups = {gid: [kind, size, [], [], digest]
+                  for gid, kind, size, digest in db.execute("SELECT id, kind, size, digest FROM groups")}
         for gid, cid in db.execute("SELECT group_id, charge_id FROM history"):
             if gid not in groups or cid not in charges:
                 _fail(self.path, f"history row ({gid}, {cid}) names a missing group or release")
             groups[gid][3].append(cid)
-        out, held = {}, dict.fromkeys(charges, 0)
-        for gid, (kind, size, parts, hist) in groups.items():
-            tags = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
-            if len(tags) != size:
-                _fail(self.path, f"group {gid} should have {size} members, has {len(tags)}")
-            out[gid] = (kind, tags, sorted(hist))
+        held = dict.fromkeys(charges, 0)
+        for gid, (kind, size, parts, hist, digest) in groups.items():
             for c in hist:
                 held[c] += size
         for c, n in held.items():  # every record a release was charged to is still charged with it
             if n != charges[c]["units"]:
                 _fail(self.path, f"release {c} was charged to {charges[c]['units']} records, its groups hold {n}")
+        if not members:
+            return {gid: (kind, size, sorted(hist), digest) for gid, (kind, size, _, hist, digest) in groups.items()}
+        for gid, blob in db.execute("SELECT group_id, tags FROM members ORDER BY group_id, id"):
+            if gid not in groups or not isinstance(blob, bytes) or len(blob) % 8:
+                _fail(self.path, f"members of group {gid} are not a list of 64-bit tags")
+            groups[gid][2].append(np.frombuffer(blob, dtype="<i8"))
+        out = {}
+        for gid, (kind, size, parts, hist, digest) in groups.items():
+            tags = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+            if len(tags) != size:
+                _fail(self.path, f"group {gid} should have {size} members, has {len(tags)}")
+            out[gid] = (kind, tags, sorted(hist))
         return out
 
-    def _unit(self, data, client: int) -> _Unit:
+    def _keyed_data(self, kind, tags, order, what) -> KeyedData:
+        return KeyedData(kind, tags, order, what, _digest(kind, tags), _hmac(self._key, b"which key")[:8])
+
+    def keyed(self, data, client: int = 0) -> KeyedData:
+        """``data`` keyed for this ledger (:meth:`reserve` does it for every call; a caller that charges the
+        same records every epoch keys them once).
+
+        Parameters
+        ----------
+        data : ClientData, array of labels, or str
+            As an element of :meth:`reserve`'s ``datasets``.
+        client : int, default 0
+            The client's index, for messages.
+        """
+        if not self._exists():
+            self._create()
+        with self._connect() as db:
+            self._check(db)
+        return self._unit(data, client)
+
+    def _unit(self, data, client: int) -> KeyedData:
         """Client ``client``'s data as keyed tags: a ClientData (records if it has ids), labels, or an identity."""
         key = self._key
+        if isinstance(data, KeyedData):
+            if data.ledger_key != _hmac(key, b"which key")[:8]:
+                raise InputError(f"{self.path}: data keyed for another ledger")
+            return data
         if isinstance(data, str):
             if not data:
                 raise InputError("a dataset identity (label_commitment of the client's labels) is needed")
             tag = np.frombuffer(_hmac(key, b"dataset", data)[:8], dtype="<i8").copy()
-            return _Unit("dataset", tag, None, f"client {client}'s dataset")
+            return self._keyed_data("dataset", tag, None, f"client {client}'s dataset")
         ids = getattr(data, "ids", None)
         labels = np.asarray(getattr(data, "labels", data))
         y = np.packbits(labels.astype(np.uint8) & 1).tobytes()
         if ids is None:
             tag = np.frombuffer(_hmac(key, b"dataset", label_commitment(labels))[:8], dtype="<i8").copy()
-            return _Unit("dataset", tag, _hmac(key, b"order", len(labels), y).hex(), f"client {client}'s dataset")
+            order = _hmac(key, b"order", len(labels), y).hex()
+            return self._keyed_data("dataset", tag, order, f"client {client}'s dataset")
         ids = np.asarray(ids)
         if len(ids) != len(labels):
             raise InputError(f"client {client}: {len(ids)} record identifiers for {len(labels)} labels")
@@ -508,7 +546,7 @@ class Ledger:
             raise InputError(f"client {client}: record identifier {str(ids[row - 1])!r} (row {row}) appears more than "
                              "once; each record's label may count once per release")
         order = _hmac(key, b"order", len(labels), y, raw.tobytes()).hex()
-        return _Unit("record", tags, order, f"client {client}'s {len(tags):,} records")
+        return self._keyed_data("record", tags, order, f"client {client}'s {len(tags):,} records")
 
     def _spent_of(self, hist, charges, extra=None) -> Spent:
         """Spent of one history (charge ids), with an ``extra`` (event, eps, delta) of a release to come."""
@@ -540,27 +578,29 @@ class Ledger:
         return Spent(c.epsilon, c.delta, len(events), c.accountant, basic[0], basic[1])
 
     # -- queries -------------------------------------------------------------------------------------------
-    def _state(self):
+    def _state(self, members: bool = True):
         if not self._exists():
             return {}, {}
         with self._connect() as db:
             self._check(db)
             charges = self._charges(db)
-            return charges, self._groups(db, charges)
+            return charges, self._groups(db, charges, members)
 
     def budget(self, dataset=None) -> dict | None:
         """The budget ``{"epsilon": ..., "delta": ...}`` of every record, or None (``dataset`` is ignored:
         the budget is the ledger's)."""
-        self._state()
-        return getattr(self, "_budget", None)
+        if self._exists():
+            with self._connect() as db:
+                self._check(db)
+        return self._budget
 
     def spent(self, dataset=None) -> Spent:
         """What the most charged record has spent: of ``dataset`` (a ClientData, labels, or a
         :func:`label_commitment`), or of the whole ledger.  A record the ledger never saw has spent nothing."""
-        charges, groups = self._state()
+        charges, groups = self._state(members=dataset is not None)
         if not groups:
             return Spent(0.0, 0.0, 0, "basic", 0.0, 0.0)
-        hists = [h for _, (kind, tags, h) in groups.items()]
+        hists = [g[2] for g in groups.values()]
         if dataset is not None:
             u = self._unit(dataset, 0)
             hists = [h for _, (kind, tags, h) in groups.items() if kind == u.kind and np.isin(u.tags, tags).any()]
@@ -602,7 +642,7 @@ class Ledger:
 
     # -- releases ----------------------------------------------------------------------------------------------
     @staticmethod
-    def _refusals(u: _Unit, hist_charges, mech_name: str, cost, tag) -> None:
+    def _refusals(u: KeyedData, hist_charges, mech_name: str, cost, tag) -> None:
         if tag is None:
             return
         for r in hist_charges:
@@ -611,8 +651,9 @@ class Ledger:
                     f"{u.what}: this seed was already used for {r['mechanism']} noise on some of them (release "
                     f"{r['id']}, {r['time']}); the same seed gives the same noise, and two releases with the "
                     "same noise reveal their exact difference. Use another seed or none")
+            asked = r["requested_epsilon"] if r["requested_epsilon"] is not None else r["epsilon"]
             if mech_name == "rr" and r["mechanism"] == "rr" and r["seed_tag"] == tag and r["epsilon"] is not None \
-                    and (r["requested_epsilon"] if r["requested_epsilon"] is not None else r["epsilon"]) != cost.epsilon:
+                    and asked != cost.epsilon:
                 raise InputError(
                     f"{u.what}: this seed was already used for randomized response at eps = "
                     f"{r['requested_epsilon']:g} on some of them (release {r['id']}); flips of one stream at two "
@@ -669,7 +710,16 @@ class Ledger:
                 raise InputError(f"{self.path}: the ledger has a privacy budget: --mechanism none releases the exact "
                                  "AUC, which no budget covers; choose a private mechanism")
             charges = self._charges(db)
-            groups = self._groups(db, charges)
+            heads = self._groups(db, charges, members=False)
+            exact = {digest: gid for gid, (kind, size, hist, digest) in heads.items()}
+            groups = None
+            if len(units) == 1 and units[0].digest in exact:  # one dataset, exactly one group's records
+                gid = exact[units[0].digest]
+                groups = {gid: (heads[gid][0], units[0].tags, heads[gid][2])}
+            elif heads:
+                groups = self._groups(db, charges)
+            else:
+                groups = {}
             evaluation = 1 + (db.execute("SELECT max(evaluation) FROM charges").fetchone()[0] or 0)
             entries, spent = [], []
             for k, u in enumerate(units):
@@ -700,7 +750,8 @@ class Ledger:
                        "event": dict(NOOP_EVENT) if free else event, "seed_tag": tag, "rr_key": rr_key,
                        "name": name, "units": len(u.tags),
                        "note": "; ".join(filter(None, [
-                           "reuses labels already flipped with this seed, eps and labels: free" if free else "", note]))}
+                           "reuses labels already flipped with this seed, eps and labels: free" if free else "",
+                           note]))}
                 extra = (rec["event"], math.inf if rec["epsilon"] is None else rec["epsilon"], rec["delta"])
                 # the budget: every distinct history among the touched groups, and the new records' (empty)
                 by_hist: dict = {}
@@ -744,15 +795,15 @@ class Ledger:
         return cur.lastrowid
 
     @staticmethod
-    def _write_members(db, gid: int, tags: np.ndarray) -> None:
+    def _write_members(db, gid: int, kind: str, tags: np.ndarray) -> None:
         db.execute("DELETE FROM members WHERE group_id = ?", (gid,))
         db.executemany("INSERT INTO members (group_id, tags) VALUES (?, ?)",
                        ((gid, tags[i:i + CHUNK].astype("<i8").tobytes()) for i in range(0, len(tags), CHUNK)))
-        db.execute("UPDATE groups SET size = ? WHERE id = ?", (len(tags), gid))
+        db.execute("UPDATE groups SET size = ?, digest = ? WHERE id = ?", (len(tags), _digest(kind, tags), gid))
 
     def _new_group(self, db, groups, kind: str, tags: np.ndarray, hist: list) -> None:
-        gid = db.execute("INSERT INTO groups (kind, size) VALUES (?, ?)", (kind, len(tags))).lastrowid
-        self._write_members(db, gid, tags)
+        gid = db.execute("INSERT INTO groups (kind, size, digest) VALUES (?, 0, x'')", (kind,)).lastrowid
+        self._write_members(db, gid, kind, tags)
         db.executemany("INSERT INTO history VALUES (?, ?)", ((gid, c) for c in hist))
         groups[gid] = (kind, tags, list(hist))
 
@@ -766,7 +817,7 @@ class Ledger:
                 continue
             self._new_group(db, groups, gkind, tags[hit], hist + [cid])
             rest = tags[~hit]
-            self._write_members(db, gid, rest)
+            self._write_members(db, gid, gkind, rest)
             groups[gid] = (gkind, rest, hist)
         if new.size:
             self._new_group(db, groups, kind, new, [cid])
@@ -780,15 +831,15 @@ class Ledger:
     # -- report -----------------------------------------------------------------------------------------------
     def releases(self) -> list[dict]:
         """Every charge: one per client and evaluation (time, mechanism, state, eps, delta, event, ...)."""
-        charges, _ = self._state()
+        charges, _ = self._state(members=False)
         return [charges[c] for c in sorted(charges)]
 
     def report(self, lines_max: int = 12) -> str:
         """The budget, then one line per release history: how many records (or datasets) have it and
         what they spent, the most charged first."""
-        charges, groups = self._state()
+        charges, groups = self._state(members=False)
         head = f"privacy ledger {self.path} (per record; tightest of basic composition, RDP and PLD accounting)"
-        b = getattr(self, "_budget", None)
+        b = self._budget
         lines = [head, f"  budget per record: eps = {b['epsilon']:g}, delta = {b['delta']:g}" if b
                  else "  no budget set"]
         if not groups:
@@ -797,11 +848,11 @@ class Ledger:
         evaluations = len({c["evaluation"] for c in charges.values()})
         lines.append(f"  {evaluations} evaluation(s), {len(charges)} client release(s)")
         rows: dict = {}
-        for kind, tags, hist in groups.values():
+        for kind, size, hist, _ in groups.values():
             s = self._spent_of(hist, charges)
             names = sorted({charges[c]["name"] for c in hist if charges[c]["name"]})
             key = (s, kind, tuple(names) if kind == "dataset" else ())
-            rows[key] = rows.get(key, 0) + len(tags)
+            rows[key] = rows.get(key, 0) + size
         ordered = sorted(rows.items(), key=lambda kv: (-kv[0][0].epsilon, -kv[0][0].delta, kv[0][1]))
         for (s, kind, names), n in ordered[:lines_max]:
             what = f"{n:,} record(s)" if kind == "record" else (
