@@ -194,7 +194,7 @@ def builtin_clients(
 
 
 def load_clients(paths: list[str | Path], *, score_column: str | None = None,
-                 label_column: str | None = None) -> list[ClientData]:
+                 label_column: str | None = None, id_column: str | None = None) -> list[ClientData]:
     """Read one client file per path with :func:`secure_auc.data.io.read_client_file`.
 
     Parameters
@@ -203,6 +203,8 @@ def load_clients(paths: list[str | Path], *, score_column: str | None = None,
         One file per client (CSV, gzip-compressed CSV or Parquet), in client order.
     score_column, label_column : str, optional
         The columns of the scores and labels (default ``score`` and ``label``).
+    id_column : str, optional
+        A column of record identifiers, read for the privacy ledger (default none).
 
     Returns
     -------
@@ -230,8 +232,8 @@ def load_clients(paths: list[str | Path], *, score_column: str | None = None,
     [2, 1]
     """
     same_files(paths)
-    return [read_client_file(p, score_column=score_column or "score", label_column=label_column or "label")
-            for p in paths]
+    return [read_client_file(p, score_column=score_column or "score", label_column=label_column or "label",
+                             id_column=id_column) for p in paths]
 
 
 def check_clients(clients: list[ClientData]) -> None:
@@ -480,8 +482,8 @@ def evaluate(
         Keyword arguments of :func:`secure_auc.mpc.launch.run_mpc_local`
         (e.g. ``provider``, ``sort``, ``timeout``, ``port``).
     ledger : Ledger, optional
-        Charge each client's labels (:func:`secure_auc.dp.accountant.label_commitment`)
-        before the run (:meth:`secure_auc.Ledger.reserve`: refused releases
+        Charge each client's records (its ``ids``; without them its labels as one
+        dataset) before the run (:meth:`secure_auc.Ledger.reserve`: refused releases
         never start); the result's ``extra`` then reports the spent budget.
     dataset_name : str, optional
         A name for the clients' datasets in the ledger's report.
@@ -552,9 +554,7 @@ def evaluate(
         check_secret_seed(seed)
     reservation = None
     if ledger is not None:
-        from .dp.accountant import label_commitment
-
-        reservation = ledger.reserve([label_commitment(c.labels) for c in clients], mechanism, seed=seed,
+        reservation = ledger.reserve(clients, mechanism, seed=seed,
                                      total=sum(len(c) for c in clients), sizes=[len(c) for c in clients],
                                      name=dataset_name, note=f"{protocol} protocol, {len(clients)} clients")
     try:

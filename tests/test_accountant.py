@@ -74,9 +74,9 @@ def test_one_evaluation_spends_at_most_its_nominal_budget(name, kwargs):
 
 # ---- ledger API ------------------------------------------------------------------------------------
 def test_reserve_records_and_persists(tmp_path):
-    path = tmp_path / "ledger.json"
+    path = tmp_path / "ledger.db"
     led = Ledger(path)
-    led.set_budget(DS, 3.0, 1e-5, name="ads")
+    led.set_budget(3.0, 1e-5)
     led.finish(led.reserve([DS], make_mechanism("laplace", 1.0)))
     led.finish(led.reserve([DS, DS2], make_mechanism("gaussian", 0.5, delta=1e-6)))
     again = Ledger(path)
@@ -84,26 +84,28 @@ def test_reserve_records_and_persists(tmp_path):
     assert s.releases == 2 and (s.basic_epsilon, s.basic_delta) == (1.5, 1e-6)
     assert s.epsilon <= 1.5
     assert again.spent(DS2).releases == 1 and again.spent(label_commitment([0])).releases == 0
-    assert again.budget(DS) == {"epsilon": 3.0, "delta": 1e-5}
-    rel = json.loads(path.read_text())["datasets"][DS]["releases"]
-    assert [r["mechanism"] for r in rel] == ["laplace", "gaussian"] and all(r["state"] == "released" for r in rel)
+    assert again.budget() == {"epsilon": 3.0, "delta": 1e-5}
+    rel = again.releases()
+    assert [(r["evaluation"], r["client"], r["mechanism"]) for r in rel] == [(1, 0, "laplace"), (2, 0, "gaussian"),
+                                                                             (2, 1, "gaussian")]
+    assert all(r["state"] == "released" for r in rel)
 
 
 def test_refuses_a_run_over_budget_and_records_nothing(tmp_path):
-    led = Ledger(tmp_path / "l.json")
-    led.set_budget(DS, 2.0)
+    led = Ledger(tmp_path / "l.db")
+    led.set_budget(2.0)
     led.reserve([DS], make_mechanism("laplace", 1.5))
-    with pytest.raises(InputError, match=r"would be exceeded: spent eps = 1.5 in 1 release\(s\); with this run "
-                                         r"eps = 2.5 \(basic\); budget eps = 2"):
-        led.reserve([DS, DS2], make_mechanism("laplace", 1.0))
-    assert Ledger(tmp_path / "l.json").spent(DS2).releases == 0  # all clients or none
+    with pytest.raises(InputError, match=r"would be exceeded for client 1's dataset: spent eps = 1.5 in 1 "
+                                         r"release\(s\); with this run eps = 2.5 \(basic\); budget eps = 2"):
+        led.reserve([DS2, DS], make_mechanism("laplace", 1.0))
+    assert Ledger(tmp_path / "l.db").spent(DS2).releases == 0  # all clients or none
     led.reserve([DS], make_mechanism("laplace", 0.5))  # exactly the budget
 
 
 def test_the_ledger_uses_the_tightest_accountant_against_the_budget(tmp_path):
     """100 evaluations at eps = 0.15 fit (10, 1e-6) by PLD, where basic composition would stop at 66."""
-    led = Ledger(tmp_path / "l.json")
-    led.set_budget(DS, 10.0, 1e-6)
+    led = Ledger(tmp_path / "l.db")
+    led.set_budget(10.0, 1e-6)
     mech = make_mechanism("rr", 0.15)
     for _ in range(100):
         led.reserve([DS], mech)
@@ -112,26 +114,40 @@ def test_the_ledger_uses_the_tightest_accountant_against_the_budget(tmp_path):
 
 
 def test_rr_with_the_same_flips_is_charged_once(tmp_path):
-    led = Ledger(tmp_path / "l.json")
-    led.set_budget(DS, 1.0)
+    led = Ledger(tmp_path / "l.db")
+    led.set_budget(1.0)
     mech = make_mechanism("rr", 1.0)
-    led.reserve([DS], mech, seed=3, sizes=[6])
-    res = led.reserve([DS], mech, seed=3, sizes=[6])  # same labels, seed, eps, size: the same flips
+    y = np.array([0, 1, 1, 0, 1, 0])
+    led.reserve([y], mech, seed=3, sizes=[6])
+    res = led.reserve([y], mech, seed=3, sizes=[6])  # same labels in the same order, seed, eps, size: the same flips
     assert res.spent[0].epsilon == pytest.approx(1.0) and res.spent[0].releases == 2
-    for kwargs in (dict(seed=4, sizes=[6]), dict(seed=3), dict(sizes=[6])):
+    for data, kwargs in ((y, dict(seed=4, sizes=[6])), (y, dict(seed=3)), (y, dict(sizes=[6])),
+                         (y[::-1], dict(seed=3, sizes=[6])),  # the same labels reordered: other flips
+                         (DS, dict(seed=3, sizes=[6]))):  # the identity alone says nothing of the order
         with pytest.raises(InputError, match="would be exceeded"):
-            led.reserve([DS], mech, **kwargs)
+            led.reserve([data], mech, **kwargs)
 
 
-def test_a_noise_seed_is_not_reused_and_is_not_stored(tmp_path):
-    path = tmp_path / "l.json"
+def test_a_noise_seed_is_not_reused_and_is_stored_keyed(tmp_path):
+    """The seed is kept as a tag under the ledger's key: an unsalted hash of a small seed, as earlier
+    versions kept, is found by trying every candidate."""
+    import hashlib
+
+    path = tmp_path / "l.db"
     led = Ledger(path)
     led.reserve([DS], make_mechanism("laplace", 1.0), seed=7)
     with pytest.raises(InputError, match="this seed was already used for laplace noise"):
         led.reserve([DS], make_mechanism("distributed", 1.0, clients=1), seed=7, total=6)
     led.reserve([DS], make_mechanism("laplace", 1.0), seed=8)
     led.reserve([DS2], make_mechanism("laplace", 1.0), seed=7)
-    assert '"seed": 7' not in path.read_text() and "seed_tag" in path.read_text()
+    raw = path.read_bytes()
+    for guess in range(1000):  # the earlier seed record: BLAKE2b of the seed alone
+        tag = hashlib.blake2b(f"secure-auc seed|{guess}".encode(), digest_size=12).hexdigest()
+        assert tag.encode() not in raw and str(guess).encode() + b"|" not in raw
+    other = Ledger(tmp_path / "m.db")
+    other.reserve([DS], make_mechanism("laplace", 1.0), seed=7)
+    tags = {r["seed_tag"] for r in led.releases() + other.releases()}
+    assert len(tags) == 3 and None not in tags  # 7 and 8 here, 7 under the other ledger's key
 
 
 def _reserve_one(path):
@@ -143,8 +159,8 @@ def _reserve_one(path):
 
 
 def test_concurrent_runs_cannot_overspend(tmp_path):
-    path = tmp_path / "l.json"
-    Ledger(path).set_budget(DS, 2.0)
+    path = tmp_path / "l.db"
+    Ledger(path).set_budget(2.0)
     with multiprocessing.get_context("fork").Pool(4) as pool:
         ok = pool.map(_reserve_one, [path] * 12)
     assert sum(ok) == 4
@@ -152,20 +168,21 @@ def test_concurrent_runs_cannot_overspend(tmp_path):
 
 
 def test_report_and_cli_show(tmp_path, capsys):
-    path = tmp_path / "l.json"
+    path = tmp_path / "l.db"
     led = Ledger(path)
-    led.set_budget(DS, 4.0, name="ads")
-    led.reserve([DS], make_mechanism("laplace", 1.0))
+    led.set_budget(4.0)
+    led.reserve([DS], make_mechanism("laplace", 1.0), name="ads")
     assert ledger_main([str(path)]) == 0
     out = capsys.readouterr().out
-    assert f"ads ({DS[:12]}...): eps = 1, delta = 0 (basic) in 1 release(s); basic composition eps = 1; " \
-           "budget eps = 4, delta = 0; left eps = 3" in out
+    assert "budget per record: eps = 4, delta = 0" in out
+    assert "1 dataset(s) without identifiers (ads): eps = 1, delta = 0 (basic) in 1 release(s); basic " \
+           "composition eps = 1; left eps = 3" in out
     assert main(["ledger", "show", str(path)]) == 0
     assert "left eps = 3" in capsys.readouterr().out
 
 
 def test_cli_ledger_charges_each_clients_labels(tmp_path, capsys):
-    path = tmp_path / "ledger.json"
+    path = tmp_path / "ledger.db"
     args = ["evaluate", "--protocol", "plain", "--samples", "2000", "--clients", "3", "--epsilon", "1", "--ledger", str(path),
             "--dataset", "d", "--budget", "2.5", "--json"]
     for expected in (1.0, 2.0):
@@ -173,9 +190,8 @@ def test_cli_ledger_charges_each_clients_labels(tmp_path, capsys):
         assert json.loads(capsys.readouterr().out)["total_epsilon_spent"] == expected
     assert main(args) == 2
     err = capsys.readouterr().err
-    assert "privacy budget of dataset d (" in err and "would be exceeded: spent eps = 2" in err
-    data = json.loads(path.read_text())["datasets"]
-    assert len(data) == 3 and all(len(d["releases"]) == 2 for d in data.values())
+    assert "privacy budget would be exceeded for client 0's dataset: spent eps = 2" in err
+    assert [(r["evaluation"], r["client"]) for r in Ledger(path).releases()] == [(e, k) for e in (1, 2) for k in range(3)]
 
 
 # ---- planning --------------------------------------------------------------------------------------
@@ -200,13 +216,12 @@ def test_cli_plan_and_evaluations(tmp_path, capsys):
                  "--delta", "1e-6"]) == 0
     out = capsys.readouterr().out
     assert "100 evaluations within eps = 10, delta = 1e-06: each evaluation eps = " in out and "(pld)" in out
-    path = tmp_path / "l.json"
+    path = tmp_path / "l.db"
     assert main(["evaluate", "--protocol", "plain", "--samples", "2000", "--clients", "2", "--mechanism", "rr", "--evaluations", "100",
                  "--epsilon", "10", "--delta", "1e-6", "--ledger", str(path), "--json"]) == 0
     res = json.loads(capsys.readouterr().out)
     assert res["epsilon"] > 0.1 and "each evaluation eps" in res["plan"]
-    assert all(d["budget"] == {"epsilon": 10.0, "delta": 1e-6}
-               for d in json.loads(path.read_text())["datasets"].values())
+    assert Ledger(path).budget() == {"epsilon": 10.0, "delta": 1e-6}
 
 
 @pytest.mark.parametrize("name", ["secure_auc.dp.events", "secure_auc.dp.planning", "secure_auc.dp.discrete", "secure_auc.dp.ddg",

@@ -280,6 +280,7 @@ def add_client_parser(sub) -> None:
     c.add_argument("--noise-key-file", metavar="PATH", default=None,
                    help="reproducible runs: this client's 128-bit noise key (32 hex digits) from PATH "
                         "(default: a fresh key from the OS's cryptographic source)")
+    add_ledger_options(c)
     c.set_defaults(handler=cmd_client)
 
 
@@ -312,18 +313,31 @@ def cmd_client(args) -> int:
     if identity.public_key().public_bytes_raw() != roster.clients[args.client]:
         raise InputError(f"{args.identity} is not the key the roster lists for client {args.client}")
     data = read_client_file(args.file, score_column=args.score_column or "score",
-                            label_column=args.label_column or "label")
+                            label_column=args.label_column or "label", id_column=args.id_column)
     key = read_noise_key_file(args.noise_key_file, args.client)
     mechanism = mechanism_from_args(args, clients=args.clients)
     config = PartyConfig(mechanisms=(mechanism,), clients=args.clients, provider=args.provider, sort=args.sort,
                          computing=w)
+    from .party import reserve_client_ledger
+    from ..mpc.input_parties import refuse_evaluation
+
+    try:  # the client's own budget, before anything is released
+        ledger, reservation = reserve_client_ledger(args, mechanism, data, args.client, args.clients, key,
+                                                    via="secure-auc client")
+    except InputError as exc:
+        refuse_evaluation(args.client, parties, identity, min(args.timeout, 30.0), f"client {args.client}: {exc}")
+        raise
     try:
         out = run_client_host(args.client, [data], args.client, [key], config, parties, identity, args.timeout)
     except Exception as exc:  # noqa: BLE001 - one line naming the cause
         from ..mpc import MPCError
         from ..mpc.comm.runtime import explain
 
+        if reservation is not None:
+            ledger.finish(reservation, ok=False)  # still charged: the aggregate may have been opened
         raise MPCError(f"client {args.client}: {explain(exc)}") from None
+    if reservation is not None:
+        ledger.finish(reservation)
     logging.getLogger("secure_auc").info("[client %d] done: %d samples shared, %s sent and received, %.1f s",
                                          args.client, len(data), f"{out['bytes']:,} bytes", out["seconds"])
     return 0
@@ -444,7 +458,7 @@ def check_evaluate_options(args) -> None:
     elif args.large:
         check_not_given(args, ["samples", "base_rate", "data_auc"], "with --large (it fixes M, P and the AUC)")
     if not args.files:
-        check_not_given(args, ["score_column", "label_column"], "without client files")
+        check_not_given(args, ["score_column", "label_column", "id_column"], "without client files")
     if args.protocol == "plain":
         check_not_given(args, ["provider", "sort", "timeout", "port", "layout", "computing_parties"],
                         "to --protocol plain, only to --protocol mpc")
@@ -464,10 +478,13 @@ def cmd_evaluate(args) -> int:
 
     check_evaluate_options(args)
 
-    if args.budget is not None and not args.ledger:
-        raise InputError("--budget needs --ledger (the file where the budget and the releases are kept)")
+    for option in ("budget", "id_column"):
+        if getattr(args, option) is not None and not args.ledger:
+            raise InputError(f"--{option.replace('_', '-')} needs --ledger (the file where the budget and the "
+                             "releases are kept)")
     if args.files:
-        clients = load_clients(args.files, score_column=args.score_column, label_column=args.label_column)
+        clients = load_clients(args.files, score_column=args.score_column, label_column=args.label_column,
+                               id_column=args.id_column)
         source = f"{len(args.files)} client file(s)"
     else:
         if args.large:
@@ -482,14 +499,13 @@ def cmd_evaluate(args) -> int:
     mechanism = plan.mechanism if plan else mechanism_from_args(args, clients=len(clients))
     ledger = None
     if args.ledger:
-        from ..dp.accountant import Ledger, label_commitment
+        from ..dp.accountant import Ledger
 
         ledger = Ledger(args.ledger)
         budget = (args.budget, args.budget_delta) if args.budget is not None else (
             (args.epsilon, args.delta or 0.0) if plan else None)
         if budget is not None:
-            for c in clients:
-                ledger.set_budget(label_commitment(c.labels), *budget, name=args.dataset)
+            ledger.set_budget(*budget)
     mpc_options = None
     if args.protocol == "mpc":
         mpc_options = {"provider": args.provider, "sort": args.sort, "timeout": args.timeout,

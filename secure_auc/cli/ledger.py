@@ -1,10 +1,10 @@
-"""``secure-auc ledger``: show a privacy ledger, change a dataset's budget, plan T evaluations.
+"""``secure-auc ledger``: show a privacy ledger, change its budget, plan T evaluations.
 
-    secure-auc ledger show LEDGER.json
-    secure-auc ledger budget LEDGER.json DATASET --epsilon E [--delta D]
+    secure-auc ledger show LEDGER.db
+    secure-auc ledger budget LEDGER.db --epsilon E [--delta D]
     secure-auc ledger plan --evaluations T --epsilon E [--delta D] --mechanism ... [--clients K]
 
-``python -m secure_auc.cli.ledger LEDGER.json`` still prints the totals.
+``python -m secure_auc.cli.ledger LEDGER.db`` still prints the totals.
 """
 
 from __future__ import annotations
@@ -20,13 +20,18 @@ __all__ = ["main", "add_parser", "add_ledger_options", "add_planning_options"]
 def add_ledger_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("privacy accounting across runs")
     g.add_argument("--ledger", default=None, metavar="FILE",
-                   help="JSON file (mode 0600) where each client's labels are charged, before the run, for what "
-                        "it releases; a dataset is identified by a hash of its labels (created if missing)")
+                   help="privacy ledger (SQLite, mode 0600, created if missing) where every release is charged, "
+                        "before the run, to each record it contains (--id-column), or else to each client's "
+                        "labels as one dataset")
+    g.add_argument("--id-column", default=None, metavar="NAME",
+                   help="with --ledger: the column of record identifiers in every client file; each record is "
+                        "charged for every release that contains it, whatever the file's order or other rows "
+                        "(default: none, each client's labels are one dataset)")
     g.add_argument("--dataset", default=None,
-                   help="a name for the clients' datasets in the ledger's report (the identity is the label hash)")
+                   help="a name for the clients' datasets in the ledger's report")
     g.add_argument("--budget", type=float, default=None,
-                   help="total eps allowed for each client's labels, set once (with --ledger); a run that would "
-                        "exceed it is refused; change it with: secure-auc ledger budget")
+                   help="total eps allowed for each record, set once (with --ledger); a run that would take any "
+                        "record past it is refused; change it with: secure-auc ledger budget")
     g.add_argument("--budget-delta", type=float, default=0.0, help="total delta allowed (default 0)")
 
 
@@ -41,12 +46,11 @@ def add_parser(sub, add_mechanism_options, planned_mechanism) -> None:
     lp = sub.add_parser("ledger", help="show a privacy ledger, change a budget, plan T evaluations",
                         description="The label owners' privacy ledger (see docs/privacy-accounting.md).")
     lsub = lp.add_subparsers(dest="ledger_command", required=True)
-    show = lsub.add_parser("show", help="the spent budget per dataset")
-    show.add_argument("ledger", metavar="LEDGER.json")
+    show = lsub.add_parser("show", help="the spent budget per record")
+    show.add_argument("ledger", metavar="LEDGER.db")
     show.set_defaults(handler=cmd_show)
-    bud = lsub.add_parser("budget", help="set or change (raise or lower) a dataset's budget explicitly")
-    bud.add_argument("ledger", metavar="LEDGER.json")
-    bud.add_argument("dataset", help="the dataset's name or the beginning of its label hash")
+    bud = lsub.add_parser("budget", help="set or change (raise or lower) the budget of every record explicitly")
+    bud.add_argument("ledger", metavar="LEDGER.db")
     bud.add_argument("--epsilon", type=float, required=True)
     bud.add_argument("--delta", type=float, default=0.0)
     bud.set_defaults(handler=cmd_budget)
@@ -58,20 +62,26 @@ def add_parser(sub, add_mechanism_options, planned_mechanism) -> None:
     plan.set_defaults(handler=lambda args: cmd_plan(args, planned_mechanism))
 
 
-def cmd_show(args) -> int:
+def _existing(path: str):
+    """The ledger at ``path``, which must exist (showing or changing a missing ledger is a mistake)."""
+    import os
+
     from ..dp.accountant import Ledger
 
-    print(Ledger(args.ledger).report())
+    if not os.path.lexists(path):
+        raise InputError(f"{path}: no such privacy ledger")
+    return Ledger(path)
+
+
+def cmd_show(args) -> int:
+    print(_existing(args.ledger).report())
     return 0
 
 
 def cmd_budget(args) -> int:
-    from ..dp.accountant import Ledger
-
-    ledger = Ledger(args.ledger)
-    ds = ledger.find(args.dataset)
-    ledger.set_budget(ds, args.epsilon, args.delta, change=True)
-    print(Ledger(args.ledger).report())
+    ledger = _existing(args.ledger)
+    ledger.set_budget(args.epsilon, args.delta, change=True)
+    print(ledger.report())
     return 0
 
 
@@ -85,12 +95,10 @@ def cmd_plan(args, planned_mechanism) -> int:
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
-        print("usage: python -m secure_auc.cli.ledger LEDGER.json (or: secure-auc ledger ...)", file=sys.stderr)
+        print("usage: python -m secure_auc.cli.ledger LEDGER.db (or: secure-auc ledger ...)", file=sys.stderr)
         return 2
-    from ..dp.accountant import Ledger
-
     try:
-        print(Ledger(argv[0]).report())
+        print(_existing(argv[0]).report())
     except InputError as exc:
         print(f"secure-auc: error: {exc}", file=sys.stderr)
         return 2

@@ -51,6 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "('{client}' in PATH is replaced by the client's index); refused releases never start")
     p.add_argument("--budget", type=float, default=None, help="with --ledger: the client's total eps (set once)")
     p.add_argument("--budget-delta", type=float, default=0.0, help="with --ledger: the client's total delta")
+    p.add_argument("--id-column", metavar="NAME", default=None,
+                   help="with --ledger: the column of record identifiers; every release is charged to each record")
     p.add_argument("--seed", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--json", action="store_true", help="the server prints one JSON object")
     return p
@@ -160,7 +162,7 @@ def _run(args, started: float) -> int:
             f"(server + {k} clients" + (" + dealer" if args.provider == "ttp" else "") + f"), torchrun started {world}"
         )
     mechanism = mechanism_from_args(args, clients=len(args.files))
-    data = read_client_csv(args.files[rank - 1]) if 1 <= rank <= k else None
+    data = read_client_csv(args.files[rank - 1], id_column=args.id_column) if 1 <= rank <= k else None
     noise_key = read_noise_key_file(args.noise_key_file, rank - 1) if 1 <= rank <= k else None
     identity, roster = _identity_and_roster(args, rank, k)
     ledger, reservation = reserve_client_ledger(args, mechanism, data, rank - 1, k, noise_key) if 1 <= rank <= k else (None, None)
@@ -194,26 +196,27 @@ def _run(args, started: float) -> int:
     return 0
 
 
-def reserve_client_ledger(args, mechanism, data, client: int, clients: int, noise_key: int | None = None):
-    """Client ``client`` charges its own labels in its own ledger before the run: (ledger, reservation).
+def reserve_client_ledger(args, mechanism, data, client: int, clients: int, noise_key: int | None = None,
+                          via: str = "torchrun"):
+    """Client ``client`` charges its own records in its own ledger before the run: (ledger, reservation).
 
     M is not known yet: the client uses the lower bound n_k + K - 1 (every
     other client holds a sample), which only makes size-dependent events looser.
     A fixed noise key is recorded by its hash, so that its reuse is refused.
     """
-    if args.budget is not None and not args.ledger:
-        raise InputError("--budget needs --ledger")
+    for option in ("budget", "id_column"):
+        if getattr(args, option, None) is not None and not args.ledger:
+            raise InputError(f"--{option.replace('_', '-')} needs --ledger")
     if not args.ledger:
         return None, None
-    from ..dp.accountant import Ledger, label_commitment
+    from ..dp.accountant import Ledger
 
     ledger = Ledger(args.ledger.replace("{client}", str(client)))
-    ds = label_commitment(data.labels)
     if args.budget is not None:
-        ledger.set_budget(ds, args.budget, args.budget_delta)
+        ledger.set_budget(args.budget, args.budget_delta)
     # sizes=None: a client does not know its index in another run's layout, so RR is charged every run
-    return ledger, ledger.reserve([ds], mechanism, seed=noise_key, total=len(data.labels) + clients - 1,
-                                  note=f"MPC client {client} of {clients} (torchrun)")
+    return ledger, ledger.reserve([data], mechanism, seed=noise_key, total=len(data.labels) + clients - 1,
+                                  note=f"MPC client {client} of {clients} ({via})")
 
 
 if __name__ == "__main__":

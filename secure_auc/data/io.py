@@ -35,13 +35,17 @@ class ClientData:
         The client's private labels, 0/1.
     source : str, default ``"<memory>"``
         Where the data came from (a file name); error messages start with it.
+    ids : numpy.ndarray of shape (n_k,), optional
+        Each sample's record identifier (integers or text), when the client
+        keeps them: the privacy ledger then charges every release to each
+        record (:class:`secure_auc.Ledger`).  They never leave the client.
 
     Raises
     ------
     InputError
         If a score is not finite, a label is not 0/1 (or boolean), either is not
         one-dimensional (a column ``(n, 1)`` is flattened; torch tensors are detached),
-        or ``scores`` and ``labels`` differ in length.  Every path (files, the built-in
+        or ``scores`` and ``labels`` (or ``ids``) differ in length.  Every path (files, the built-in
         data, :func:`secure_auc.evaluate`, a session) builds its clients through this
         class, so nothing unchecked reaches a party.
 
@@ -69,6 +73,7 @@ class ClientData:
     scores: np.ndarray  # float64, finite
     labels: np.ndarray  # int8, 0/1
     source: str = "<memory>"
+    ids: np.ndarray | None = None  # record identifiers, for the privacy ledger
 
     def __post_init__(self):
         scores = check_scores(self.scores, name=f"{self.source}: scores").astype(np.float64, copy=False)
@@ -79,6 +84,8 @@ class ClientData:
             )
         object.__setattr__(self, "scores", scores)
         object.__setattr__(self, "labels", labels)
+        if self.ids is not None and len(self.ids) != len(self.labels):
+            raise InputError(f"{self.source}: {len(self.ids)} record identifiers but {len(self.labels)} labels")
 
     def __len__(self) -> int:
         return len(self.scores)
@@ -144,7 +151,8 @@ def _find_column(path: Path, header: list[str], name: str, option: str) -> int:
     return names.index(want)
 
 
-def read_client_file(path: str | Path, *, score_column: str = "score", label_column: str = "label") -> ClientData:
+def read_client_file(path: str | Path, *, score_column: str = "score", label_column: str = "label",
+                     id_column: str | None = None) -> ClientData:
     """Read one client file: CSV (UTF-8 with or without BOM, or UTF-16 with BOM), gzip-compressed
     CSV, or Parquet, recognised by content (not by name).
 
@@ -155,11 +163,15 @@ def read_client_file(path: str | Path, *, score_column: str = "score", label_col
     score_column, label_column : str, default "score" and "label"
         The columns holding the scores and the labels, matched ignoring case
         and surrounding spaces; other columns are ignored.
+    id_column : str, optional
+        A column holding each row's record identifier (text, surrounding
+        spaces dropped; never empty): read into ``ids`` for the privacy ledger.
 
     Returns
     -------
     ClientData
-        float64 scores and int8 labels in file order; ``source`` is ``str(path)``.
+        float64 scores and int8 labels in file order (and the identifiers
+        with ``id_column``); ``source`` is ``str(path)``.
 
     Raises
     ------
@@ -185,11 +197,12 @@ def read_client_file(path: str | Path, *, score_column: str = "score", label_col
     path = Path(path)
     raw = _read_bytes(path)
     if raw[:4] == PARQUET_MAGIC:
-        return _read_parquet(path, score_column, label_column)
-    return _parse_csv(path, _decode(path, raw), score_column, label_column)
+        return _read_parquet(path, score_column, label_column, id_column)
+    return _parse_csv(path, _decode(path, raw), score_column, label_column, id_column)
 
 
-def read_client_csv(path: str | Path, *, score_column: str = "score", label_column: str = "label") -> ClientData:
+def read_client_csv(path: str | Path, *, score_column: str = "score", label_column: str = "label",
+                    id_column: str | None = None) -> ClientData:
     """Read one client file: a CSV with a header naming the columns ``score`` and ``label``.
 
     Column names are matched ignoring case and surrounding spaces; other
@@ -234,14 +247,14 @@ def read_client_csv(path: str | Path, *, score_column: str = "score", label_colu
     >>> data.scores, data.labels
     (array([0.9 , 0.25]), array([1, 0], dtype=int8))
     """
-    return read_client_file(path, score_column=score_column, label_column=label_column)
+    return read_client_file(path, score_column=score_column, label_column=label_column, id_column=id_column)
 
 
 def _option_hint(name: str, default: str, option: str) -> str:
     return "" if name != default else f" (another name: {option})"
 
 
-def _parse_csv(path: Path, text: str, score_column: str, label_column: str) -> ClientData:
+def _parse_csv(path: Path, text: str, score_column: str, label_column: str, id_column: str | None = None) -> ClientData:
     import io
 
     reader = csv.reader(io.StringIO(text, newline=""))
@@ -254,9 +267,11 @@ def _parse_csv(path: Path, text: str, score_column: str, label_column: str) -> C
     si = _find_column(path, header, score_column, _option_hint(score_column, "score", "--score-column"))
     li = _find_column(path, header, label_column, _option_hint(label_column, "label", "--label-column"))
     sname, lname = header[si].strip(), header[li].strip()
-    width = max(si, li) + 1
+    ii = None if id_column is None else _find_column(path, header, id_column, " (--id-column)")
+    width = max(si, li, -1 if ii is None else ii) + 1
     scores: list[float] = []
     labels: list[int] = []
+    ids: list[str] = []
     row = 0
     try:
         for fields in reader:
@@ -278,16 +293,22 @@ def _parse_csv(path: Path, text: str, score_column: str, label_column: str) -> C
                 raise InputError(
                     f"{where}, column {lname!r}: {fields[li]!r} is not a label (use 0/1 or true/false)"
                 )
+            if ii is not None:
+                ident = fields[ii].strip()
+                if not ident:
+                    raise InputError(f"{where}, column {header[ii].strip()!r}: empty record identifier")
+                ids.append(ident)
             scores.append(value)
             labels.append(lab)
     except csv.Error as exc:
         raise InputError(f"{path}: line {reader.line_num}: not valid CSV ({exc})") from None
     if not scores:
         raise InputError(f"{path}: has a header but no data rows")
-    return ClientData(np.asarray(scores, dtype=np.float64), np.asarray(labels, dtype=np.int8), str(path))
+    return ClientData(np.asarray(scores, dtype=np.float64), np.asarray(labels, dtype=np.int8), str(path),
+                      None if ii is None else np.asarray(ids, dtype=np.str_))
 
 
-def _read_parquet(path: Path, score_column: str, label_column: str) -> ClientData:
+def _read_parquet(path: Path, score_column: str, label_column: str, id_column: str | None = None) -> ClientData:
     try:
         import pyarrow.parquet as pq
     except ImportError:
@@ -297,7 +318,8 @@ def _read_parquet(path: Path, score_column: str, label_column: str) -> ClientDat
         header = list(schema.names)
         si = _find_column(path, header, score_column, _option_hint(score_column, "score", "--score-column"))
         li = _find_column(path, header, label_column, _option_hint(label_column, "label", "--label-column"))
-        table = pq.read_table(path, columns=[header[si], header[li]])
+        ii = None if id_column is None else _find_column(path, header, id_column, " (--id-column)")
+        table = pq.read_table(path, columns=[header[si], header[li]] + ([] if ii is None else [header[ii]]))
     except InputError:
         raise
     except Exception as exc:  # pyarrow's ArrowInvalid, OSError, ...: a corrupt file
@@ -323,7 +345,18 @@ def _read_parquet(path: Path, score_column: str, label_column: str) -> ClientDat
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise InputError(f"{path}: row {i + 1}, column {lname!r}: {labels[i]!r} is not a label (use 0/1 or true/false)")
-    return ClientData(scores, mapped.astype(np.int8), str(path))
+    ids = None
+    if ii is not None:
+        ids = _parquet_column(path, table.column(2), header[ii])
+        if ids.dtype.kind == "O":
+            ids = np.asarray([str(v).strip() for v in ids], dtype=np.str_)
+            if ids.size and np.strings.str_len(ids).min() == 0:
+                i = int(np.argmin(np.strings.str_len(ids)))
+                raise InputError(f"{path}: row {i + 1}, column {header[ii]!r}: empty record identifier")
+        elif ids.dtype.kind not in "iu":
+            raise InputError(f"{path}: column {header[ii]!r} holds {ids.dtype} values; record identifiers are "
+                             "integers or text")
+    return ClientData(scores, mapped.astype(np.int8), str(path), ids)
 
 
 def _parquet_column(path: Path, column, name: str) -> np.ndarray:

@@ -158,6 +158,8 @@ def _check_hosts(hellos: dict, config: PartyConfig, rank: int, describe) -> list
     for h in range(len(hellos)):
         hello = hellos[h]
         who = describe_host(h)
+        if hello.get("refused"):
+            raise ProtocolError(f"{who} refused this evaluation: {hello['refused']}")
         if hello.get("public") != mine:
             keys = sorted(k for k in mine if (hello.get("public") or {}).get(k) != mine[k])
             raise ProtocolError(f"{who} was started with different parameters: "
@@ -249,6 +251,29 @@ def _compute(rank, config, links, describe, is_server, start, hellos) -> PartyRe
 class HostResult(dict):
     """What a client host reports: ``bytes`` (sent and received over its links),
     ``seconds``, and with ``keep_ranks`` each client's 2 x mid-ranks (tests)."""
+
+
+def refuse_evaluation(h: int, parties: list[tuple[str, int, bytes]], identity, timeout: float, reason: str) -> bool:
+    """Client host ``h`` refuses the evaluation (e.g. its privacy budget would be exceeded) before
+    releasing anything: it connects to every computing party and says ``reason`` in place of its
+    hello, so that every party stops naming it.  False if a party could not be told."""
+    w = len(parties)
+    try:
+        links = connect(h, identity, parties, timeout=timeout, describe_party=lambda p: describe_helpers_rank(p, w - 1),
+                        describe_me=describe_host(h))
+    except Exception:  # noqa: BLE001 - the refusal stands locally
+        return False
+    try:
+        for link in links:
+            link.send_obj(CH_HELLO, {"refused": str(reason)})
+        for link in links:
+            link.readable(timeout)  # until the party hangs up: it has read the refusal
+        return True
+    except Exception:  # noqa: BLE001
+        return False
+    finally:
+        for link in links:
+            link.close()
 
 
 def run_client_host(h: int, clients: list[ClientData], first: int, noise_keys: list[int | None], config: PartyConfig,
