@@ -10,15 +10,22 @@ The attacker is given only what the server recorded:
   The server knows the score values (in vertical FL it computed them from its
   own features, so a score identifies the sample); each client's message is
   shuffled, which hides nothing about which scores are high.
-* MPC protocol: every buffer the server's process received
-  (:func:`secure_auc.mpc.audit.record_received`).  The attacker
-  (:func:`rank_values_from_received`) reads each buffer as int64 words,
-  discards the shuffled permutations (uniformly random by design), and takes
-  every word that could be a sample's rank (in [0, 2M)) from the buffers whose
-  length matches a client's sample count or M, as that sample's score; the
-  samples with no such value rank below, in random order.  On a correct run
-  this finds nothing and the precision is the base rate; a run that leaks
-  ranks to the server (as a ring reduce does) shows up as a precision above it.
+* MPC protocol: every buffer the server's process received and every value
+  it opened (:func:`secure_auc.mpc.audit.record_received`).  The attacker
+  (:func:`rank_values_from_received`) reads each received buffer as int64
+  words and each opened one as its values, cut into columns of a client's
+  sample count or of M (a buffer of c such columns, in either layout: rows of
+  a table or whole rows one after the other).  A value is *plausible* in a
+  received buffer if it fits 32 bits (a share is a uniformly random 64-bit
+  word; a rank, a sort key or a digit sent in the clear is not), in an opened
+  one if it could be a rank (in [0, 2M)).  For each sample it takes the
+  column that is most telling: a received one before an opened one, then the
+  largest share of plausible values, then the most distinct ones, then the
+  latest; its plausible values are the samples' scores, the samples with
+  none rank below, in random order.  On a correct run every opened
+  permutation and masked value is uniformly random and the precision is the
+  base rate; a run that leaks ranks or keys to the server (a ring reduce,
+  identity shuffles, a host's unmasked keys) shows up as a precision above it.
 
 The evaluation of the guesses (which guessed samples are really positive) is
 done by the harness, which knows the ground truth; the attacker never sees it.
@@ -48,40 +55,60 @@ def top_k_guess_from_scores(per_sample_scores: np.ndarray | None, k: int, total:
     return order[:k]
 
 
-def _is_permutation(v: np.ndarray) -> bool:
-    if v.size == 0 or v.min() < 0 or v.max() >= v.size:
-        return False
-    return bool((np.bincount(v, minlength=v.size) == 1).all())
+MAX_COLUMNS = 64  # the widest table of per-sample values the attacker reads a buffer as
+
+
+def _columns(v: np.ndarray, n: int) -> list[np.ndarray]:
+    """The buffer ``v`` as columns of ``n`` values: whole rows one after the other, and
+    the columns of an (n, c) table."""
+    c = v.size // n
+    out = list(v.reshape(c, n))
+    if c > 1:
+        out += list(v.reshape(n, c).T)
+    return out
 
 
 def rank_values_from_received(received, sizes) -> np.ndarray | None:
-    """Per-sample values an attacker at the server reads off the buffers it received.
+    """Per-sample values an attacker at the server reads off the buffers it received and
+    the values it opened (module docstring).
 
     ``received``: the server's :class:`secure_auc.mpc.audit.Received` records;
     ``sizes``: the clients' public sample counts (samples numbered client by
     client).  Returns an (M,) float array, NaN where nothing was found, or None
     if nothing was found at all."""
+    from ..mpc.audit import OPENINGS
+
     sizes = [int(n) for n in sizes]
     m = sum(sizes)
     offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(int)
+    segments = {m: [0]}
+    for o, n in zip(offsets, sizes):
+        if n != m:
+            segments.setdefault(n, []).append(int(o))
     best = np.full(m, np.nan)
-    found = np.zeros(m, dtype=int)  # plausible values in the buffer chosen for each client's samples
+    priority = np.full(m, -1.0)  # of the column chosen for each sample
     for rec in received:
-        if len(rec.data) % 8:
+        opened = rec.op in OPENINGS
+        if opened:
+            v = np.frombuffer(rec.data, dtype=np.dtype(rec.dtype)).astype(np.int64)
+        elif len(rec.data) % 8 == 0:
+            v = np.frombuffer(rec.data, dtype=np.int64)
+        else:
             continue
-        v = np.frombuffer(rec.data, dtype=np.int64)
-        if _is_permutation(v):
-            continue
-        plausible = (v >= 0) & (v < 2 * m)
-        count = int(plausible.sum())
-        if count == 0:
-            continue
-        segments = [(0, m)] if v.size == m else []
-        segments += [(int(o), n) for o, n in zip(offsets, sizes) if n == v.size and v.size != m]
-        for start, n in segments:
-            if count > found[start : start + n].max():
-                found[start : start + n] = count
-                best[start : start + n] = np.where(plausible, v, np.nan).astype(np.float64)
+        for n, starts in segments.items():
+            if v.size == 0 or v.size % n or v.size // n > MAX_COLUMNS:
+                continue
+            for col in _columns(v, n):
+                plausible = (col >= 0) & (col < 2 * m) if opened else np.abs(col) < 1 << 32
+                share = plausible.mean()
+                if share == 0:
+                    continue
+                distinct = np.unique(col[plausible]).size / n
+                p = (0.0 if opened else 4.0) + 2.0 * share + distinct
+                for start in starts:
+                    if p >= priority[start : start + n].max():  # later columns win ties
+                        priority[start : start + n] = p
+                        best[start : start + n] = np.where(plausible, col, np.nan)
     return best if np.isfinite(best).any() else None
 
 

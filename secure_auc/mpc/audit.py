@@ -23,10 +23,25 @@ can read:
   vector at every party, which is what such a party really holds (the sender
   is then ``None``, "several parties").
 
-``tests/mpc/test_leakage.py`` runs the protocol with this recorder in every
-process (the dealer included) and searches each process's received bytes
-for any fragment of another party's scores, ranks, statistics or noise, in
-several encodings.
+Received bytes are shares, masked values and public parameters; what a party
+*learns* is what it computes from them.  So the recorder also logs every value
+the process obtains by an opening (:data:`.primitives.opening.observers`), as a
+record whose operation is the opening's kind, whose sender is ``None`` and whose
+tag counts the process's openings (0, 1, ...), in the opened tensor's own dtype:
+
+* ``open_all``: every value opened to every party (Beaver-masked values, the
+  radix sort's digits and permutations, the one-bit key width);
+* ``open_to`` / ``open_to_owners``: what the receiving party obtains (the
+  server's aggregate, each client's ranks);
+* ``rank shares``: the ranks a client host adds up from the computing parties'
+  shares (:func:`.primitives.opening.reconstruct`).
+
+``tests/mpc/test_leakage.py`` and ``tests/mpc/test_input_parties.py`` run the
+protocol with this recorder in every process (the dealer and the client hosts
+included), search each process's received bytes and opened values for any
+fragment of another party's scores, keys, ranks, statistics or noise, in every
+encoding they take, and test that the opened permutations and masked values
+are independent of the scores.
 
 :func:`forbid_crypten_randomness` makes any draw from CrypTen's random
 generators (its triple providers, its pseudo-random zero shares; all torch
@@ -40,13 +55,16 @@ from dataclasses import dataclass
 
 from .comm.p2p import AfterWait
 
-__all__ = ["Received", "record_received", "forbid_crypten_randomness", "CryptenRandomnessUsed"]
+__all__ = ["Received", "record_received", "OPENINGS", "forbid_crypten_randomness", "CryptenRandomnessUsed"]
+
+OPENINGS = ("open_all", "open_to", "open_to_owners", "rank shares")  # the operations of opened-value records
 
 
 @dataclass(frozen=True)
 class Received:
-    """One buffer a process received: the operation, the sender's rank (None when
-    several parties contributed to it, as in a reduce), the tag and the raw bytes."""
+    """One buffer a process received, or values it opened: the operation (one of
+    :data:`OPENINGS` for an opening), the sender's rank (None when several parties
+    contributed to it, as in a reduce or an opening), the tag and the raw bytes."""
 
     op: str
     src: int | None
@@ -156,9 +174,17 @@ def record_received(log: list):
     def link_received(peer, channel, data):
         log.append(Received("input link", peer, int(channel), "uint8", data))
 
+    openings = [0]
+
+    def opened(kind, tensor):
+        keep(kind, None, tensor, openings[0])
+        openings[0] += 1
+
     from .comm import inlinks
+    from .primitives import opening
 
     inlinks.observers.append(link_received)
+    opening.observers.append(opened)
     patch("recv", recv_)
     patch("irecv", irecv_)
     patch("broadcast", broadcast_)
@@ -173,6 +199,7 @@ def record_received(log: list):
         for name, fn in saved.items():
             setattr(dist, name, fn)
         inlinks.observers.remove(link_received)
+        opening.observers.remove(opened)
         for op, src, tensor, tag in list(pending.values()):  # never waited for: what the buffer holds now
             keep(op, src, tensor, tag)
         pending.clear()

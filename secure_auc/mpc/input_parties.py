@@ -47,7 +47,7 @@ from .comm.inlinks import Heartbeat, PortBoard, accept_hosts, connect, listen
 from .comm.roster import describe_helpers_rank, describe_host
 from .encoding import encode_keys, is_float32_exact
 from .party import PartyConfig, PartyResult, ProtocolError, agree_public, progress_reporter
-from .primitives.opening import open_to
+from .primitives.opening import open_to, reconstruct
 from .primitives.outside import HostSharing, OutsideShares, correction_party
 from .ranks import DIGIT_BITS, key_digits, limbs_from_shared_bits, radix_midranks_shared, secure_midranks
 from .sort import RadixSort
@@ -339,10 +339,7 @@ def _host(h, clients, first, noise_keys, config, links, keep_ranks) -> HostResul
         t.join()
     if errors:
         raise errors[0]
-    twice = parts[0].copy()
-    for part in parts[1:]:
-        twice += part  # wraps mod 2^32
-    twice = twice.astype(np.int64)
+    twice = reconstruct(parts).astype(np.int64)  # int32 shares: wraps mod 2^32
 
     width = 2 * len(config.mechanisms)
     stats = np.zeros(width, dtype=np.int64)

@@ -1,9 +1,10 @@
 """The helpers layout: clients as input parties of 2 or 3 computing parties.
 
 Exactness against sklearn and the plain protocol, what every process receives
-(computing parties, dealer, client hosts; the same searches as
-``test_leakage.py``, with each client in its own host), and faults: a client
-host or helper that dies, a client that never connects.
+and opens (computing parties, dealer, client hosts; the same checks as
+``test_leakage.py``, with each client in its own host, and their canaries: a
+host that sends its statistics or keys unmasked, identity shuffles), and
+faults: a client host or helper that dies, a client that never connects.
 """
 
 import os
@@ -23,7 +24,7 @@ from secure_auc.mpc.party import PartyConfig
 from secure_auc.protocol import Client, Server
 from secure_auc.protocol.plain import run_plain
 
-from .test_leakage import _found, client_secrets, mechanisms_for, recognisable_clients
+from .test_leakage import _opened_values, client_secrets, dependence, leaks, mechanisms_for, recognisable_clients, true_ranks
 
 SEED = 5
 
@@ -78,36 +79,44 @@ def test_helpers_layout_is_exact(sizes, w, hosts, sort):
         assert done[h]["bytes"] < 4096 + 2000 * sum(len(x) for x in done[h]["ranks"])
 
 
-def _owner_leaks(received, secrets_by_client, aggregate, owner):
-    """(receiver, whose secret) pairs where a fragment was found; ``owner(k)`` is the
-    process allowed to hold client k's secrets."""
-    found = []
-    for who, records in received.items():
-        for k, pats in enumerate(secrets_by_client):
-            if who == owner(k):
-                continue
-            hits = _found(records, pats)
-            if hits:
-                found.append(f"process {who} received {len(hits)} fragment(s) of client {k}'s secrets")
-        if who != 0 and _found(records, aggregate):
-            found.append(f"process {who} received the server's aggregate")
-    return found
+def _host_of(i):
+    return -(i + 1)  # one client per host
 
 
-@pytest.mark.parametrize("sizes, w", [([1, 2, 120], 3), ([90, 1], 2)])
-def test_no_process_receives_another_partys_secrets(sizes, w):
-    clients = recognisable_clients(sizes, seed=len(sizes) + w)
+def _secrecy_run(sizes, w, *, computing_job=None, host_job=None, monkeypatch=None, seed=None):
+    from secure_auc.mpc import input_parties
+
+    clients = recognisable_clients(sizes, seed=len(sizes) + w if seed is None else seed)
     k = len(clients)
     mechanisms = mechanisms_for(k)
     keys = [client_key(SEED, i) for i in range(k)]
     config = PartyConfig(mechanisms=mechanisms, clients=k, progress=False, computing=w)
+    if computing_job is not None:
+        monkeypatch.setattr(input_parties, "computing_job", computing_job)
+    if host_job is not None:
+        monkeypatch.setattr(input_parties, "host_job", host_job)
     received: dict = {}
     done = launch_local(clients, config, timeout=60, noise_keys=keys, hosts=k, received=received)
+    return clients, mechanisms, keys, done, received
+
+
+@pytest.mark.parametrize("sizes, w", [([1, 2, 120], 3), ([90, 1], 2)])
+def test_no_process_learns_another_partys_secrets(sizes, w):
+    clients, mechanisms, keys, done, received = _secrecy_run(sizes, w)
+    k = len(clients)
     assert sorted(received) == sorted([-(i + 1) for i in range(k)] + list(range(w + 1)))  # hosts, parties, dealer
     assert all(any(r.op == "input link" for r in received[h]) for h in list(range(w)) + [-(i + 1) for i in range(k)])
+    # each host reconstructed its own client's ranks, and no computing party opened any
+    offsets = np.cumsum([0] + sizes)
+    for i in range(k):
+        (mine,) = [x for x in received[_host_of(i)] if x.op == "rank shares"]
+        assert np.array_equal(_opened_values(mine), 2 * true_ranks(clients)[offsets[i] : offsets[i + 1]])
+    assert not any(x.op in ("rank shares", "open_to_owners") for p in range(w + 1) for x in received[p])
     secrets_by_client, aggregate, aggregates = client_secrets(clients, mechanisms, keys)
     assert done[0].aggregates == aggregates
-    assert _owner_leaks(received, secrets_by_client, aggregate, owner=lambda i: -(i + 1)) == []
+    assert leaks(received, secrets_by_client, aggregate, owner=_host_of) == []
+    found, tested = dependence(received, clients, list(range(w)))
+    assert found == [] and tested > 0
 
 
 def _unmasked_statistics_host_job(*args, **kwargs):
@@ -124,22 +133,33 @@ def _unmasked_statistics_host_job(*args, **kwargs):
     return ip.host_job(*args, **kwargs)
 
 
-def test_the_search_catches_a_host_that_does_not_mask(monkeypatch):
-    """Canary: the same search, on what the input links deliver, finds statistics a host
-    sends unmasked (each host's corrections go to party h mod w: host 0's to the server)."""
-    from secure_auc.mpc import input_parties
+@pytest.mark.parametrize("canary", ["statistics", "keys"])
+def test_the_search_catches_a_host_that_does_not_mask(monkeypatch, canary):
+    """Canary: the same search, on what the input links deliver, finds statistics or keys
+    a host sends unmasked (each host's corrections go to party h mod w: host 0's to the
+    server)."""
+    from .canaries import unmasked_keys_host_job
 
-    clients = recognisable_clients([200, 2], seed=9)  # statistics large enough to be recognisable
-    keys = [client_key(SEED, i) for i in range(2)]
-    mechanisms = mechanisms_for(2)
-    config = PartyConfig(mechanisms=mechanisms, clients=2, progress=False, computing=2)
-    received: dict = {}
-    monkeypatch.setattr(input_parties, "host_job", _unmasked_statistics_host_job)
-    launch_local(clients, config, timeout=60, noise_keys=keys, hosts=2, received=received)
+    job = {"statistics": _unmasked_statistics_host_job, "keys": unmasked_keys_host_job}[canary]
+    # statistics large enough to be recognisable
+    clients, mechanisms, keys, _, received = _secrecy_run([200, 2], 2, host_job=job, monkeypatch=monkeypatch, seed=9)
     secrets_by_client, aggregate, _ = client_secrets(clients, mechanisms, keys)
-    found = _owner_leaks(received, secrets_by_client, aggregate, owner=lambda i: -(i + 1))
-    assert "process 0 received" in " ".join(found) and "client 0's secrets" in " ".join(found), found
+    found = leaks(received, secrets_by_client, aggregate, owner=_host_of)
+    assert any(f.startswith("process 0 holds") and "client 0's" in f for f in found), found
     assert not any("client 1's" in f and f.startswith("process 0") for f in found), found  # host 1's go to party 1
+
+
+def test_the_checks_catch_identity_shuffles_among_helpers(monkeypatch):
+    """Canary: with the radix sort's shuffles the identity, the computing parties open every
+    row's rank: the opened values hold the clients' ranks and depend on the scores."""
+    from .canaries import identity_shuffle_computing_job
+
+    clients, mechanisms, keys, _, received = _secrecy_run([90, 1], 2, computing_job=identity_shuffle_computing_job,
+                                                          monkeypatch=monkeypatch)
+    secrets_by_client, aggregate, _ = client_secrets(clients, mechanisms, keys)
+    found = leaks(received, secrets_by_client, aggregate, owner=_host_of)
+    assert any(f.startswith("process 0 holds") and "client 0's" in f for f in found), found
+    assert dependence(received, clients, [0, 1])[0] != []
 
 
 # ----------------------------------------------------------------- faults

@@ -1,48 +1,65 @@
-"""What each party process actually receives in the MPC protocol.
+"""What each party process receives and learns in the MPC protocol.
 
 Every process (server, clients, dealer) records every buffer it receives at
-the ``torch.distributed`` layer (:func:`secure_auc.mpc.audit.record_received`).
-The data are chosen so that a leak is recognisable: distinct scores, the
-one- and two-sample clients holding the highest scores (their doubled ranks,
->= M, cannot be mistaken for an opened permutation's entries).  For every
-client we then search the bytes every *other* process received for any
-fragment of that client's secrets -- three consecutive values of its scores
-or ranks (the whole vector for clients with fewer samples), or any single one
-of its statistics, noise values or noise key -- in several encodings (int64,
-int32, float64, float32, 16-bit fixed point, the encoded sort keys), and the
-server's aggregate in every process but the server.
+the ``torch.distributed`` layer and every value it obtains by an opening
+(:func:`secure_auc.mpc.audit.record_received`).  The data are chosen so that a
+leak is recognisable: distinct scores, the one- and two-sample clients holding
+the highest scores (their doubled ranks, >= M, cannot be mistaken for an
+opened permutation's entries).  For every client we then search what every
+*other* process received and opened for any form of that client's secrets
+(:func:`client_secrets`):
 
-The canary tests put the old leaks back (CrypTen's ``get_plain_text(dst)``
-as the opening to one party, CrypTen's own randomness, a seed shared with the
-server, a broadcast float32 bit) and check that the same searches catch them.
+* its scores (float64, float32, 16-bit fixed point), its sort keys (one limb,
+  two limbs, each limb alone), its ranks (0- and 1-based, doubled, fixed
+  point, as floats), as int64 or int32 words and packed in 2 or 3 bytes as the
+  low-bits openings send them: in received bytes, a few consecutive values
+  (the whole vector for clients with fewer samples); in opened values, enough
+  consecutive values that chance cannot explain a match;
+* any single one of its statistics, noise values or noise key, and the
+  server's aggregate in every process but the server.
+
+Independently of any encoding, :func:`dependence` tests that every value
+opened to every party is independent of the scores (rank correlation of each
+opened vector with the true ranks at chance level over the whole run).
+
+The canary tests put leaks in (:mod:`.canaries`: identity shuffles, the ranks
+opened to every party; CrypTen's ``get_plain_text(dst)`` as the opening to one
+party; CrypTen's own randomness, a seed shared with the server, a broadcast
+float32 bit) and check that the same checks catch them.
 """
 
 import pickle
 import struct
+from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
-from scipy.stats import rankdata
+from scipy.stats import chi2, norm, rankdata, spearmanr
 
 from secure_auc.data import ClientData
 from secure_auc.dp import NoNoise, RandomizedResponse, StatisticsMechanism
 from secure_auc.dp.distributed import DistributedNoise
 from secure_auc.dp.rng import ClientRngs, client_key, client_rngs
-from secure_auc.mpc.encoding import encode_keys
+from secure_auc.mpc.audit import OPENINGS
+from secure_auc.mpc.encoding import encode_keys, is_float32_exact
 from secure_auc.mpc.launch import MPCError, launch_local, spawn_parties
 from secure_auc.mpc.party import PartyConfig, run_party
+from secure_auc.mpc.sort import RadixSort
 from secure_auc.protocol import Client, ScoresMessage, Server
 from secure_auc.protocol.messages import FRACTION_BITS
 
 SEED = 11
 
 
-def recognisable_clients(sizes, seed=0):
-    """Distinct float32 scores; the clients with one or two samples get the highest ones."""
+def recognisable_clients(sizes, seed=0, float64=False):
+    """Distinct scores (float32, or float64 ones that need two key limbs); the clients
+    with one or two samples get the highest ones."""
     rng = np.random.default_rng(seed)
     m = sum(sizes)
     scores = np.sort(rng.choice(np.arange(1, 1 << 20), size=m, replace=False) / (1 << 20)).astype(np.float32)
     scores = scores.astype(np.float64)[::-1]  # descending
+    if float64:
+        scores = scores + rng.random(m) * 2.0**-22  # still distinct and in the same order, not float32
     order = sorted(range(len(sizes)), key=lambda k: sizes[k])  # smallest clients first
     out, start = [None] * len(sizes), 0
     for k in order:
@@ -59,31 +76,93 @@ def mechanisms_for(k):
             DistributedNoise(1.0, k, honest_fraction=0.5))
 
 
+# ----------------------------------------------------------------- what a secret looks like
+
+
+@dataclass
+class Secret:
+    """One party's secrets in every form they take.
+
+    ``patterns``: byte patterns (-> alignment in bytes, 1 = any offset) searched in the
+    bytes a process received; ``vectors``: integer vectors (int64) whose windows of
+    consecutive values are searched in the values a process opened; ``scalars``: single
+    integers searched in opened values too."""
+
+    patterns: dict = field(default_factory=dict)
+    vectors: list = field(default_factory=list)
+    scalars: list = field(default_factory=list)
+    _heads: dict = field(default_factory=dict, repr=False)
+    _windows: dict = field(default_factory=dict, repr=False)
+
+    def search(self, data: bytes, aligned: bool) -> set[bytes]:
+        """The patterns present in ``data`` (each at an offset that is a multiple of its
+        alignment if ``aligned``, else at any offset): the first 8 bytes of each are looked
+        up among the 8-byte words at every offset."""
+        hits = set()
+        for o in range(8):
+            if (aligned, o) not in self._heads:
+                heads: dict = {}
+                for p, align in self.patterns.items():
+                    if not aligned or o % align == 0:
+                        heads.setdefault(p[:8], []).append(p)
+                self._heads[aligned, o] = heads, np.sort(np.frombuffer(b"".join(heads), dtype="<u8"))
+            heads, keys = self._heads[aligned, o]
+            if len(data) - o < 8 or not heads:
+                continue
+            words = np.frombuffer(data, dtype="<u8", count=(len(data) - o) // 8, offset=o)
+            for i in np.flatnonzero(np.isin(words, keys)).tolist():
+                start = o + 8 * i
+                hits |= {p for p in heads[data[start : start + 8]] if data.startswith(p, start)}
+        return hits
+
+    def windows(self, length: int) -> set[bytes]:
+        """Every window of ``length`` consecutive values of the vectors (int64 bytes)."""
+        if length not in self._windows:
+            out = set()
+            for v in self.vectors:
+                if len(v) >= length:
+                    out |= _windows(np.ascontiguousarray(v, dtype="<i8").tobytes(), 8, length)
+            if length == 1:
+                out |= {struct.pack("<q", x) for x in self.scalars}
+            self._windows[length] = out
+        return self._windows[length]
+
+
+def _packed(values: np.ndarray, nbytes: int) -> np.ndarray:
+    """The low ``nbytes`` bytes of each value, as the low-bits openings put shares on the wire."""
+    return np.ascontiguousarray(values, dtype="<i8").view(np.uint8).reshape(-1, 8)[:, :nbytes]
+
+
 def _vector_patterns(values: np.ndarray, kinds) -> dict[bytes, int]:
-    """Byte patterns (-> item size) of every window of 3 consecutive values (or the whole
-    vector if shorter)."""
+    """Byte patterns (-> alignment) of every window of consecutive values: 3 of 4 bytes or
+    more (aligned to the item), 4 packed 3-byte or 6 packed 2-byte words (any offset);
+    the whole vector if shorter.  Windows of one repeated value, and patterns of fewer
+    than 8 bytes or of fewer than 3 distinct bytes, and vectors of one or two small numbers
+    (below 2^16: a public size or counter may equal them), are left out."""
     pats = {}
     n = len(values)
-    w = min(3, n)
     for kind in kinds:
-        if kind == "int64":
-            enc = np.asarray(values, dtype=np.int64)
-        elif kind == "int32":
-            enc = np.asarray(values, dtype=np.int64).astype(np.int32)
-        elif kind == "float64":
-            enc = np.asarray(values, dtype=np.float64)
-        elif kind == "float32":
-            enc = np.asarray(values, dtype=np.float32)
-        elif kind == "fixed16":
-            enc = np.round(np.asarray(values, dtype=np.float64) * (1 << 16)).astype(np.int64)
+        if kind in ("packed3", "packed2"):
+            size = int(kind[-1])
+            enc, align, w = _packed(np.asarray(values, dtype=np.int64), size), 1, 12 // size
         else:
-            raise ValueError(kind)
-        if enc.itemsize * w < 8:  # a 4-byte pattern could match random bytes by chance
+            enc = {"int64": lambda v: np.asarray(v, dtype=np.int64),
+                   "int32": lambda v: np.asarray(v, dtype=np.int64).astype(np.int32),
+                   "float64": lambda v: np.asarray(v, dtype=np.float64),
+                   "float32": lambda v: np.asarray(v, dtype=np.float32),
+                   "fixed16": lambda v: np.round(np.asarray(v, dtype=np.float64) * (1 << 16)).astype(np.int64),
+                   }[kind](values)
+            size = align = enc.itemsize
+            w = 3
+        w = min(w, n)
+        raw = np.ascontiguousarray(enc).tobytes()
+        if size * w < (12 if align == 1 else 8):
             continue
-        raw = enc.tobytes()
-        size = enc.itemsize
+        small = w < 3 and bool((np.abs(np.asarray(values, dtype=np.float64)) < 1 << 16).all())
         for i in range(n - w + 1):
-            pats[raw[i * size : (i + w) * size]] = size
+            p = raw[i * size : (i + w) * size]
+            if len(set(p)) >= 3 and not small:  # zeros, one repeated value, a size or counter could match
+                pats[p] = align
     return pats
 
 
@@ -92,13 +171,36 @@ def _scalar_patterns(values) -> dict[bytes, int]:
     return {struct.pack("<q", int(v)): 8 for v in values if abs(int(v)) >= 1 << 16}
 
 
+def true_ranks(clients) -> np.ndarray:
+    """0-based mid-ranks of every row, clients in order (the protocol's input order)."""
+    return rankdata(np.concatenate([c.scores for c in clients])) - 1
+
+
+def _encodings(scores: np.ndarray, ranks: np.ndarray) -> tuple[dict, list]:
+    """Every form a client's scores and ranks take: byte patterns and integer vectors."""
+    f32 = is_float32_exact(scores)
+    keys = [encode_keys(scores, 1)[:, 0]] if f32 else []
+    two = encode_keys(scores, 2)
+    keys += [two[:, 0], two[:, 1], two.reshape(-1)]  # the limbs alone and as (hi, lo) rows
+    ints = [np.floor(ranks), np.floor(ranks) + 1, 2 * ranks, np.round(ranks * (1 << 16)),
+            np.round(scores * (1 << 16))] + keys
+    ints = [np.asarray(v, dtype=np.int64) for v in ints]
+    pats = {}
+    pats |= _vector_patterns(scores, ("float64", "float32", "fixed16"))
+    pats |= _vector_patterns(ranks, ("float64", "float32", "fixed16"))
+    pats |= _vector_patterns(ranks + 1, ("float64", "float32"))
+    for v in ints:
+        pats |= _vector_patterns(v, ("int64", "int32", "packed3", "packed2"))
+    for v in keys[:-1]:  # each key alone too: a host's rows interleave keys and digits
+        pats |= {p: a for p, a in _scalar_patterns(v).items() if len(set(p)) >= 3}
+    floats = [scores.view(np.int64)] + ([scores.astype(np.float32).view(np.int32).astype(np.int64)] if f32 else [])
+    return pats, ints + floats
+
+
 def client_secrets(clients, mechanisms, keys):
-    """Per client: every byte pattern that must never reach another process."""
-    m = sum(len(c) for c in clients)
-    all_scores = np.concatenate([c.scores for c in clients])
-    twice = (2 * (rankdata(all_scores) - 1)).astype(np.int64)
-    secrets_by_client, offset = [], 0
-    exact = {}
+    """Per client, every form of its secrets that must never reach another process
+    (a :class:`Secret`); the server's aggregate (a :class:`Secret`); the aggregates."""
+    ranks = true_ranks(clients)
     roles_by_mech = []
     for mech in (NoNoise(),) + tuple(mechanisms):
         roles = [Client(k, c, mech, ClientRngs.from_key(keys[k])) for k, c in enumerate(clients)]
@@ -107,15 +209,11 @@ def client_secrets(clients, mechanisms, keys):
         roles_by_mech.append([r.statistics_message() for r in roles])
     exact = roles_by_mech[0]
     aggregates = [Server.aggregate(msgs) for msgs in roles_by_mech[1:]]
+    secrets_by_client, offset = [], 0
     for k, c in enumerate(clients):
         n = len(c)
-        tw = twice[offset : offset + n]
+        pats, vectors = _encodings(np.asarray(c.scores, dtype=np.float64), ranks[offset : offset + n])
         offset += n
-        pats = {}
-        pats |= _vector_patterns(c.scores, ("float64", "float32", "fixed16"))
-        pats |= _vector_patterns(encode_keys(c.scores, 1)[:, 0], ("int64", "int32"))
-        pats |= _vector_patterns(tw, ("int64", "int32", "float64", "fixed16"))
-        pats |= _vector_patterns(tw / 2.0, ("float64", "fixed16"))
         stats = []
         for mech_msgs, mech in zip(roles_by_mech[1:], mechanisms):
             msg = mech_msgs[k]
@@ -124,87 +222,162 @@ def client_secrets(clients, mechanisms, keys):
                 stats += [msg.local_sum_fixed - exact[k].local_sum_fixed, msg.local_p_fixed - exact[k].local_p_fixed]
         stats += [exact[k].local_sum_fixed, exact[k].local_p_fixed]
         pats |= _scalar_patterns(stats)
-        pats[int(keys[k]).to_bytes(16, "little")] = 8
-        secrets_by_client.append(pats)
-    aggregate = _scalar_patterns([v for a in aggregates for v in (a.global_sum_fixed, a.positives_fixed)])
-    assert m > 0
+        pats[int(keys[k]).to_bytes(16, "little")] = 1
+        scalars = [int(v) for v in stats if abs(int(v)) >= 1 << 16]
+        secrets_by_client.append(Secret(pats, vectors, scalars))
+    values = [v for a in aggregates for v in (a.global_sum_fixed, a.positives_fixed)]
+    aggregate = Secret(_scalar_patterns(values), [], [int(v) for v in values if abs(int(v)) >= 1 << 16])
     return secrets_by_client, aggregate, aggregates
+
+
+# ----------------------------------------------------------------- searching a process's record
 
 
 def _windows(data: bytes, item: int, count: int) -> set[bytes]:
     return {data[i : i + item * count] for i in range(0, len(data) - item * count + 1, item)}
 
 
-_ITEM = {"int64": 8, "float64": 8, "int32": 4, "float32": 4}
+_ITEM = {"int64": 8, "float64": 8, "int32": 4, "float32": 4, "uint8": 1, "int8": 1}
 
 
-def _found(records, pats: dict[bytes, int]) -> set[bytes]:
-    """The patterns (bytes -> item size) present in the records.  A numeric buffer is
-    read as its own dtype: a pattern of that item size is looked for at every offset
-    that is a multiple of it (so int64 patterns in int64 buffers, float32 and int32
-    patterns in 4-byte buffers).  Byte buffers (pickled objects) are searched for every
-    pattern at every offset."""
+def _opened_values(r) -> np.ndarray:
+    return np.frombuffer(r.data, dtype=np.dtype(r.dtype)).astype(np.int64)
+
+
+def _opened_hits(values: np.ndarray, secret: Secret) -> set[bytes]:
+    """Windows of a secret's integer vectors found among consecutive opened values.  The
+    window is long enough that chance cannot explain a match: L values with L x (the
+    bits the opened values span) >= 64."""
+    if values.size == 0:
+        return set()
+    bits = max(1, int(np.abs(values).max()).bit_length())
+    length = -(-64 // bits)
+    return _windows(values.astype("<i8").tobytes(), 8, length) & secret.windows(length)
+
+
+_SEPARATOR = bytes(range(0xA0, 0xB0))  # between records (each padded to whole words): no pattern spans it
+
+
+def _joined(records) -> bytes:
+    return b"".join(r.data + bytes(-len(r.data) % 8) + _SEPARATOR for r in records)
+
+
+def _found(records, secret: Secret) -> set[bytes]:
+    """The forms of ``secret`` present in the records.  Received buffers: byte patterns, in
+    numeric buffers at the offsets their alignment allows, in byte buffers (pickled
+    objects, input-link messages, sealed frames) at every offset.  Opened values
+    (:data:`secure_auc.mpc.audit.OPENINGS`): windows of the secret's integer vectors
+    (:func:`_opened_hits`)."""
     hits = set()
+    received = [r for r in records if r.op not in OPENINGS]
+    hits |= secret.search(_joined(r for r in received if _ITEM.get(r.dtype, 1) > 1), aligned=True)
+    hits |= secret.search(_joined(r for r in received if _ITEM.get(r.dtype, 1) == 1), aligned=False)
     for r in records:
-        if r.dtype in ("int8", "uint8"):
-            hits |= {p for p in pats if p in r.data}
-            continue
-        item = _ITEM.get(r.dtype)
-        group = {p for p, size in pats.items() if size == item}
-        for length in {len(p) for p in group}:
-            hits |= group & _windows(r.data, item, length // item)
+        if r.op in OPENINGS:
+            hits |= _opened_hits(_opened_values(r), secret)
     return hits
 
 
-def leaks(received: dict, secrets_by_client, aggregate, server=0) -> list[str]:
-    """Every (receiver, whose secret) pair where a fragment was found."""
+def leaks(received: dict, secrets_by_client, aggregate, owner=lambda k: k + 1, server=0) -> list[str]:
+    """Every (process, whose secret) pair where a form of the secret was found in what
+    the process received or opened; ``owner(k)`` is the process allowed to hold client
+    k's secrets."""
     found = []
-    for rank, records in received.items():
-        for k, pats in enumerate(secrets_by_client):
-            if rank == k + 1:
+    for who, records in received.items():
+        for k, secret in enumerate(secrets_by_client):
+            if who == owner(k):
                 continue  # a client may hold its own secrets
-            hits = _found(records, pats)
+            hits = _found(records, secret)
             if hits:
-                found.append(f"rank {rank} received {len(hits)} fragment(s) of client {k}'s secrets")
-        if rank != server:
+                found.append(f"process {who} holds {len(hits)} form(s) of client {k}'s secrets")
+        if who != server:
             hits = _found(records, aggregate)
             if hits:
-                found.append(f"rank {rank} received {len(hits)} value(s) of the server's aggregate")
+                found.append(f"process {who} holds {len(hits)} value(s) of the server's aggregate")
     return found
 
 
-def _run(sizes, sort, job=None):
-    clients = recognisable_clients(sizes, seed=len(sizes))
+def dependence(received: dict, clients, parties) -> tuple[list[str], int]:
+    """What says that an opened value depends on the scores.  Every value opened to every
+    party must be the same at every computing party (``parties``); each opened vector of M
+    values (each row of M of a longer one) is compared, by Spearman's rank correlation
+    rho, with the rows' true ranks and with the position: z = rho sqrt(M - 1) is about
+    N(0, 1) for a vector independent of them.  Reported: any |z| beyond the 10^-6
+    Bonferroni bound of the whole run, and a sum of z^2 (ranks) whose chi^2 p-value is
+    below 10^-6.  Returns the findings and the number of vectors tested."""
+    ranks = true_ranks(clients)
+    m = len(ranks)
+    found = []
+    opened = {p: [r for r in received[p] if r.op == "open_all"] for p in parties}
+    first = opened[parties[0]]
+    for p in parties[1:]:
+        if [(r.dtype, r.data) for r in opened[p]] != [(r.dtype, r.data) for r in first]:
+            found.append(f"party {p} opened other values than party {parties[0]}")
+    zs = []  # (opening, row, z against the ranks, z against the position)
+    for r in first:
+        v = _opened_values(r)
+        if v.size == 0 or v.size % m:
+            continue
+        for i, row in enumerate(v.reshape(-1, m)):
+            if np.ptp(row) == 0:
+                continue
+            z = [spearmanr(row, ref).statistic * np.sqrt(m - 1) for ref in (ranks, np.arange(m))]
+            zs.append((r.tag, i, *z))
+    if not zs:
+        return found, 0
+    bound = norm.isf(1e-6 / (4 * len(zs)))
+    for tag, i, z_rank, z_pos in zs:
+        if max(abs(z_rank), abs(z_pos)) > bound:
+            found.append(f"opening {tag} row {i}: rank correlation z = {z_rank:.1f} with the ranks, "
+                         f"{z_pos:.1f} with the position (bound {bound:.1f})")
+    total = sum(z[2] ** 2 for z in zs)
+    if chi2.sf(total, len(zs)) < 1e-6:
+        found.append(f"the opened vectors' correlations with the ranks: chi^2 = {total:.0f} on {len(zs)} d.f.")
+    return found, len(zs)
+
+
+def _run(sizes, sort, job=None, *, float64=False, insecure=False):
+    clients = recognisable_clients(sizes, seed=len(sizes), float64=float64)
     mechanisms = mechanisms_for(len(clients))
     keys = [client_key(SEED, k) for k in range(len(clients))]
     config = PartyConfig(mechanisms=mechanisms, clients=len(clients), provider="ttp", sort=sort, progress=False)
     received: dict = {}
     if job is None:
         results = launch_local(clients, config, timeout=60, noise_keys=keys, received=received)
-    else:
+    else:  # with ``insecure``, the old transport too: plain gloo, where a reduce is possible
         per_rank = {0: (config, None)} | {r: (config, clients[r - 1], keys[r - 1]) for r in range(1, len(clients) + 1)}
-        # the old transport too: plain gloo, where a reduce is possible
         results = spawn_parties(job, per_rank, len(clients) + 1, provider="ttp", timeout=60, received=received,
-                                insecure_links=True)
+                                insecure_links=insecure)
     return clients, mechanisms, keys, results, received
 
 
-@pytest.mark.parametrize("sizes, sort", [
-    ([1, 2, 300], "radix"),  # 3 clients, one- and two-sample clients
-    ([200, 1], "network"),  # 2 clients, the bitonic network
-    ([60, 2, 9, 250], "radix"),  # 4 clients
+@pytest.mark.parametrize("sizes, sort, float64", [
+    ([1, 2, 300], "radix", False),  # 3 clients, one- and two-sample clients
+    ([200, 1], "network", False),  # 2 clients, the bitonic network
+    ([60, 2, 9, 250], "radix", False),  # 4 clients
+    ([2, 150], "radix", True),  # float64 scores: keys in two limbs
 ])
-def test_no_process_receives_another_partys_secrets(sizes, sort):
-    clients, mechanisms, keys, results, received = _run(sizes, sort)
+def test_no_process_learns_another_partys_secrets(sizes, sort, float64):
+    clients, mechanisms, keys, results, received = _run(sizes, sort, float64=float64)
     world = len(clients) + 2  # server, clients, dealer
     assert sorted(received) == list(range(world))
     assert all(len(received[r]) > 0 for r in received)
     # the record is complete: every frame that reached a process was taken by a recorded receive
     assert [(r, x.src, x.tag) for r in received for x in received[r] if x.op == "unclaimed frame"] == []
+    # every client opened its own ranks, and only those
+    for k, c in enumerate(clients):
+        mine = [x for x in received[k + 1] if x.op == "open_to_owners"]
+        assert len(mine) == 1 and np.array_equal(_opened_values(mine[0]), 2 * true_ranks(clients)[
+            sum(len(x) for x in clients[:k]) :][: len(c)])
+    assert not any(x.op == "open_to_owners" for x in received[0] + received[world - 1])
     secrets_by_client, aggregate, aggregates = client_secrets(clients, mechanisms, keys)
     # the run is the one the secrets were computed for: the server opened exactly these aggregates
     assert results[0].aggregates == aggregates
     assert leaks(received, secrets_by_client, aggregate) == []
+    found, tested = dependence(received, clients, list(range(len(clients) + 1)))
+    assert found == []
+    if sort == "radix":  # every round's permutation and masked digits were tested
+        assert tested >= 4 * RadixSort().rounds(32 * (2 if float64 else 1))
 
 
 def test_clients_never_broadcast_anything_but_public_parameters():
@@ -268,11 +441,23 @@ def _reduce_opening_job(rank, config, data, noise_key=None):
     return run_party(rank, config, data, noise_key)
 
 
-def test_the_search_catches_the_old_reduce_opening():
-    clients, mechanisms, keys, results, received = _run([40, 1, 25], "radix", job=_reduce_opening_job)
+@pytest.mark.parametrize("canary", ["identity shuffles", "ranks opened to every party", "reduce opening"])
+def test_the_secrecy_checks_catch_each_canary(canary):
+    """Each canary (:mod:`.canaries`) makes the checks of
+    :func:`test_no_process_learns_another_partys_secrets` fail: the server holds the
+    clients' ranks, and the opened values depend on the scores."""
+    from .canaries import identity_shuffle_job, ranks_to_everyone_job
+
+    job = {"identity shuffles": identity_shuffle_job, "ranks opened to every party": ranks_to_everyone_job,
+           "reduce opening": _reduce_opening_job}[canary]
+    clients, mechanisms, keys, results, received = _run([120, 1, 50], "radix", job=job,
+                                                        insecure=canary == "reduce opening")
     secrets_by_client, aggregate, _ = client_secrets(clients, mechanisms, keys)
     found = leaks(received, secrets_by_client, aggregate)
-    assert any("rank 0 received" in f for f in found), found  # the server holds clients' ranks
+    assert any(f.startswith("process 0 holds") for f in found), found
+    dependent, _ = dependence(received, clients, list(range(len(clients) + 1)))
+    if canary != "reduce opening":  # that one opens nothing to every party
+        assert dependent != [], dependent
 
 
 def _cryptensor_job(rank):

@@ -125,3 +125,42 @@ def test_low_byte_codec_round_trips_any_length_and_stride(nbytes, ordered, monke
             assert w.dtype == (torch.int32 if nbytes == 4 else torch.uint8) and w.numel() * w.element_size() == n * nbytes
             np.testing.assert_array_equal(codec.summed(w).numpy().astype(np.int64) & mask,
                                           x.numpy().astype(np.int64) & mask)
+
+
+def _recorded_openings_job(rank):
+    import torch
+
+    from secure_auc.mpc.audit import OPENINGS, record_received
+    from secure_auc.mpc.comm import backend
+    from secure_auc.mpc.primitives.opening import open_all, open_to, open_to_owners, reconstruct
+
+    world = backend.world_size()
+    plain, _ = values(6)
+    mine = [torch.from_numpy(s) for s in shares_of(6, world)[rank]]
+    log: list = []
+    with record_received(log):
+        open_all(mine[1:2])
+        open_all(mine[1:2], bits=9)
+        open_to(mine[1], world - 1)
+        open_to_owners(mine[1], [2, 4], [0, world - 1])
+        reconstruct([s[1] for s in shares_of(6, world)])
+    return [(r.op, r.src, r.tag, r.dtype, r.data) for r in log if r.op in OPENINGS]
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_the_audit_records_every_value_a_party_opens(world):
+    """Every opened value reaches the record of exactly the parties that obtain it, with
+    its kind, in order, in its own dtype: the secrecy tests search what parties learn."""
+    x = values(6)[0][1]  # the int32 values
+    results = run_parties(world, _recorded_openings_job)
+    last = world - 1
+    for rank, got in enumerate(results):
+        want = [("open_all", x), ("open_all", (x.astype(np.int64) % 512).astype(np.int32))]
+        want += [("open_to", x)] if rank == last else []
+        want += [("open_to_owners", x[:2])] if rank == 0 else []
+        want += [("open_to_owners", x[2:])] if rank == last else []
+        want += [("rank shares", x)]
+        assert [(op, src, tag) for op, src, tag, _, _ in got] == [(op, None, i) for i, (op, _) in enumerate(want)]
+        for (_, _, _, dtype, data), (_, v) in zip(got, want):
+            assert dtype == "int32"
+            np.testing.assert_array_equal(np.frombuffer(data, dtype=np.int32), v)

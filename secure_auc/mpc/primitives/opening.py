@@ -24,6 +24,13 @@ The :math:`w` computing parties hold :math:`x = x_0 + \dots + x_{w-1} \pmod{2^{6
   :math:`(w - 1) n` (a third fewer among 3), in two message rounds instead of
   one.  What a party receives is a subset of what the ``all_gather`` gives it
   (some of the other parties' shares) plus the opened values.
+* :func:`reconstruct` — an input party that does not compute adds the shares
+  every computing party sent it (its rows' ranks, in the helpers layout).
+
+Every value a party obtains by one of these is told to the callables in
+:data:`observers` (:func:`secure_auc.mpc.audit.record_received` records it),
+so the secrecy tests see what each party *learns*, not only the shares it
+receives.
 """
 
 from __future__ import annotations
@@ -37,19 +44,27 @@ import torch
 from ..comm import backend, p2p
 from .words import add_into, pack, unpack, words_for
 
-__all__ = ["open_to", "open_to_owners", "open_to_all", "open_all", "SCATTER_MIN_BYTES"]
+__all__ = ["open_to", "open_to_owners", "open_to_all", "open_all", "reconstruct", "observers", "SCATTER_MIN_BYTES"]
 
 SCATTER_MIN_BYTES = 1 << 20  # openings from this size on (among 3 or more parties) go by reduce-scatter
+
+observers: list = []  # callables (kind, opened tensor) told of every value this party obtains (the audit)
+
+
+def _tell(kind: str, opened) -> None:
+    for observe in observers:
+        for t in opened:
+            observe(kind, t)
 
 
 def open_to(share: torch.Tensor, dst: int) -> torch.Tensor | None:
     """Open ``x`` (this party's int64 share ``share``) to party ``dst`` only.
 
     Returns :math:`x` at ``dst`` and None elsewhere."""
-    return open_to_owners(share.reshape(-1), [share.numel()], [dst], shape=share.shape)
+    return open_to_owners(share.reshape(-1), [share.numel()], [dst], shape=share.shape, kind="open_to")
 
 
-def open_to_owners(share: torch.Tensor, sizes, owners, *, shape=None) -> torch.Tensor | None:
+def open_to_owners(share: torch.Tensor, sizes, owners, *, shape=None, kind: str = "open_to_owners") -> torch.Tensor | None:
     """Open slice :math:`k` (``sizes[k]`` consecutive rows of ``share``) to party
     ``owners[k]`` only, in one round.
 
@@ -77,7 +92,18 @@ def open_to_owners(share: torch.Tensor, sizes, owners, *, shape=None) -> torch.T
     if not mine:
         return None
     out = torch.cat(mine) if len(mine) > 1 else mine[0]
+    _tell(kind, [out])
     return out.reshape(shape) if shape is not None else out
+
+
+def reconstruct(parts: list[np.ndarray], kind: str = "rank shares") -> np.ndarray:
+    """The values whose shares (one array per computing party, all of one integer dtype)
+    an input party received: their sum, wrapping in the dtype's ring."""
+    out = parts[0].copy()
+    for part in parts[1:]:
+        out += part
+    _tell(kind, [torch.from_numpy(out)])
+    return out
 
 
 def open_to_all(share: torch.Tensor) -> torch.Tensor:
@@ -116,6 +142,7 @@ def open_all(shares: list[torch.Tensor], xor: int = 0, bits: int | None = None) 
     if bits is not None and bits < 32:
         for t in totals:
             t &= (1 << bits) - 1
+    _tell("open_all", totals)
     return [t.view(x.shape) for t, x in zip(totals, shares)]
 
 

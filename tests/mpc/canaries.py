@@ -1,0 +1,94 @@
+"""Canaries: party jobs that put a leak into the protocol, for the secrecy tests to catch.
+
+Each is a drop-in for a launcher's job (``secure_auc.mpc.launch.run_party`` in the
+clients layout, ``input_parties.computing_job`` / ``host_job`` in the helpers layout),
+installed by the test with ``monkeypatch`` (the launcher looks the job up when it
+starts the processes); the change happens inside the party's process only:
+
+* :func:`identity_shuffle_job` / :func:`identity_shuffle_computing_job`: the radix
+  sort's shuffles are the identity, so every opened permutation is the sort so far
+  and the last one is every row's rank;
+* :func:`unmasked_keys_host_job`: a client host sends its correction party its
+  encoded keys unmasked;
+* :func:`ranks_to_everyone_job`: the ranks are opened to every computing party
+  (``open_all``) instead of each client's slice to that client only.
+
+The reduce-based opening (CrypTen's ``get_plain_text(dst)``) is
+``test_leakage._reduce_opening_job``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class IdentityShuffle:
+    """A stand-in for :class:`secure_auc.mpc.primitives.shuffle.Shuffle` that permutes
+    nothing (and asks the dealer for nothing)."""
+
+    def __init__(self, channel):
+        self.ch = channel
+        self.count = 0
+
+    def prepare(self, *args, **kwargs):
+        pass
+
+    def forward(self, x):
+        self.count += 1
+        return x.reshape(x.shape[0], -1).clone(), self.count - 1
+
+    def inverse(self, y, instance):
+        return y.reshape(y.shape[0], -1).clone()
+
+
+def _identity_shuffles():
+    import secure_auc.mpc.sort.radix as radix
+
+    radix.Shuffle = IdentityShuffle
+
+
+def identity_shuffle_job(rank, *args, **kwargs):
+    from secure_auc.mpc.party import run_party
+
+    _identity_shuffles()
+    return run_party(rank, *args, **kwargs)
+
+
+def identity_shuffle_computing_job(rank, *args, **kwargs):
+    import secure_auc.mpc.input_parties as ip
+
+    _identity_shuffles()
+    return ip.computing_job(rank, *args, **kwargs)
+
+
+def unmasked_keys_host_job(*args, **kwargs):
+    """A client host whose correction for the keys block is the keys themselves."""
+    import secure_auc.mpc.input_parties as ip
+    from secure_auc.mpc.primitives.outside import HostSharing
+
+    original = HostSharing.correction
+
+    def correction(self, x, block):
+        return np.array(x, dtype=np.int64) if block == "keys" else original(self, x, block)
+
+    HostSharing.correction = correction
+    return ip.host_job(*args, **kwargs)
+
+
+def ranks_to_everyone_job(rank, *args, **kwargs):
+    """The clients' ranks opened to every party, each client keeping its own slice."""
+    import torch
+
+    import secure_auc.mpc.ranks as ranks
+    from secure_auc.mpc.comm import backend
+    from secure_auc.mpc.party import run_party
+    from secure_auc.mpc.primitives.opening import open_all
+
+    def open_to_owners(share, sizes, owners, *, shape=None, kind=None):
+        (opened,) = open_all([share.reshape(-1)])
+        bounds = np.concatenate([[0], np.cumsum(sizes)])
+        mine = [opened[bounds[k] : bounds[k + 1]] for k, owner in enumerate(owners) if owner == backend.rank()]
+        return torch.cat(mine) if mine else None
+
+    ranks.open_to_owners = open_to_owners
+    return run_party(rank, *args, **kwargs)
