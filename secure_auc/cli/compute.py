@@ -41,9 +41,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--client-port", type=int, default=29600,
                    help="computing party r accepts the clients' links on this port + r (default 29600)")
     p.add_argument("--listen", default=None,
-                   help="address to accept clients on (default: 127.0.0.1 when MASTER_ADDR is local, else 0.0.0.0)")
+                   help="address to accept clients on (default: the interface GLOO_SOCKET_IFNAME names, else "
+                        "127.0.0.1 when MASTER_ADDR is local, else this host's address towards MASTER_ADDR)")
     p.add_argument("--json", action="store_true", help="the server prints one JSON object")
     return p
+
+
+def listen_address(master: str) -> str:
+    """The address computing parties accept clients on by default: the configured interface's
+    (that of the mesh, :func:`..mpc.comm.transport.local_address`), never every interface."""
+    from ..mpc.comm.transport import local_address
+
+    return local_address(master)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -95,7 +104,7 @@ def _run_computing(args, started: float) -> int:
     identity = read_identity(args.identity_template.replace("{role}", role))
     mechanism = mechanism_from_args(args, clients=args.clients)
     master = os.environ["MASTER_ADDR"]
-    listen = args.listen or ("127.0.0.1" if master.startswith(("127.", "localhost")) else "0.0.0.0")
+    listen = args.listen or listen_address(master)
     init_party(rank=rank, parties=w, master_addr=master, master_port=int(os.environ["MASTER_PORT"]),
                provider=args.provider, timeout=args.timeout, identity=identity, roster=roster, roll_call=True)
     if rank == w:

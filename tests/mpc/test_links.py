@@ -1,4 +1,5 @@
-"""Encrypted, authenticated links: the record layer alone, then faults in real runs.
+"""Authenticated TLS links: the links between client hosts and computing parties, then
+faults in real runs (the mesh between computing parties alone: ``test_transport.py``).
 
 Every fault must end every party with one clear line naming the link or the rank,
 within the timeout, and leave no process behind.
@@ -6,46 +7,73 @@ within the timeout, and leave no process behind.
 
 import json
 import os
+import socket
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
 import pytest
 
-from secure_auc.mpc.comm.channel import CHUNK, ChannelError, Link, derive_keys, ephemeral, sealed_size
+from secure_auc.mpc.comm import tls
+from secure_auc.mpc.comm.channel import public_bytes
+from secure_auc.mpc.comm.inlinks import InputLinkError, accept_hosts, connect, listen
+from secure_auc.mpc.comm.roster import generate_identity
 from secure_auc.mpc.launch import MPCError, spawn_parties
 
 from .conftest import BIN, PARTY, party_env, write_clients
 
 
-def _pair():
-    (s0, e0), (s1, e1) = ephemeral(), ephemeral()
-    k01, k10 = derive_keys(0, 1, s0, e0, e1)
-    assert (k10, k01) == derive_keys(1, 0, s1, e1, e0)
-    name = lambda r: f"rank {r}"  # noqa: E731
-    return Link(0, 1, k01, k10, name), Link(1, 0, k10, k01, name)
+def _host_name(h):
+    return f"client {h}"
+
+
+class _Party:
+    """A computing party (rank 1) accepting the links of ``hosts`` client hosts, in a thread."""
+
+    def __init__(self, hosts: int, timeout: float):
+        self.identity, self.hosts = generate_identity(), [generate_identity() for _ in range(hosts)]
+        self.listener = listen("127.0.0.1", 0)
+        self.port = self.listener.getsockname()[1]
+        self.result, self.took = None, None
+        self.timeout = timeout
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        start = time.monotonic()
+        try:
+            self.result = accept_hosts(self.listener, 1, self.identity, [public_bytes(k) for k in self.hosts],
+                                       timeout=self.timeout, describe_me="helper 1 (rank 1)",
+                                       describe_host=_host_name)
+        except Exception as exc:  # noqa: BLE001 - checked by the test
+            self.result = exc
+        self.took = time.monotonic() - start
+
+    def host(self, h, identity=None, key=None):
+        """Client host ``h``'s link to this party (with another identity key, or expecting another key)."""
+        parties = [("127.0.0.1", self.port, key or public_bytes(self.identity))]
+        return connect(h, identity or self.hosts[h], parties, timeout=self.timeout,
+                       describe_party=lambda p: "helper 1 (rank 1)", describe_me=_host_name(h))[0]
+
+    def join(self):
+        self.thread.join(30)
+        self.listener.close()
+        return self.result
 
 
 def _input_pair(timeout: float):
-    import socket
-
-    from secure_auc.mpc.comm.inlinks import InputLink
-
-    a, b = _pair()
-    sa, sb = socket.socketpair()
-    for sock in (sa, sb):
-        sock.settimeout(timeout)
-    return InputLink(sa, a, "client host", timeout), InputLink(sb, b, "computing party", timeout)
+    party = _Party(1, timeout)
+    host = party.host(0)
+    return party.join()[0], host
 
 
 @pytest.mark.parametrize("beating", [True, False])
 def test_a_waiting_host_outlasts_its_timeout_only_on_heartbeats(beating):
     """Long work (three timeouts) with heartbeats: the waiting side gets its array; without
     them, it names the silent peer within its timeout."""
-    import threading
-
-    from secure_auc.mpc.comm.inlinks import Heartbeat, InputLinkError
+    from secure_auc.mpc.comm.inlinks import Heartbeat
 
     party, host = _input_pair(timeout=0.6)
     ranks = np.arange(5, dtype=np.int32)
@@ -69,7 +97,7 @@ def test_a_waiting_host_outlasts_its_timeout_only_on_heartbeats(beating):
             assert np.array_equal(host.recv_array(3, (5,), np.int32, alive=9), ranks)
             assert time.monotonic() - start > 1.7
         else:
-            with pytest.raises(InputLinkError, match="no answer from computing party within 0.6 s"):
+            with pytest.raises(InputLinkError, match=r"no answer from helper 1 \(rank 1\) within 0.6 s"):
                 host.recv_array(3, (5,), np.int32, alive=9)
             assert time.monotonic() - start < 1.5
     finally:
@@ -78,68 +106,103 @@ def test_a_waiting_host_outlasts_its_timeout_only_on_heartbeats(beating):
         party.close()
 
 
-@pytest.mark.parametrize("n", [0, 5, CHUNK, 3 * CHUNK + 7])
-def test_a_sealed_message_opens_to_the_same_bytes(n):
-    a, b = _pair()
-    data = np.random.default_rng(n).integers(0, 256, n, dtype=np.uint8)
-    sealed = a.seal(7, a.next_send(7), data)
-    assert sealed.size == sealed_size(n) and (n == 0 or not np.array_equal(sealed[:n], data))
-    out = np.empty(n, dtype=np.uint8)
-    b.open(7, b.next_recv(7), sealed, out)
-    assert np.array_equal(out, data)
+def test_a_client_link_carries_arrays_and_objects_both_ways_over_tls():
+    party, host = _input_pair(timeout=5)
+    assert host.session.tls.version() == "TLSv1.3" and party.session.tls.version() == "TLSv1.3"
+    big = np.random.default_rng(0).integers(-(2**62), 2**62, (300_000, 3))
+    sending = threading.Thread(target=lambda: (host.send_obj(1, {"hello": [1, 2]}), host.send_array(2, big)))
+    sending.start()  # more than the kernel's buffers hold
+    assert party.recv_obj(1) == {"hello": [1, 2]}
+    assert np.array_equal(party.recv_array(2, big.shape), big)
+    sending.join()
+    party.send_array(4, big[:, 0], np.int32)
+    assert np.array_equal(host.recv_array(4, (big.shape[0],), np.int32), big[:, 0].astype(np.int32))
+    assert host.bytes > big.nbytes and party.bytes > big.nbytes
+    host.close()
+    with pytest.raises(InputLinkError, match=r"client 0 disconnected"):
+        party.recv_obj(1)
 
 
-def test_modified_replayed_reordered_truncated_and_foreign_messages_fail():
-    a, b = _pair()
-    msgs = [np.full(100, i, dtype=np.uint8) for i in range(3)]
-    sealed = [a.seal(1, a.next_send(1), m) for m in msgs]
-    out = np.empty(100, dtype=np.uint8)
-    flipped = sealed[0].copy()
-    flipped[17] ^= 1
-    cases = {
-        "modified": (flipped, 0, 1),
-        "replayed": (sealed[0], 1, 1),  # the first message again, where the second is expected
-        "reordered": (sealed[2], 1, 1),
-        "truncated": (sealed[1][:-1], 1, 1),
-        "another channel": (sealed[1], 1, 2),
-    }
-    for what, (msg, seq, channel) in cases.items():
-        with pytest.raises(ChannelError, match="failed authentication"):
-            b.open(channel, seq, msg, out)
-    foreign, _ = _pair()
-    with pytest.raises(ChannelError):
-        b.open(1, 0, foreign.seal(1, 0, msgs[0]), out)
-    b.open(1, 0, sealed[0], out)  # the genuine message still opens
-    assert np.array_equal(out, msgs[0])
+def test_a_stranger_or_a_silent_connection_is_dropped_and_the_run_goes_on():
+    """Before the real hosts: a connection that says nothing, one with a foreign key claiming
+    host 0, and one with host 1's key claiming host 0.  The party closes them (the stranger
+    learns it), takes both real hosts at once, and the run goes on."""
+    party = _Party(2, timeout=8)
+    silent = socket.create_connection(("127.0.0.1", party.port))
+    with pytest.raises(InputLinkError, match="closed the connection during the handshake"):
+        party.host(0, identity=generate_identity())
+    with pytest.raises(InputLinkError, match="closed the connection during the handshake"):
+        party.host(0, identity=party.hosts[1])
+    hosts = [party.host(0), party.host(1)]
+    links = party.join()
+    assert sorted(links) == [0, 1] and party.took < 4, party.took
+    hosts[1].send_obj(1, {"h": 1})
+    assert links[1].recv_obj(1) == {"h": 1}
+    silent.settimeout(5)
+    assert silent.recv(1) == b""
+
+
+def test_only_the_hosts_that_never_connected_are_named():
+    party = _Party(2, timeout=1.5)
+    socket.create_connection(("127.0.0.1", party.port))  # says nothing
+    party.host(1)
+    err = party.join()
+    assert isinstance(err, InputLinkError)
+    assert str(err).startswith("client 0 never connected to helper 1 (rank 1) within 1.5 s (1 connection(s)"), err
+
+
+def test_a_host_checks_the_partys_key():
+    party = _Party(1, timeout=3)
+    from secure_auc.mpc.comm.channel import ChannelError
+
+    with pytest.raises(ChannelError, match=r"is not helper 1 \(rank 1\) \(its identity key is not that party's\)"):
+        party.host(0, key=public_bytes(generate_identity()))
+    party.host(0)
+    assert sorted(party.join()) == [0]
+
+
+def test_the_default_client_listen_address_is_the_configured_interface(monkeypatch):
+    """Not every interface (0.0.0.0): loopback for a local server, else this host's address
+    towards the server, or the interface GLOO_SOCKET_IFNAME names."""
+    from secure_auc.cli.compute import listen_address
+    from secure_auc.mpc.comm.transport import route_address
+
+    monkeypatch.delenv("GLOO_SOCKET_IFNAME", raising=False)
+    assert listen_address("127.0.0.1") == "127.0.0.1"
+    remote = "192.0.2.77"
+    assert listen_address(remote) == route_address(remote) != "0.0.0.0"
+    monkeypatch.setenv("GLOO_SOCKET_IFNAME", "lo")
+    assert listen_address(remote) == "127.0.0.1"
 
 
 # ----------------------------------------------------------------- faults in real runs
 
 
 def _radix_job(rank, fault):
-    """The rank step among 3 parties; ``fault`` tampers with this process's outgoing messages."""
-    from secure_auc.mpc.comm import channel
+    """The rank step among 3 parties; ``fault`` tampers with this process's outgoing TLS records."""
+    from secure_auc.mpc.comm import tls
     from secure_auc.mpc.ranks import rank_step
 
     if fault is not None:
-        original = channel.Link.seal
+        original = tls.Session.encrypt
         state = {"count": 0, "seen": {}}
 
-        def seal(self, ch, seq, data):
-            out = original(self, ch, seq, data)
+        def encrypt(self, data):
+            out = original(self, data)
             state["count"] += 1
             if fault == "flip" and state["count"] == 40:
-                out = out.copy()
-                out[out.size // 2] ^= 0x10
+                out = bytearray(out)
+                out[len(out) // 2] ^= 0x10
+                out = bytes(out)
             if fault == "replay":
-                key = (self.peer, ch, out.size)
+                key = (id(self), len(out))
                 if key in state["seen"] and state["count"] > 40 and not state.get("done"):
                     state["done"] = True
                     return state["seen"][key]
                 state["seen"].setdefault(key, out)
             return out
 
-        channel.Link.seal = seal
+        tls.Session.encrypt = encrypt
     scores = np.random.default_rng(rank).random(3000) if rank else None
     return rank_step(scores, [3000, 3000], rank)
 

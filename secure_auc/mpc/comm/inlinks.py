@@ -1,4 +1,4 @@
-r"""Links between input parties (clients) and the computing parties, over TCP.
+r"""Links between input parties (clients) and the computing parties: TLS 1.3 over TCP.
 
 In the helpers layout the clients do not compute: each client (or each client
 host, a process that hosts several clients on one machine) opens one TCP
@@ -6,27 +6,26 @@ connection to each computing party, sends its shares and receives the shares
 of its own ranks.  Clients never connect to each other, and the computing
 parties' work and traffic do not depend on how many clients there are.
 
-Handshake (per connection; the client host has id :math:`-(h + 1)`, the
-computing party its rank :math:`p`): the host sends its id and an ephemeral
-X25519 key :math:`E_h`; the computing party answers with :math:`E_p` and its
-Ed25519 signature of ``"secure-auc input link v1" || p || h || E_p || E_h``;
-the host checks it against the computing party's public key and answers with
-its own signature of the transcript with the roles swapped, which the
-computing party checks against the host's public key.  Keys and the record
-layer are those of the links between computing parties
-(:func:`.channel.derive_keys`, :class:`.channel.Link`: AES-128-GCM per
-direction, sequence numbers per channel, every message authenticated).
+Each connection is a TLS 1.3 link (:mod:`.tls`): the client host (TLS client)
+presents a certificate of its identity key for ``"host h"``, the computing party
+one of its own for ``"rank p"``; the host checks that the party's key is the one it was given, the
+party that the host's key is the roster's key of the host it claims, and then
+confirms the link.  A computing party accepts its hosts' connections side by
+side, each with :data:`.tls.HELLO_LIMIT` seconds for its handshake and at most
+:data:`.tls.MAX_PENDING` at once: a connection that says nothing, is not a
+host of the roster, or comes twice is closed (and logged) and the run goes on;
+only hosts that never connected are named when the timeout passes.
 
-Frames: a 16-byte header (channel, sequence, plaintext length) then the
-sealed bytes; the header's fields are also the AEAD's associated data, so a
-frame that is modified, replayed or sent on another channel fails.  Every
-wait is bounded by the timeout, and a peer that disconnects or stays silent
-is named.
+Frames, inside the TLS stream: a 12-byte header (channel, plaintext length)
+then the bytes; a frame on another channel than the one expected, or of
+another length, stops the run before anything is allocated for it.  Every wait
+is bounded by the timeout, and a peer that disconnects or stays silent is named.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import socket
 import struct
 import threading
@@ -34,14 +33,17 @@ import time
 
 import numpy as np
 
-from .channel import ChannelError, Link, derive_keys, ephemeral, public_bytes, sealed_size, sign, verify
+from . import tls
+from .channel import ChannelError, public_bytes
 
 __all__ = ["InputLinkError", "InputLink", "Heartbeat", "PortBoard", "host_id", "listen", "accept_hosts", "connect",
            "observers"]
 
-_HEADER = struct.Struct("<IIQ")
-_HELLO = struct.Struct("<i32s")
+log = logging.getLogger(__name__)
+
+_HEADER = struct.Struct("<IQ")
 _MAX_OBJECT = 1 << 20
+_PIECE = 1 << 20  # plaintext encrypted at once for a send
 
 observers: list = []  # callables (peer id, channel, decrypted bytes) told of every message received (the audit)
 
@@ -51,12 +53,11 @@ class InputLinkError(RuntimeError):
 
 
 def host_id(h: int) -> int:
-    """The id of client host ``h`` in handshakes and links (negative: never a rank)."""
+    """The id of client host ``h`` in links (negative: never a rank)."""
     return -(h + 1)
 
 
-def _transcript(signer: int, peer: int, e_signer: bytes, e_peer: bytes) -> bytes:
-    return b"secure-auc input link v1" + struct.pack("<ii", signer, peer) + e_signer + e_peer
+_BOUND = tls.binding("secure-auc input link v2")  # the keys on both ends are pinned: the run adds nothing
 
 
 class InputLink:
@@ -64,67 +65,76 @@ class InputLink:
 
     ``send_array`` / ``recv_array`` move int64 arrays whose shape the receiver
     knows; ``send_obj`` / ``recv_obj`` small JSON objects.  ``bytes`` counts
-    what went over the wire in both directions (sealed, headers included)."""
+    what went over the wire in both directions (TLS records and handshake).
+    ``peer_id``: the peer's rank, or the host's id :func:`host_id`."""
 
-    def __init__(self, sock: socket.socket, link: Link, describe_peer: str, timeout: float):
-        self.sock, self.link, self.peer = sock, link, describe_peer
+    def __init__(self, session: tls.Session, peer_id: int, describe_peer: str, timeout: float):
+        self.session, self.sock, self.peer_id, self.peer = session, session.sock, peer_id, describe_peer
         self.timeout = timeout
-        self.bytes = 0
         self._sending = threading.Lock()  # one frame at a time (a :class:`Heartbeat` sends from its thread)
+
+    @property
+    def bytes(self) -> int:
+        return self.session.wire_in + self.session.wire_out
 
     # -- raw frames
     def _send(self, channel: int, payload: bytes | np.ndarray) -> None:
-        data = np.frombuffer(payload, dtype=np.uint8) if isinstance(payload, (bytes, bytearray)) else \
-            np.ascontiguousarray(payload).view(np.uint8).reshape(-1)
+        data = memoryview(payload) if isinstance(payload, (bytes, bytearray)) else \
+            memoryview(np.ascontiguousarray(payload).view(np.uint8).reshape(-1))
+        head = _HEADER.pack(channel, len(data))
         with self._sending:
-            seq = self.link.next_send(channel)
-            sealed = self.link.seal(channel, seq, data)
             try:
-                self.sock.sendall(_HEADER.pack(channel, seq, data.size))
-                self.sock.sendall(memoryview(sealed))
+                if len(data) <= _PIECE:
+                    tls.send_all(self.session, head + data.tobytes())
+                else:
+                    tls.send_all(self.session, head)
+                    for i in range(0, len(data), _PIECE):
+                        tls.send_all(self.session, data[i : i + _PIECE])
             except OSError as exc:
                 raise InputLinkError(f"{self.peer} disconnected ({exc.strerror or exc})") from None
-            self.bytes += _HEADER.size + sealed.size
 
     def _read_exact(self, n: int) -> memoryview:
-        buf = bytearray(n)
-        view = memoryview(buf)
-        got = 0
+        """``n`` bytes of plaintext; each wait for the wire is bounded by the timeout."""
+        view = memoryview(bytearray(n))
+        got, sess = 0, self.session
         while got < n:
             try:
-                k = self.sock.recv_into(view[got:], n - got)
+                with sess.lock:
+                    k = sess.read_into(view[got:])
+            except EOFError:
+                raise InputLinkError(f"{self.peer} disconnected (it closed its link)") from None
+            except tls.LinkError as exc:
+                raise ChannelError(f"a message from {self.peer} failed authentication ({exc}: modified, "
+                                   "replayed, reordered, truncated or foreign); the run stops") from None
+            if k is not None:
+                got += k
+                continue
+            try:
+                raw = self.sock.recv(1 << 18)
             except socket.timeout:
                 raise InputLinkError(f"no answer from {self.peer} within {self.timeout:g} s") from None
             except OSError as exc:
                 raise InputLinkError(f"{self.peer} disconnected ({exc.strerror or exc})") from None
-            if k == 0:
+            if not raw:
                 raise InputLinkError(f"{self.peer} disconnected (it crashed or was stopped)")
-            got += k
-        self.bytes += n
+            with sess.lock:
+                sess.feed(raw)
         return view
 
     def _recv(self, channel: int, expected: int | None, alive: int | None = None) -> np.ndarray:
-        ch, seq, n = _HEADER.unpack(self._read_exact(_HEADER.size))
-        while alive is not None and ch == alive and n == 0:  # the peer's heartbeat: authenticate it, wait on
-            self._open(alive, ch, seq, 0, 0)
-            ch, seq, n = _HEADER.unpack(self._read_exact(_HEADER.size))
-        return self._open(channel, ch, seq, n, expected)
-
-    def _open(self, channel: int, ch: int, seq: int, n: int, expected: int | None) -> np.ndarray:
-        """Check frame (``ch``, ``seq``, ``n`` bytes) is the next on ``channel``, then read and open it."""
-        want = self.link.next_recv(channel)
-        if ch != channel or seq != want:
-            raise ChannelError(f"a message from {self.peer} arrived out of order (channel {ch}, sequence {seq}; "
-                               f"expected channel {channel}, sequence {want}); the run stops")
+        ch, n = _HEADER.unpack(self._read_exact(_HEADER.size))
+        while alive is not None and ch == alive and n == 0:  # the peer's heartbeat: wait on
+            ch, n = _HEADER.unpack(self._read_exact(_HEADER.size))
+        if ch != channel:
+            raise ChannelError(f"a message from {self.peer} arrived out of order (channel {ch}; expected "
+                               f"channel {channel}); the run stops")
         if expected is not None and n != expected:
             raise InputLinkError(f"{self.peer} sent {n} bytes where {expected} were expected")
         if expected is None and n > _MAX_OBJECT:
             raise InputLinkError(f"{self.peer} sent a {n}-byte control message (limit {_MAX_OBJECT})")
-        sealed = np.frombuffer(self._read_exact(sealed_size(n)), dtype=np.uint8)
-        out = np.empty(n, dtype=np.uint8)
-        self.link.open(channel, seq, sealed, out)
+        out = np.frombuffer(self._read_exact(n), dtype=np.uint8)
         for observe in observers:
-            observe(self.link.peer, channel, out.tobytes())
+            observe(self.peer_id, channel, out.tobytes())
         return out
 
     # -- typed messages
@@ -139,7 +149,7 @@ class InputLink:
         return self._recv(channel, size * n, alive).view(dtype).reshape(shape)
 
     def send_alive(self, channel: int) -> None:
-        """An empty authenticated frame on ``channel``: this party is alive and working."""
+        """An empty frame on ``channel``: this party is alive and working."""
         self._send(channel, b"")
 
     def send_obj(self, channel: int, obj) -> None:
@@ -156,14 +166,15 @@ class InputLink:
         """Whether a message (or the peer's disconnection) has arrived within ``seconds``."""
         import select
 
+        if self.session.buffered():
+            return True
         ready, _, _ = select.select([self.sock], [], [], seconds)
         return bool(ready)
 
     def close(self) -> None:
-        try:
-            self.sock.close()
-        except OSError:
-            pass
+        """End the link with close_notify."""
+        with self._sending:
+            self.session.close()
 
 
 class Heartbeat:
@@ -239,64 +250,46 @@ def _tune(sock: socket.socket, timeout: float) -> None:
 
 def accept_hosts(server: socket.socket, me: int, identity, host_keys: list[bytes], *, timeout: float,
                  describe_me: str, describe_host) -> dict[int, InputLink]:
-    """Accept one authenticated connection from each of the client hosts whose public
-    keys are ``host_keys``; return the links by host index.  Hosts that have not
-    connected within ``timeout`` seconds are named in the error."""
-    links: dict[int, InputLink] = {}
-    deadline = time.monotonic() + timeout
-    while len(links) < len(host_keys):
-        left = deadline - time.monotonic()
-        if left <= 0:
-            missing = [h for h in range(len(host_keys)) if h not in links]
-            names = ", ".join(describe_host(h) for h in missing[:5]) + (" and others" if len(missing) > 5 else "")
-            raise InputLinkError(f"{names} never connected to {describe_me} within {timeout:g} s")
-        server.settimeout(min(left, 1.0))
-        try:
-            sock, _ = server.accept()
-        except socket.timeout:
-            continue
-        _tune(sock, timeout)
-        try:
-            link = _answer(sock, me, identity, host_keys, timeout, describe_host)
-        except (InputLinkError, ChannelError, OSError, struct.error) as exc:
-            sock.close()
-            if isinstance(exc, ChannelError):
-                raise
-            continue  # a stray connection (a port scan, a host that gave up): keep waiting for the real ones
-        h = -link.link.peer - 1
-        if h in links:
-            sock.close()
-            raise ChannelError(f"{describe_host(h)} connected twice to {describe_me}; the run stops")
-        links[h] = link
+    """Accept one authenticated link from each of the client hosts whose public keys are
+    ``host_keys`` (side by side, each connection within its own time limit; any other
+    connection is closed and logged, and the run goes on); return the links by host index.
+    Hosts that have not connected within ``timeout`` seconds are named in the error."""
+    ctx = tls.context(identity, f"rank {me}", _BOUND, server_side=True)
+
+    def admit(c: tls.Session):
+        role = c.role or ""
+        h = int(role[5:]) if role.startswith("host ") and role[5:].isdigit() else -1
+        if not 0 <= h < len(host_keys):
+            return f"a connection claiming {role!r}"
+        if c.key != host_keys[h]:
+            return f"a connection claiming to be {describe_host(h)} with another key"
+        if h in taken:
+            return f"a second connection from {describe_host(h)}"
+        taken.add(h)
+        return h
+
+    taken: set[int] = set()
+    accepted, refused = tls.accept(server, ctx, lambda c: _logged(admit(c), describe_me), len(host_keys),
+                                   time.monotonic() + timeout)
+    if len(accepted) < len(host_keys):
+        for c in accepted.values():
+            c.sock.close()
+        missing = [h for h in range(len(host_keys)) if h not in accepted]
+        names = ", ".join(describe_host(h) for h in missing[:5]) + (" and others" if len(missing) > 5 else "")
+        closed = f" ({len(refused)} connection(s) that did not authenticate as a client host were closed)" \
+            if refused else ""
+        raise InputLinkError(f"{names} never connected to {describe_me} within {timeout:g} s{closed}")
+    links = {}
+    for h, c in accepted.items():
+        _tune(c.sock, timeout)
+        links[h] = InputLink(c, host_id(h), describe_host(h), timeout)
     return links
 
 
-def _answer(sock, me: int, identity, host_keys, timeout, describe_host) -> InputLink:
-    raw = _recv_exact(sock, _HELLO.size)
-    peer, e_peer = _HELLO.unpack(raw)
-    h = -peer - 1
-    if not 0 <= h < len(host_keys):
-        raise InputLinkError("unknown host")
-    secret, e_me = ephemeral()
-    sock.sendall(e_me + sign(identity, _transcript(me, peer, e_me, e_peer)))
-    signature = _recv_exact(sock, 64)
-    if not verify(host_keys[h], signature, _transcript(peer, me, e_peer, e_me)):
-        raise ChannelError(f"a process claiming to be {describe_host(h)} is not ({describe_host(h)}'s identity "
-                           "key did not sign the handshake); the run stops")
-    send_key, recv_key = derive_keys(me, peer, secret, e_me, e_peer)
-    names = {peer: describe_host(h)}
-    return InputLink(sock, Link(me, peer, send_key, recv_key, lambda r: names.get(r, f"rank {r}")),
-                     describe_host(h), timeout)
-
-
-def _recv_exact(sock, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        part = sock.recv(n - len(buf))
-        if not part:
-            raise InputLinkError("connection closed during the handshake")
-        buf += part
-    return buf
+def _logged(verdict, describe_me: str):
+    if isinstance(verdict, str):
+        log.warning("%s closed %s", describe_me, verdict)
+    return verdict
 
 
 def connect(h: int, identity, parties: list[tuple[str, int, bytes]], *, timeout: float, describe_party,
@@ -304,40 +297,47 @@ def connect(h: int, identity, parties: list[tuple[str, int, bytes]], *, timeout:
     """Client host ``h``: connect to every computing party ``(addr, port, public key)``
     (retrying until ``timeout`` while a party is not yet listening; ``port`` may be a
     :class:`PortBoard`) and authenticate it."""
-    me = host_id(h)
     links = []
-    for p, (addr, port, key) in enumerate(parties):
-        if isinstance(port, PortBoard):
-            port = port.wait(p, timeout, describe_party(p))
-        deadline = time.monotonic() + timeout
-        while True:
+    try:
+        for p, (addr, port, key) in enumerate(parties):
+            if isinstance(port, PortBoard):
+                port = port.wait(p, timeout, describe_party(p))
+            deadline = time.monotonic() + timeout
+            while True:
+                try:
+                    sock = socket.create_connection((addr, port),
+                                                    timeout=max(0.1, min(2.0, deadline - time.monotonic())))
+                    break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        raise InputLinkError(f"{describe_party(p)} is not reachable at {addr}:{port} "
+                                             f"(tried for {timeout:g} s)") from None
+                    time.sleep(0.1)
+            _tune(sock, timeout)
+            sess = tls.Session(sock, tls.context(identity, f"host {h}", _BOUND, server_side=False), False)
+
+            def check(c: tls.Session, p=p, addr=addr, port=port, key=key) -> None:
+                if c.key != key:
+                    raise ChannelError(f"the process at {addr}:{port} is not {describe_party(p)} (its identity key "
+                                       "is not that party's); the run stops")
+
             try:
-                sock = socket.create_connection((addr, port), timeout=max(0.1, min(2.0, deadline - time.monotonic())))
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise InputLinkError(f"{describe_party(p)} is not reachable at {addr}:{port} "
-                                         f"(tried for {timeout:g} s)") from None
-                time.sleep(0.1)
-        _tune(sock, timeout)
-        secret, e_me = ephemeral()
-        try:
-            sock.sendall(_HELLO.pack(me, e_me))
-            answer = _recv_exact(sock, 32 + 64)
-        except (OSError, InputLinkError):
-            sock.close()
-            raise InputLinkError(f"{describe_party(p)} closed the connection during the handshake "
-                                 f"(does its roster list {describe_me}?)") from None
-        e_peer, signature = answer[:32], answer[32:]
-        if not verify(key, signature, _transcript(p, me, e_peer, e_me)):
-            sock.close()
-            raise ChannelError(f"the process at {addr}:{port} is not {describe_party(p)} (its identity key did "
-                               "not sign the handshake); the run stops")
-        sock.sendall(sign(identity, _transcript(me, p, e_me, e_peer)))
-        send_key, recv_key = derive_keys(me, p, secret, e_me, e_peer)
-        names = {p: describe_party(p)}
-        links.append(InputLink(sock, Link(me, p, send_key, recv_key, lambda r, names=names: names.get(r, f"rank {r}")),
-                               describe_party(p), timeout))
+                tls.handshake(sess, time.monotonic() + timeout, check)
+            except ChannelError:
+                sock.close()
+                raise
+            except TimeoutError:
+                sock.close()
+                raise InputLinkError(f"no answer from {describe_party(p)} within {timeout:g} s") from None
+            except (EOFError, tls.LinkError, OSError):
+                sock.close()
+                raise InputLinkError(f"{describe_party(p)} closed the connection during the handshake "
+                                     f"(does its roster list {describe_me}?)") from None
+            links.append(InputLink(sess, p, describe_party(p), timeout))
+    except BaseException:
+        for link in links:
+            link.sock.close()
+        raise
     return links
 
 

@@ -9,7 +9,7 @@
   correlated randomness (:mod:`..primitives.dealer`), no computing party sees
   it; "tfp" — rank 0 (the server) deals it, which lets it unmask every value.
 * After the rendezvous, every party authenticates every peer and moves every
-  message onto encrypted links (:mod:`.secure`).
+  message onto TLS 1.3 links (:mod:`.secure`).
 """
 
 from __future__ import annotations
@@ -269,8 +269,10 @@ def explain(exc: BaseException) -> str:
 
 
 def shutdown_party() -> None:
-    from . import backend
+    from . import backend, secure
 
+    with contextlib.suppress(Exception):
+        secure.close()
     with contextlib.suppress(Exception):
         backend.uninit()
 

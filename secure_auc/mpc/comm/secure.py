@@ -1,23 +1,23 @@
-"""Every message between two parties over an encrypted, authenticated link.
+"""Every message between two parties over an authenticated TLS 1.3 link.
 
-:func:`establish` runs the handshake of :mod:`.channel` with every peer (the
-dealer included) right after the process group is up, checks every peer
-against the roster, opens the mesh of TCP connections that carries the
-messages from then on (:mod:`.transport`), and then replaces, in this
-process, the functions of ``torch.distributed`` that carry data:
+:func:`establish` opens, right after the process group is up, the mesh of TLS
+links with every peer (the dealer included; :mod:`.transport`), each peer
+authenticated against the roster and bound to this run (:mod:`.tls`), and then
+replaces, in this process, the functions of ``torch.distributed`` that carry
+data:
 
-* ``send``/``recv``/``isend``/``irecv`` seal each message on its link
-  (:class:`.channel.Link`), send it over the mesh and open it on arrival;
+* ``send``/``recv``/``isend``/``irecv`` send each message over the mesh, on the
+  channel (process group, tag), and receive it straight into the tensor;
 * ``broadcast`` and ``all_gather`` become point-to-point messages on the
-  links (one sealed message per peer, each on its own tag);
-* ``barrier`` is one sealed zero byte to and from every member;
+  links (one message per peer, each on its own tag);
+* ``barrier`` is one zero byte to and from every member;
 * ``reduce``, ``all_reduce``, ``gather`` and ``scatter`` are refused: nothing
   in the protocol uses them, and a ring reduce would leave partial sums
   at every party.
 
 CrypTen's communicator and the project's own messages both call these
-functions, so nothing travels in the clear after the handshake, and nothing
-but the handshake travels over gloo.  Byte and round counters count the
+functions, so nothing travels in the clear after the rendezvous, and nothing
+but the rendezvous travels over gloo.  Byte and round counters count the
 plaintext, as before.
 """
 
@@ -25,17 +25,15 @@ from __future__ import annotations
 
 import os
 
-import numpy as np
 import torch
 
-from .channel import ChannelError, Link, derive_keys, ephemeral, public_bytes, sealed_size, sign, transcript, verify
-from .p2p import AfterWait
+from . import tls
+from .channel import ChannelError, public_bytes
 from .transport import connect
 
-__all__ = ["establish", "unclaimed_frames", "ChannelError", "TAG_HELLO", "TAG_BCAST", "TAG_GATHER", "TAG_BARRIER"]
+__all__ = ["establish", "close", "unclaimed_frames", "ChannelError", "TAG_BCAST", "TAG_GATHER", "TAG_BARRIER"]
 
-TAG_HELLO = 0x5B0  # handshake: ephemeral keys, then signatures
-TAG_BCAST = 0x5B1  # a broadcast, as one sealed message per peer
+TAG_BCAST = 0x5B1  # a broadcast, as one message per peer
 TAG_GATHER = 0x5B2  # an all_gather, likewise
 TAG_BARRIER = 0x5B3  # a barrier: one zero byte to and from every member
 
@@ -48,6 +46,12 @@ def unclaimed_frames() -> list[tuple[int, int, bytes]]:
     return _MESH[0].unclaimed() if _MESH else []
 
 
+def close() -> None:
+    """End this process's links with close_notify (at shut-down)."""
+    if _MESH:
+        _MESH.pop().close()
+
+
 class _Done:
     def wait(self, *args, **kwargs):
         return True
@@ -56,63 +60,39 @@ class _Done:
         return True
 
 
-def _as_bytes(tensor: torch.Tensor) -> np.ndarray:
+def _as_bytes(tensor: torch.Tensor):
     """A uint8 view of a contiguous CPU tensor's storage (writes go through)."""
+    import numpy as np
+
     if not tensor.is_contiguous():
         raise ChannelError("a non-contiguous tensor cannot be sent on a secure link")
     return tensor.detach().numpy().reshape(-1).view(np.uint8)
 
 
-def _handshake(dist, identity, roster, describe) -> dict[int, Link]:
-    """Every message of the handshake is sent and received before anything is checked, so
-    that every party reaches the same verdict and names the same rank."""
-    me, world = dist.get_rank(), dist.get_world_size()
-    if roster.ranks() != world:
-        raise ChannelError(f"the roster lists {roster.ranks()} parties but {world} joined")
-    secret, mine = ephemeral()
-    peers = [r for r in range(world) if r != me]
-    sending = [dist.isend(torch.frombuffer(bytearray(mine), dtype=torch.uint8), r, tag=TAG_HELLO) for r in peers]
-    theirs = {}
-    for r in peers:
-        buf = torch.empty(32, dtype=torch.uint8)
-        dist.recv(buf, r, tag=TAG_HELLO)
-        theirs[r] = bytes(buf.numpy())
-    sigs = {r: torch.frombuffer(bytearray(sign(identity, transcript(me, r, mine, theirs[r]))), dtype=torch.uint8)
-            for r in peers}
-    sending += [dist.isend(sigs[r], r, tag=TAG_HELLO) for r in peers]
-    received = {}
-    for r in peers:
-        buf = torch.empty(64, dtype=torch.uint8)
-        dist.recv(buf, r, tag=TAG_HELLO)
-        received[r] = bytes(buf.numpy())
-    for w in sending:
-        w.wait()
-    if public_bytes(identity) != roster.key(me):
-        raise ChannelError(f"this party's identity key is not the roster's key for {describe(me)}")
-    links = {}
-    for r in peers:
-        if not verify(roster.key(r), received[r], transcript(r, me, theirs[r], mine)):
-            raise ChannelError(f"{describe(r)} failed authentication: its key is not the roster's key for that "
-                               "role (a process that is not in the roster, or one claiming another's rank)")
-        send_key, recv_key = derive_keys(me, r, secret, mine, theirs[r])
-        links[r] = Link(me, r, send_key, recv_key, describe)
-    return links
-
-
 def establish(identity, roster, describe, timeout: float | None = None) -> None:
     """Authenticate every peer against ``roster`` and route this process's messages over
-    encrypted links on the mesh of :mod:`.transport` (module docstring); every wait is
-    bounded by ``timeout`` seconds (default: the process group's).  Call once, right
-    after the process group is up."""
+    TLS links on the mesh of :mod:`.transport` (module docstring); every wait is bounded
+    by ``timeout`` seconds (default: the process group's).  Call once, right after the
+    process group is up."""
     import torch.distributed as dist
     import torch.distributed.distributed_c10d as c10d
 
-    links = _handshake(dist, identity, roster, describe)
-    me = dist.get_rank()
+    me, world = dist.get_rank(), dist.get_world_size()
+    if roster.ranks() != world:
+        raise ChannelError(f"the roster lists {roster.ranks()} parties but {world} joined")
     if timeout is None:
         timeout = c10d.default_pg_timeout.total_seconds()
-    mesh = connect(me, dist.get_world_size(), links, c10d._get_default_store(),
-                   os.environ.get("MASTER_ADDR", "127.0.0.1"), timeout, describe)
+    impostor = public_bytes(identity) != roster.key(me)
+    try:
+        mesh = connect(me, world, identity, roster.key, tls.binding("secure-auc links", roster.to_json(), world),
+                       c10d._get_default_store(), os.environ.get("MASTER_ADDR", "127.0.0.1"), timeout, describe)
+    except ChannelError:
+        if impostor:  # what every peer saw
+            raise ChannelError(f"this party's identity key is not the roster's key for {describe(me)}") from None
+        raise
+    if impostor:  # (no peer should have accepted it)
+        mesh.close()
+        raise ChannelError(f"this party's identity key is not the roster's key for {describe(me)}")
     _MESH[:] = [mesh]
     names: dict = {}
 
@@ -121,25 +101,20 @@ def establish(identity, roster, describe, timeout: float | None = None) -> None:
         if g not in names:
             name = str(getattr(g, "group_name", "0"))
             names[g] = (int(name) if name.isdigit() else len(names) + 1000) & 0xFFFF
-        if not 0 <= tag < 0xFFFF:  # 0xFFFF never: channel 0xFFFFFFFF is the mesh's HELLO (its nonces)
+        if not 0 <= tag <= 0xFFFF:
             raise ChannelError(f"tag {tag} out of range for a secure link")
         return names[g] << 16 | tag
 
-    def link(peer) -> Link:
-        if peer is None or peer not in links:
+    def peer_of(peer) -> int:
+        if peer is None or peer not in mesh.links:
             raise ChannelError(f"no secure link to rank {peer}")
-        return links[peer]
+        return peer
 
     def isend(tensor, dst=None, group=None, tag=0, **kw):
-        ln, ch = link(dst), channel(group, tag)
-        return mesh.isend(dst, ch, ln.seal(ch, ln.next_send(ch), _as_bytes(tensor)))
+        return mesh.isend(peer_of(dst), channel(group, tag), _as_bytes(tensor))
 
     def irecv(tensor, src=None, group=None, tag=0, **kw):
-        ln, ch = link(src), channel(group, tag)
-        seq = ln.next_recv(ch)
-        out = _as_bytes(tensor)
-        buf = np.empty(sealed_size(out.size), dtype=np.uint8)
-        return AfterWait(mesh.irecv(src, ch, buf), lambda: ln.open(ch, seq, buf, out))
+        return mesh.irecv(peer_of(src), channel(group, tag), _as_bytes(tensor))
 
     def send(tensor, dst=None, group=None, tag=0, **kw):
         isend(tensor, dst, group=group, tag=tag).wait()

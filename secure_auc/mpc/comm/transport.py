@@ -1,5 +1,5 @@
-r"""The sealed messages' transport: one TCP connection per pair of parties, driven by
-the party that waits.
+r"""The links' transport: one TLS 1.3 connection per pair of parties, driven by the
+party that waits.
 
 Why not gloo's point-to-point messages: each of them passes through gloo's I/O
 thread and a wake-up of the waiting thread, about 0.15 ms of CPU per message at
@@ -7,37 +7,41 @@ each end and 0.43 ms per round trip of a small message between two processes
 here, against 0.03 ms and 0.06 ms for a plain TCP round trip.  The rank step
 among three parties exchanges about 500 messages per party, on two cores shared
 by four processes.  Gloo still brings the process group up (torch's
-rendezvous) and carries the handshake of :mod:`.secure`; after that every
-message goes over this mesh.
+rendezvous); after that every message goes over this mesh.
 
-Set-up (:func:`connect`, right after the handshake): every party listens on an
-ephemeral port of its address towards the rendezvous host (loopback when that
-host is local; the interface ``GLOO_SOCKET_IFNAME`` names, if set), publishes ``address:port`` in torch's rendezvous store,
-connects to every lower rank and accepts every higher one.  The first bytes on
-a connection are the connecting party's rank and a token sealed under the
-link's key from the handshake (channel :data:`HELLO`): a connection is kept
-only from the party whose key sealed it, anything else is closed.  New
-connections are read side by side, each with :data:`HELLO_LIMIT` seconds to
-present its token, so one that says nothing holds up neither the real party
-nor the deadline.
+Set-up (:func:`connect`): every party listens on an ephemeral port of its
+address towards the rendezvous host (loopback when that host is local; the
+interface ``GLOO_SOCKET_IFNAME`` names, if set), publishes ``address:port`` in
+torch's rendezvous store, connects to every lower rank and accepts every higher
+one.  Each connection is a TLS 1.3 handshake (:mod:`.tls`): both ends present
+a certificate of their roster identity key, issued under the run's binding
+(the roster, the world size and a run id rank 0 draws), and each end checks
+that the peer's key is the roster's key for the rank it claims; the accepting
+(lower) rank then confirms the link in its first record.  New connections do
+their handshakes side by side, each within :data:`.tls.HELLO_LIMIT` seconds and
+at most :data:`.tls.MAX_PENDING` at once, so one that says nothing, or is not a
+party, holds up neither the real party nor the deadline; it is closed and set-up
+goes on.
 
-Frames: a 12-byte header (channel: u32, length: u64), then the sealed message
-(:class:`.channel.Link`).  The header steers the frame to the receive posted
-for that (peer, channel), first come first served (TCP keeps each connection
-in order), or to a stash until that receive is posted (a header announcing
-more than :data:`MAX_FRAME` bytes is refused before anything is allocated).
-The channel and the length are also in the message's associated data, so a
-frame whose header was changed fails authentication.
+Frames, inside the TLS stream: a 12-byte header (channel: u32, length: u64),
+then the message.  Every byte is authenticated by TLS before it is read, the
+header included.  The header steers the frame to the receive posted for that
+(peer, channel), first come first served (the stream keeps each channel in
+order), or to a stash until that receive is posted.  A stashed frame's buffer
+grows only with the bytes that have arrived (nothing is allocated on a header's
+word), a frame longer than :data:`MAX_FRAME` is refused, and the stash holds at
+most :data:`MAX_STASHED` frames and :data:`MAX_STASH` bytes per peer.
 
-Progress.  Sockets are non-blocking.  A send writes what the kernel takes at
-once, in the calling thread (all of a small message: no thread hand-off, no
-wake-up); the rest of a large one is queued, and written by a writer thread
-while this party computes (which wakes a waiting party through a pipe when it
-completes a send), and by the party itself whenever it waits.  Every
-wait (for a receive, for a send to be written, a barrier) reads every arriving
-frame, so two parties that send each other large messages never block each
-other.  Every wait is bounded by the timeout and names the party waited for; a
-closed connection names the party that closed it.
+Progress.  Sockets are non-blocking.  A send encrypts and writes what the
+kernel takes at once, in the calling thread (all of a small message: no thread
+hand-off, no wake-up); the rest of a large one is queued, and written by a
+writer thread while this party computes (which wakes a waiting party through a
+pipe when it completes a send), and by the party itself whenever it waits.
+Every wait (for a receive, for a send to be written, a barrier) reads every
+arriving frame, so two parties that send each other large messages never block
+each other.  Every wait is bounded by the timeout and names the party waited
+for; a closed connection names the party that closed it.  :meth:`Mesh.close`
+ends every link with close_notify.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import os
+import secrets
 import select
 import socket
 import struct
@@ -53,35 +58,49 @@ import time
 
 import numpy as np
 
-from .channel import ChannelError, sealed_size
+from . import tls
+from .channel import ChannelError
 
-__all__ = ["Mesh", "connect", "local_address", "route_address", "interface_address", "HELLO", "MAX_FRAME"]
+__all__ = ["Mesh", "connect", "local_address", "route_address", "interface_address", "MAX_FRAME", "MAX_STASH",
+           "MAX_STASHED", "taps"]
 
 _FRAME = struct.Struct("<IQ")
-MAX_FRAME = 1 << 34  # bytes: a frame announcing more is refused before anything is allocated
-HELLO = 0xFFFFFFFF  # the channel of the connection's first message (never a data channel: tag 0xFFFF is unused)
-_TOKEN = b"secure-auc mesh v1"
+MAX_FRAME = 1 << 34  # bytes: a frame announcing more is refused
+MAX_STASH = 1 << 33  # bytes of frames from one peer waiting for their receive
+MAX_STASHED = 1 << 14  # frames from one peer waiting for their receive
+_PIECE = 1 << 18  # plaintext encrypted at once for a send
 _IN, _OUT = select.POLLIN | select.POLLPRI, select.POLLOUT
 _KEY = "secure-auc/mesh/{}"
+_RUN = "secure-auc/mesh/run"
+
+taps: list = []  # callables (peer, bytes): every plaintext byte this process reads from a peer (the audit)
 
 
 class _Slot:
-    """One message being received: its buffer, the bytes so far, whether complete (set
+    """One message being received: its size, its buffer (the receive's, or for a stashed
+    frame the list of the pieces that have arrived), the bytes so far, whether complete (set
     only once its frame has arrived, even for an empty one)."""
 
-    __slots__ = ("buf", "got", "done")
+    __slots__ = ("size", "buf", "got", "done", "stashed")
 
-    def __init__(self, buf: memoryview):
-        self.buf, self.got, self.done = buf, 0, False
+    def __init__(self, size: int, buf: memoryview | list):
+        self.size, self.buf, self.got, self.done = size, buf, 0, False
+        self.stashed = isinstance(buf, list)  # counted in the stash's bounds
+
+    def data(self) -> bytes:
+        """The bytes received so far."""
+        return b"".join(self.buf) if isinstance(self.buf, list) else bytes(self.buf[: self.got])
 
 
 class _Send:
-    """A send's handle: complete once every byte is in the kernel's socket buffer."""
+    """A send's handle: complete once every byte is in the kernel's socket buffer.  ``wire``:
+    the message's TLS records not yet written (encrypted when it was sent, as a copy, so
+    that the caller's buffer is free at once)."""
 
-    __slots__ = ("mesh", "peer", "views", "done")
+    __slots__ = ("mesh", "peer", "wire", "done")
 
-    def __init__(self, mesh: "Mesh", peer: int, views: list):
-        self.mesh, self.peer, self.views, self.done = mesh, peer, views, False
+    def __init__(self, mesh: "Mesh", peer: int, wire: list):
+        self.mesh, self.peer, self.wire, self.done = mesh, peer, wire, False
 
     def is_completed(self) -> bool:
         return self.done
@@ -109,35 +128,43 @@ class _Recv:
             self.mesh._progress(lambda: self.slot.done, self.peer, "send")
         self.mesh._unwaited.pop(id(self.slot), None)
         if self.out is not None:  # it came before it was asked for
-            if len(self.slot.buf) != self.out.size:
-                raise self.mesh._mismatch(self.peer, len(self.slot.buf), self.out.size)
-            self.out[:] = np.frombuffer(self.slot.buf, dtype=np.uint8)
+            if self.slot.size != self.out.size:
+                raise self.mesh._mismatch(self.peer, self.slot.size, self.out.size)
+            at = 0
+            for piece in self.slot.buf:
+                self.out[at : at + len(piece)] = np.frombuffer(piece, dtype=np.uint8)
+                at += len(piece)
             self.out = None
         return True
 
 
 class Mesh:
-    """This party's connections to every peer (``socks``: rank -> connected socket)."""
+    """This party's TLS connections to every peer (``links``: rank -> :class:`.tls.Session`
+    whose handshake is complete)."""
 
-    def __init__(self, me: int, socks: dict[int, socket.socket], timeout: float, describe):
-        self.me, self.socks, self.timeout, self.describe = me, socks, timeout, describe
-        self._peer = {s.fileno(): p for p, s in socks.items()}
+    def __init__(self, me: int, links: dict[int, tls.Session], timeout: float, describe):
+        self.me, self.links, self.timeout, self.describe = me, links, timeout, describe
+        self.socks = {p: c.sock for p, c in links.items()}
+        self._peer = {s.fileno(): p for p, s in self.socks.items()}
         self._poll = select.poll()
-        for s in socks.values():
+        for s in self.socks.values():
             s.setblocking(False)
             s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self._poll.register(s, _IN)
-        self._out: dict[int, collections.deque] = {p: collections.deque() for p in socks}
+        self._out: dict[int, collections.deque] = {p: collections.deque() for p in links}
         self._posted: dict[tuple[int, int], collections.deque] = collections.defaultdict(collections.deque)
         self._stash: dict[tuple[int, int], collections.deque] = collections.defaultdict(collections.deque)
-        self._head = {p: memoryview(bytearray(_FRAME.size)) for p in socks}
-        self._head_got = dict.fromkeys(socks, 0)
-        self._reading: dict[int, _Slot | None] = dict.fromkeys(socks)
-        self._events = dict.fromkeys(socks, _IN)  # what the poll watches per peer
-        self._lock = threading.Lock()  # the send queues and writing on the sockets
+        self._stashed = {p: [0, 0] for p in links}  # frames, bytes waiting in the stash per peer
+        self._head = {p: memoryview(bytearray(_FRAME.size)) for p in links}
+        self._head_got = dict.fromkeys(links, 0)
+        self._reading: dict[int, _Slot | None] = dict.fromkeys(links)
+        self._scratch = memoryview(bytearray(1 << 16))  # a stashed frame's pieces pass through here
+        self._events = dict.fromkeys(links, _IN)  # what the poll watches per peer
+        self._lock = threading.Lock()  # the send queues, and the TLS state of every link
         self._pending = threading.Condition(self._lock)
         self._failed: dict[int, ChannelError] = {}  # peers whose link broke (closed, or a write failed)
         self._unwaited: dict[int, tuple[int, int, _Slot]] = {}  # posted receives not waited for yet
+        self._fresh = True  # the handshakes may have left bytes in the links' buffers
         # the writer thread wakes a waiting main thread through this pipe when it completes a send
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
@@ -148,10 +175,17 @@ class Mesh:
     # ------------------------------------------------------------- messages
 
     def isend(self, peer: int, channel: int, data: np.ndarray) -> _Send:
-        """Start sending the bytes ``data`` (uint8, contiguous; kept alive by the handle)."""
+        """Start sending the bytes ``data`` (uint8, contiguous; encrypted at once, so the
+        caller may reuse it)."""
         self._check(peer)
-        h = _Send(self, peer, [memoryview(_FRAME.pack(channel, data.size)), memoryview(data).cast("B")])
+        head, body, c = _FRAME.pack(channel, data.size), memoryview(data).cast("B"), self.links[peer]
         with self._lock:
+            if len(body) <= _PIECE:  # a small message and its header: one record
+                wire = [memoryview(c.encrypt(head + body.tobytes()))]
+            else:
+                wire = [memoryview(c.encrypt(head))]
+                wire += [memoryview(c.encrypt(body[i : i + _PIECE])) for i in range(0, len(body), _PIECE)]
+            h = _Send(self, peer, wire)
             q = self._out[peer]
             q.append(h)
             if len(q) == 1:
@@ -163,29 +197,49 @@ class Mesh:
     def irecv(self, peer: int, channel: int, out: np.ndarray) -> _Recv:
         """Start receiving the next frame of ``channel`` from ``peer`` into ``out`` (uint8)."""
         early = self._stash.get((peer, channel))
-        if early:  # (even from a peer that has left since: it arrived whole)
-            return _Recv(self, peer, early.popleft(), out)
+        if early:  # (even from a peer that has left since: it arrived whole, or its bytes go on arriving)
+            slot = early.popleft()
+            slot.stashed = False
+            self._stashed[peer][0] -= 1
+            self._stashed[peer][1] -= slot.got
+            return _Recv(self, peer, slot, out)
         self._check(peer)
-        slot = _Slot(memoryview(out).cast("B"))
+        slot = _Slot(out.size, memoryview(out).cast("B"))
         self._posted[(peer, channel)].append(slot)
         self._unwaited[id(slot)] = (peer, channel, slot)
         return _Recv(self, peer, slot, None)
 
     def unclaimed(self) -> list[tuple[int, int, bytes]]:
-        """(peer, channel, sealed bytes) of every frame received, whole or in part, that no
+        """(peer, channel, plaintext) of every frame received, whole or in part, that no
         waited-for receive has taken (after reading what the sockets hold now): what the
         audit must add to what the receives recorded."""
-        for p in self.socks:
+        for p in self.links:
             if p not in self._failed:
                 try:
                     self._read(p)
                 except ChannelError as exc:
                     self._failed.setdefault(p, exc)
-        early = [(p, ch, bytes(slot.buf[: slot.got])) for (p, ch), q in self._stash.items() for slot in q]
-        return early + [(p, ch, bytes(slot.buf[: slot.got])) for p, ch, slot in self._unwaited.values() if slot.got]
+        early = [(p, ch, slot.data()) for (p, ch), q in self._stash.items() for slot in q]
+        return early + [(p, ch, slot.data()) for p, ch, slot in self._unwaited.values() if slot.got]
+
+    def wire_bytes(self) -> int:
+        """Bytes sent and received on the wire (TLS records and handshakes) over every link."""
+        return sum(c.wire_in + c.wire_out for c in self.links.values())
+
+    def close(self) -> None:
+        """Write what is queued (within the timeout), then end every link with close_notify
+        and close it."""
+        for p, q in self._out.items():
+            with contextlib.suppress(ChannelError):
+                if q and p not in self._failed:
+                    self._progress(lambda q=q: not q, p, "take")
+        with self._lock:
+            self._out = {p: collections.deque() for p in self.links}
+            for c in self.links.values():
+                c.close()
 
     def _check(self, peer: int) -> None:
-        if peer not in self.socks:
+        if peer not in self.links:
             raise ChannelError(f"no link to rank {peer}")
         if peer in self._failed:
             raise self._failed[peer]
@@ -195,6 +249,10 @@ class Mesh:
     def _progress(self, done, peer: int, what: str) -> None:
         deadline = time.monotonic() + self.timeout
         poll, peers = self._poll.poll, self._peer
+        if self._fresh:
+            self._fresh = False
+            for p in self.links:
+                self._read_or_fail(p)
         while not done():
             if peer in self._failed:  # a link that broke matters only to whoever waits on it: a peer
                 raise self._failed[peer]  # that is done and gone is no error for the others
@@ -217,16 +275,22 @@ class Mesh:
                         os.read(self._wake_r, 4096)
                     continue
                 p = peers[fd]
-                try:
-                    if ev & _OUT:
+                if ev & _OUT:
+                    try:
                         with self._lock:
                             self._write(p)
-                    if ev & ~_OUT:
-                        self._read(p)
-                except ChannelError as exc:
-                    if not exc.args[0].startswith("another party disconnected"):
-                        raise  # a frame that fails: the run stops
-                    self._failed.setdefault(p, exc)
+                    except ChannelError as exc:
+                        self._failed.setdefault(p, exc)
+                if ev & ~_OUT:
+                    self._read_or_fail(p)
+
+    def _read_or_fail(self, p: int) -> None:
+        try:
+            self._read(p)
+        except ChannelError as exc:
+            if not exc.args[0].startswith("another party disconnected"):
+                raise  # a frame that fails: the run stops
+            self._failed.setdefault(p, exc)
 
     def _writer(self) -> None:
         """The writer thread: writes the queued rest of large messages while the party computes
@@ -262,17 +326,17 @@ class Mesh:
         while q:
             h = q[0]
             try:
-                n = s.sendmsg(h.views)
+                n = s.sendmsg(h.wire[:64])
             except (BlockingIOError, InterruptedError):
                 break
             except OSError as exc:
                 raise self._gone(p, exc) from None
-            views = h.views
-            while views and n >= len(views[0]):
-                n -= len(views[0])
-                views.pop(0)
-            if views:
-                views[0] = views[0][n:]
+            wire = h.wire
+            while wire and n >= len(wire[0]):
+                n -= len(wire[0])
+                wire.pop(0)
+            if wire:
+                wire[0] = wire[0][n:]
                 break
             h.done = True
             completed = True
@@ -280,12 +344,13 @@ class Mesh:
         return completed
 
     def _read(self, p: int) -> None:
-        s = self.socks[p]
+        """Read every frame byte ``p``'s link holds now (decrypting what the socket gives)."""
+        c = self.links[p]
         while True:
             slot = self._reading[p]
             if slot is None:
                 head, got = self._head[p], self._head_got[p]
-                n = self._recv_into(p, s, head[got:])
+                n = self._plain(p, c, head[got:])
                 if n is None:
                     return
                 got += n
@@ -297,35 +362,68 @@ class Mesh:
                 posted = self._posted.get((p, channel))
                 if posted:
                     slot = posted.popleft()
-                    if len(slot.buf) != length:
-                        raise self._mismatch(p, length, len(slot.buf))
-                else:  # the header is not authenticated yet: no allocation beyond any message's size
+                    if slot.size != length:
+                        raise self._mismatch(p, length, slot.size)
+                else:
                     if length > MAX_FRAME:
                         raise self._mismatch(p, length, f"at most {MAX_FRAME}")
-                    slot = _Slot(memoryview(bytearray(length)))
+                    count = self._stashed[p]
+                    if count[0] >= MAX_STASHED:
+                        raise ChannelError(f"{self.describe(p)} sent more than {MAX_STASHED} messages that no "
+                                           f"receive of {self.describe(self.me)} was waiting for; the run stops")
+                    count[0] += 1
+                    slot = _Slot(length, [])  # grows as its bytes arrive
                     self._stash[(p, channel)].append(slot)
                 if length == 0:
                     slot.done = True
                     continue
                 self._reading[p] = slot
-            n = self._recv_into(p, s, slot.buf[slot.got :])
-            if n is None:
-                return
+            if isinstance(slot.buf, list):  # a stashed frame: a piece is kept as it arrives
+                view = self._scratch[: min(len(self._scratch), slot.size - slot.got)]
+                n = self._plain(p, c, view)
+                if n is None:
+                    return
+                count = self._stashed[p] if slot.stashed else [0, 0]
+                count[1] += n
+                if count[1] > MAX_STASH:
+                    raise ChannelError(f"{self.describe(p)} sent more than {MAX_STASH} bytes that no receive of "
+                                       f"{self.describe(self.me)} was waiting for; the run stops")
+                slot.buf.append(bytes(view[:n]))
+            else:
+                n = self._plain(p, c, slot.buf[slot.got :])
+                if n is None:
+                    return
             slot.got += n
-            if slot.got == len(slot.buf):
+            if slot.got == slot.size:
                 slot.done = True
                 self._reading[p] = None
 
-    def _recv_into(self, p: int, s: socket.socket, view: memoryview) -> int | None:
-        try:
-            n = s.recv_into(view)
-        except (BlockingIOError, InterruptedError):
-            return None
-        except OSError as exc:
-            raise self._gone(p, exc) from None
-        if n == 0:
-            raise self._gone(p, None)
-        return n
+    def _plain(self, p: int, c: tls.Session, view: memoryview) -> int | None:
+        """Plaintext from ``p``'s link into ``view``: the number of bytes, None if nothing is there."""
+        while True:
+            with self._lock:
+                try:
+                    n = c.read_into(view)
+                except EOFError:  # close_notify
+                    raise self._gone(p, None) from None
+                except tls.LinkError as exc:
+                    raise ChannelError(f"a message from {self.describe(p)} to {self.describe(self.me)} failed "
+                                       f"authentication ({exc}: modified, replayed, reordered, truncated or "
+                                       "foreign); the run stops") from None
+            if n is not None:
+                for tap in taps:
+                    tap(p, bytes(view[:n]))
+                return n
+            try:
+                raw = c.sock.recv(1 << 18)
+            except (BlockingIOError, InterruptedError):
+                return None
+            except OSError as exc:
+                raise self._gone(p, exc) from None
+            if not raw:
+                raise self._gone(p, None)
+            with self._lock:
+                c.feed(raw)
 
     def _gone(self, p: int, exc: OSError | None) -> ChannelError:
         why = f" ({exc.strerror or exc})" if exc is not None else ""
@@ -333,7 +431,7 @@ class Mesh:
                             "(it crashed or was stopped); the run cannot continue")
 
     def _mismatch(self, p: int, length: int, expected: int | str) -> ChannelError:
-        return ChannelError(f"a message from {self.describe(p)} to {self.describe(self.me)} failed authentication "
+        return ChannelError(f"a message from {self.describe(p)} to {self.describe(self.me)} does not fit "
                             f"(a frame of {length} bytes where {expected} were expected); the run stops")
 
 
@@ -375,94 +473,21 @@ def local_address(master_addr: str) -> str:
     return route_address(master_addr) or socket.gethostbyname(socket.gethostname())
 
 
-def _token(src: int, dst: int) -> np.ndarray:
-    return np.frombuffer(_TOKEN + struct.pack("<ii", src, dst), dtype=np.uint8)
-
-
-HELLO_LIMIT = 5.0  # seconds a new connection has to present its rank and token
-
-
-def _hello_from(buf: bytes, me: int, world: int, links: dict, socks: dict) -> int | None:
-    """The rank whose link key sealed this connection's first bytes, or None."""
-    r = struct.unpack("<i", buf[:4])[0]
-    if not me < r < world or r in socks:
-        return None
-    token = _token(r, me)
-    out = np.empty(token.size, dtype=np.uint8)
-    try:
-        links[r].open(HELLO, 0, np.frombuffer(buf[4:], dtype=np.uint8), out)
-    except ChannelError:
-        return None
-    return r if np.array_equal(out, token) else None
-
-
-def _accept(listener: socket.socket, me: int, world: int, links: dict, socks: dict, deadline: float,
-            timeout: float, describe) -> None:
-    """Accept every higher rank's connection.  Connections are read side by side, each with
-    :data:`HELLO_LIMIT` seconds to present its rank and token, so one that says nothing (or
-    drips bytes) neither holds up the real party nor outlasts the deadline."""
-    need = 4 + sealed_size(_token(0, 0).size)
-    listener.setblocking(False)
-    poll = select.poll()
-    poll.register(listener, select.POLLIN)
-    pending: dict[int, list] = {}  # fd -> [socket, bytes so far, its own deadline]
-    refused = 0
-    try:
-        while len(socks) < world - 1:
-            now = time.monotonic()
-            for fd, (c, _, until) in list(pending.items()):
-                if now >= until:
-                    poll.unregister(fd)
-                    c.close()
-                    del pending[fd]
-                    refused += 1
-            if now >= deadline:
-                missing = ", ".join(describe(r) for r in range(me + 1, world) if r not in socks)
-                closed = f" ({refused} connection(s) that did not authenticate as a party were closed)" if refused else ""
-                raise ChannelError(f"no answer from another party within the timeout: {missing} did not open "
-                                   f"its link within {timeout:g} s{closed}; the run cannot continue")
-            until = min([deadline] + [u for _, _, u in pending.values()])
-            for fd, _ in poll.poll(max(1.0, (until - now) * 1000)):
-                if fd == listener.fileno():
-                    try:
-                        c, _ = listener.accept()
-                    except (BlockingIOError, InterruptedError):
-                        continue
-                    except OSError as exc:
-                        raise ChannelError(f"this party's link listener failed ({exc.strerror or exc}); "
-                                           "the run cannot continue") from None
-                    c.setblocking(False)
-                    pending[c.fileno()] = [c, b"", min(deadline, time.monotonic() + HELLO_LIMIT)]
-                    poll.register(c, select.POLLIN)
-                    continue
-                entry = pending[fd]
-                try:
-                    chunk = entry[0].recv(need - len(entry[1]))
-                except (BlockingIOError, InterruptedError):
-                    continue
-                except OSError:
-                    chunk = b""
-                entry[1] += chunk
-                if chunk and len(entry[1]) < need:
-                    continue
-                poll.unregister(fd)
-                del pending[fd]
-                r = _hello_from(entry[1], me, world, links, socks) if chunk else None
-                if r is None:  # closed early, or not the party it claims to be: the real one may still come
-                    entry[0].close()
-                    refused += 1
-                else:
-                    socks[r] = entry[0]
-    finally:
-        for c, _, _ in pending.values():
-            c.close()
-
-
-def connect(me: int, world: int, links: dict, store, master_addr: str, timeout: float, describe) -> Mesh:
-    """Open this party's connections to every peer (module docstring) and return the mesh.
-    ``links``: rank -> :class:`.channel.Link` from the handshake; ``store``: torch's
-    rendezvous store."""
+def connect(me: int, world: int, identity, keys, bound: bytes, store, master_addr: str, timeout: float,
+            describe) -> Mesh:
+    """Open this party's TLS links to every peer (module docstring) and return the mesh.
+    ``identity``: this party's Ed25519 private key; ``keys(rank)``: the roster's public key
+    of ``rank``; ``bound``: the run's binding without its run id (:func:`.tls.binding` of
+    the roster and the world size); ``store``: torch's rendezvous store."""
     host = local_address(master_addr)
+    if me == 0:
+        store.set(_RUN, secrets.token_hex(16))
+    try:
+        run = store.get(_RUN).decode()  # waits up to the store's timeout
+    except Exception:  # noqa: BLE001 - torch raises several kinds
+        raise ChannelError(f"no answer from another party within the timeout: {describe(0)} did not publish "
+                           "the run's id; the run cannot continue") from None
+    bound = tls.binding("secure-auc mesh v2", bound, run)
     try:
         listener = socket.create_server((host, 0), backlog=max(1, world))
     except OSError as exc:
@@ -470,28 +495,103 @@ def connect(me: int, world: int, links: dict, store, master_addr: str, timeout: 
                            "the run cannot continue") from None
     store.set(_KEY.format(me), f"{host}:{listener.getsockname()[1]}")
     deadline = time.monotonic() + timeout
-    socks: dict[int, socket.socket] = {}
+    links: dict[int, tls.Session] = {}
     try:
+        failed: list[ChannelError] = []  # a link to a lower rank that failed: the higher ones are still
+        if me:  # served, so that every party names the same culprit, and then the first failure is raised
+            client = tls.context(identity, f"rank {me}", bound, server_side=False)
         for r in range(me):
             try:
-                addr = store.get(_KEY.format(r)).decode()  # waits up to the store's timeout
-            except Exception:  # noqa: BLE001 - torch raises several kinds
-                raise ChannelError(f"no answer from another party within the timeout: {describe(r)} did not "
-                                   f"publish its link address; the run cannot continue") from None
+                links[r] = _dial(r, me, client, keys, store, deadline, timeout, describe)
+            except ChannelError as exc:
+                if str(exc).startswith("no answer"):
+                    raise
+                failed.append(exc)
+        if me < world - 1:
+            server = tls.context(identity, f"rank {me}", bound, server_side=True)
             try:
-                h, port = addr.rsplit(":", 1)
-                s = socket.create_connection((h, int(port)), timeout=max(0.1, deadline - time.monotonic()))
-                socks[r] = s
-                s.sendall(struct.pack("<i", me) + links[r].seal(HELLO, 0, _token(me, r)).tobytes())
-            except (OSError, ValueError) as exc:
-                why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-                raise ChannelError(f"cannot reach {describe(r)} at {addr!r} ({why}); "
-                                   "the run cannot continue") from None
-        _accept(listener, me, world, links, socks, deadline, timeout, describe)
+                links.update(_accept(listener, server, me, world, keys, deadline, timeout, describe))
+            except ChannelError as exc:
+                failed.append(exc)
+        if failed:
+            raise failed[0]
     except BaseException:
-        for s in socks.values():
-            s.close()
+        for c in links.values():
+            c.sock.close()
         raise
     finally:
         listener.close()
-    return Mesh(me, socks, timeout, describe)
+    return Mesh(me, links, timeout, describe)
+
+
+def _dial(r: int, me: int, ctx, keys, store, deadline: float, timeout: float, describe) -> tls.Session:
+    """Connect to rank ``r`` (lower), check its key, and wait for its confirmation."""
+    try:
+        addr = store.get(_KEY.format(r)).decode()  # waits up to the store's timeout
+    except Exception:  # noqa: BLE001 - torch raises several kinds
+        raise ChannelError(f"no answer from another party within the timeout: {describe(r)} did not "
+                           f"publish its link address; the run cannot continue") from None
+    try:
+        h, port = addr.rsplit(":", 1)
+        s = socket.create_connection((h, int(port)), timeout=max(0.1, deadline - time.monotonic()))
+    except (OSError, ValueError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise ChannelError(f"cannot reach {describe(r)} at {addr!r} ({why}); the run cannot continue") from None
+    c = tls.Session(s, ctx, server_side=False)
+
+    def check(c: tls.Session) -> None:
+        if c.key != keys(r) or c.role != f"rank {r}":
+            raise ChannelError(f"{describe(r)} failed authentication: its key is not the roster's key for that "
+                               "role (a process that is not in the roster, or one claiming another's rank)")
+
+    try:
+        s.settimeout(max(0.1, deadline - time.monotonic()))
+        tls.handshake(c, deadline, check)
+    except ChannelError:
+        s.close()
+        raise
+    except TimeoutError:
+        s.close()
+        raise ChannelError(f"no answer from another party within the timeout: {describe(r)} did not complete "
+                           f"its link within {timeout:g} s; the run cannot continue") from None
+    except (EOFError, tls.LinkError, OSError) as exc:
+        s.close()
+        raise ChannelError(f"{describe(r)} refused the link from {describe(me)} ({str(exc) or 'it closed the connection'}: its roster "
+                           "or run is not this party's, or this party's key is not the roster's key for its "
+                           "rank); the run cannot continue") from None
+    return c
+
+
+def _accept(listener: socket.socket, ctx, me: int, world: int, keys, deadline: float, timeout: float,
+            describe) -> dict[int, tls.Session]:
+    """Accept every higher rank's link (:func:`.tls.accept`: handshakes side by side, each
+    within a time limit; a connection that is not a party is closed, the real one may still
+    come)."""
+    impostors: set[int] = set()
+
+    def admit(c: tls.Session):
+        role = c.role or ""
+        r = int(role[5:]) if role.startswith("rank ") and role[5:].isdigit() else -1
+        if not me < r < world:
+            return f"a connection claiming {role!r}"
+        if c.key != keys(r):
+            impostors.add(r)
+            return f"a connection claiming {describe(r)} with another key"
+        return r
+
+    try:
+        links, refused = tls.accept(listener, ctx, admit, world - 1 - me, deadline)
+    except tls.LinkError as exc:
+        raise ChannelError(f"this party's link listener failed ({exc}); the run cannot continue") from None
+    if len(links) < world - 1 - me:
+        for c in links.values():
+            c.sock.close()
+        missing = [r for r in range(me + 1, world) if r not in links]
+        bad = [describe(r) for r in missing if r in impostors]
+        failed = f"{', '.join(bad)} failed authentication (a connection claiming it presented another key); " \
+            if bad else ""
+        closed = f" ({len(refused)} connection(s) that did not authenticate as a party were closed)" if refused else ""
+        raise ChannelError(f"{failed}no answer from another party within the timeout: "
+                           f"{', '.join(describe(r) for r in missing)} did not open its link within {timeout:g} s"
+                           f"{closed}; the run cannot continue")
+    return links
