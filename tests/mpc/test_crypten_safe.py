@@ -9,6 +9,8 @@ import pytest
 
 from .test_ranks import run_parties
 
+TIMEOUT = 90.0
+
 # ----------------------------------------------------------------- a small model's operations
 
 
@@ -73,3 +75,201 @@ def test_crypten_ops_are_right_with_the_dealer_and_aes_streams(world, provider):
         np.testing.assert_allclose(got["score"], want["score"], atol=2e-2)  # CrypTen's sigmoid approximation
         clear = np.abs(want["logit"]) > 1e-2
         np.testing.assert_array_equal(got["positive"][clear], want["positive"][clear])
+
+
+# ----------------------------------------------------------------- stock CrypTen, for the "before" runs
+
+
+def _stock_crypten():
+    """Undo the launcher's guard in this process: CrypTen's own generator functions again
+    (a test that shows what stock CrypTen gives away)."""
+    import importlib
+
+    import crypten.common.rng as rng
+
+    from secure_auc.mpc.comm import backend
+
+    fresh = importlib.reload(rng)
+    for _, mod in backend.random_generator_modules():
+        for name in ("generate_random_ring_element", "generate_kbit_random_tensor"):
+            if hasattr(mod, name):
+                setattr(mod, name, getattr(fresh, name))
+
+
+def _untemper(y: int) -> int:
+    """The MT19937 state word behind one 32-bit output (the tempering inverted)."""
+    y ^= y >> 18
+    y ^= (y << 15) & 0xEFC60000
+    t = y
+    for _ in range(5):
+        t = y ^ ((t << 7) & 0x9D2C5680)
+    y = t & 0xFFFFFFFF
+    t = y
+    for _ in range(3):
+        t = y ^ (t >> 11)
+    return t & 0xFFFFFFFF
+
+
+def predict_ring_elements(observed: np.ndarray, count: int) -> np.ndarray:
+    """Given at least 312 consecutive int64 outputs of CrypTen's
+    ``generate_random_ring_element`` (torch's MT19937: each is 2^63 + two 32-bit outputs,
+    high word first), the ``count`` outputs that follow the first 312."""
+    import random
+
+    words = []
+    for v in (observed[:312].astype(np.uint64) + np.uint64(1 << 63)).tolist():
+        words += [v >> 32, v & 0xFFFFFFFF]
+    mt = random.Random()
+    mt.setstate((3, tuple(_untemper(w) for w in words) + (624,), None))
+    out = [((mt.getrandbits(32) << 32) | mt.getrandbits(32)) for _ in range(count)]
+    return (np.array(out, dtype=np.uint64) - np.uint64(1 << 63)).astype(np.int64)
+
+
+def _attack(rank, secret1, secret2, known, safe):
+    """Party 0 multiplies two secret vectors, one after the other, by party 1's vector
+    ``known``; party 1 (the attacker) keeps the values opened in each Beaver product.
+    From the first product's delta = known - b it reads b, raw outputs of the triple
+    generator (stock TFP: party 0's torch generator), recovers the generator's state and
+    predicts the next triple's a; the second product's epsilon = x - a then gives x."""
+    import torch
+
+    from secure_auc.mpc.comm import backend
+    from secure_auc.mpc.crypten import install
+
+    crypten = backend.crypten
+    from crypten.mpc.primitives.arithmetic import ArithmeticSharedTensor
+
+    if not safe:
+        _stock_crypten()
+    guard = install() if safe else None
+    n = len(known)
+    opened = []
+    reveal = ArithmeticSharedTensor.__dict__["reveal_batch"]
+
+    def spy(tensors, dst=None):
+        out = reveal.__func__(tensors, dst)
+        opened.append([t.clone() for t in out])
+        return out
+
+    ArithmeticSharedTensor.reveal_batch = staticmethod(spy)
+    try:
+        mine = [torch.tensor(secret1), torch.tensor(secret2)] if rank == 0 else [torch.empty(n)] * 2
+        y = crypten.cryptensor(torch.tensor(known) if rank == 1 else torch.empty(n), src=1)
+        for x in mine:
+            crypten.cryptensor(x, src=0) * y
+    finally:
+        ArithmeticSharedTensor.reveal_batch = reveal
+        if guard is not None:
+            guard.uninstall()
+    if rank != 1:
+        return None
+    known_enc = (torch.tensor(known) * (1 << 16)).long().numpy()
+    b1 = known_enc - opened[0][1].numpy()  # the first triple's b
+    predicted = predict_ring_elements(b1, (n - 312) + n)
+    consistent = bool((predicted[: n - 312] == b1[312:]).all())  # the state explains the rest of b
+    a2 = predicted[n - 312 :]
+    guess = (opened[1][0].numpy() + a2) / (1 << 16)
+    return {"consistent": consistent, "guess": guess}
+
+
+def attack_inputs(n=400, seed=11):
+    rng = np.random.default_rng(seed)
+    known = rng.integers(-1000, 1000, n) / 256.0  # exact in 16-bit fixed point
+    secret1 = rng.integers(-1000, 1000, n) / 256.0
+    secret2 = rng.integers(-1000, 1000, n) / 256.0
+    return secret1, secret2, known
+
+
+def test_generator_recovery_breaks_stock_crypten_and_fails_once_installed():
+    from secure_auc.mpc.launch import spawn_parties
+
+    secret1, secret2, known = attack_inputs()
+    stock = spawn_parties(_attack, {r: (secret1, secret2, known, False) for r in range(2)}, 2, provider="tfp",
+                          timeout=30, deadline=TIMEOUT, insecure_links=True)[1]
+    assert stock["consistent"]
+    np.testing.assert_array_equal(stock["guess"], secret2)  # party 0's second input, read exactly
+    safe = run_parties(2, _attack, secret1, secret2, known, True)[1]
+    assert not safe["consistent"]
+    assert np.mean(np.abs(safe["guess"] - secret2) < 1) < 0.01  # no better than chance
+
+
+# ----------------------------------------------------------------- the received-buffer audit
+
+
+def _model_unopened(rank, cols, w1, w2, safe=True):
+    """The model's operations without opening anything (what a deployment would run before
+    the rank step); with ``safe=False`` stock CrypTen, whose output is opened to party 0 by
+    ``get_plain_text(dst=0)`` (a reduce), as a canary for the search."""
+    import torch
+
+    from secure_auc.mpc.comm import backend
+    from secure_auc.mpc.crypten import install
+
+    crypten = backend.crypten
+    world = backend.world_size()
+    if not safe:
+        _stock_crypten()
+    guard = install() if safe else None
+    try:
+        x = crypten.cat([crypten.cryptensor(torch.from_numpy(cols[r]) if r == rank else torch.empty(cols[r].shape),
+                                            src=r) for r in range(world)], dim=1)
+        W1 = crypten.cryptensor(torch.from_numpy(w1) if rank == 0 else torch.empty(w1.shape), src=0)
+        W2 = crypten.cryptensor(torch.from_numpy(w2) if rank == 0 else torch.empty(w2.shape), src=0)
+        z = x.matmul(W1).relu().matmul(W2)[:, 0]
+        s = z.sigmoid()
+        _ = z > 0
+        opened = None if safe else s._tensor.reveal(dst=0)  # CrypTen's opening to party 0: a reduce
+    finally:
+        if guard is not None:
+            guard.uninstall()
+    return None if opened is None else opened.numpy()
+
+
+def audit_patterns(values) -> dict:
+    from .test_leakage import _vector_patterns
+
+    return _vector_patterns(np.asarray(values, dtype=np.float64), ("float64", "float32", "fixed16"))
+
+
+def _received(job, world, args, provider, insecure=False):
+    from secure_auc.mpc.launch import spawn_parties
+
+    received: dict = {}
+    spawn_parties(job, {r: args for r in range(world)}, world, provider=provider, timeout=30, deadline=TIMEOUT,
+                  received=received, insecure_links=insecure)
+    return received
+
+
+def test_crypten_model_passes_the_received_buffer_audit_once_installed():
+    """Three parties (and the dealer) run the model's matmul, ReLU, sigmoid and comparison
+    with install(); no process receives a fragment of another party's features, of party
+    0's weights or of the model's scores or logits, and no collective combines shares (no
+    reduce, all_reduce, gather or scatter record).  The same search finds stock CrypTen's
+    output opened to party 0 by a reduce at party 1."""
+    from .test_leakage import _found
+
+    world = 3
+    cols, w1, w2 = model_inputs(world, n=64)
+    want = plain_model(cols, w1, w2)
+    outputs = audit_patterns(want["score"]) | audit_patterns(want["logit"])
+    received = _received(_model_unopened, world, (cols, w1, w2, True), "ttp")
+    assert sorted(received) == list(range(world + 1))
+    for rank, records in received.items():
+        assert not {r.op for r in records} & {"reduce", "all_reduce", "gather", "scatter", "unclaimed frame"}, rank
+        for owner in range(world):
+            if owner != rank:
+                assert not _found(records, audit_patterns(cols[owner].reshape(-1))), (rank, owner)
+        if rank != 0:
+            assert not _found(records, audit_patterns(w1.reshape(-1)) | audit_patterns(w2.reshape(-1))), rank
+        assert not _found(records, outputs), rank
+    from secure_auc.mpc.launch import spawn_parties
+
+    cols2, w1_2, w2_2 = model_inputs(2, n=4096)
+    stock: dict = {}
+    done = spawn_parties(_model_unopened, {r: (cols2, w1_2, w2_2, False) for r in range(2)}, 2, provider="tfp",
+                         timeout=30, deadline=TIMEOUT, received=stock, insecure_links=True)
+    from .test_leakage import _vector_patterns
+
+    opened = _vector_patterns(done[0], ("int64",))  # the scores as party 0 got them (CrypTen's fixed point)
+    assert any(r.op == "reduce" for r in stock[1])
+    assert _found(stock[1], opened)  # party 1 holds part of them too
