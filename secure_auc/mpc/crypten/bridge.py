@@ -8,9 +8,8 @@ party opens a score or a key:
    (rank 0 adds :math:`2^{30}` to its share), each party bit-slices its share of
    :math:`u` into 64 planes (:func:`..primitives.bits.bitslice`); for three or
    more parties a carry-save layer (:func:`..primitives.circuits.carry_save`)
-   leaves two addends, and a Kogge-Stone adder (:func:`add_planes`,
-   :math:`\lceil \log_2 64 \rceil = 6` AND rounds) gives XOR shares of the 64
-   bits of :math:`u \bmod 2^{64}`.
+   leaves two addends, and a prefix adder (:func:`add_planes`, 7 AND rounds)
+   gives XOR shares of the 64 bits of :math:`u \bmod 2^{64}`.
 2. *Range* (exact, or refused).  The keys are one 32-bit limb, below the
    sorting network's padding key :math:`2^{31} - 1`, so :math:`-2^{30} \le v < 2^{30}`
    is needed (scores in :math:`[-2^{14}, 2^{14})` with CrypTen's 16 fractional
@@ -23,13 +22,14 @@ party opens a score or a key:
    (:mod:`..encoding`: first limb in :math:`[-2^{31}, 2^{31})`, order and
    ties those of the fixed-point values, negatives included).  The radix sort
    needs the shares of each 2-bit digit of :math:`u \bmod 2^{32}` (an unsigned
-   form of the key, in the same order) modulo 4 only: the high bit of a
-   digit enters as :math:`2 b`, and :math:`2 \bigoplus_p b_p \equiv 2 \sum_p b_p
-   \pmod 4`, so each party doubles its own XOR share; the low bit is converted
-   with one B2A (:func:`..primitives.b2a.bit_to_arithmetic`): 16 conversions
-   per row.
+   form of the key, in the same order) modulo 4 only (:func:`digits_mod4`): the
+   high bit of a digit enters as :math:`2 b`, and :math:`2 \bigoplus_p c_p \equiv
+   2 \sum_p c_p \pmod 4`, so each party doubles its own XOR share; the low bit
+   is :math:`\sum_p c_p - 2 \bigoplus_{p<q} c_p c_q \pmod 4`: one AND round on
+   packed words for the products of every pair of parties' shares.
 4. *Rank step.*  The radix sort (:func:`..ranks.radix_midranks_shared`, mid-rank
-   scan in :math:`\mathbb{Z}_{2^{64}}`), or the sorting network
+   scan in :math:`\mathbb{Z}_{2^{64}}` for an ``MPCTensor`` out, in
+   :math:`\mathbb{Z}_{2^{32}}` when the ranks go to their owners), or the sorting network
    (:func:`..ranks.secure_midranks`, no digits), on these keys.
 5. *Out.*  :func:`rank_mpctensor` returns 1-based mid-ranks as an ``MPCTensor``
    (fixed point, exact: the halves of the mid-ranks are representable);
@@ -44,14 +44,15 @@ step; CrypTen's provider channel is released first (:mod:`.safe`).
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import torch
 
 from ...validation import InputError
 from .. import RANK_METHODS
 from ..comm import backend
-from ..primitives.b2a import bit_to_arithmetic
-from ..primitives.beaver import and_gate, beaver_round
+from ..primitives.beaver import and_gate
 from ..primitives.bits import bitslice, unslice
 from ..primitives.circuits import carry_save
 from ..primitives.opening import open_all
@@ -59,7 +60,7 @@ from ..primitives.randomness import dealer_randomness
 from ..ranks import DIGIT_BITS, radix_midranks_shared, reveal_to_owners, secure_midranks
 from .safe import released
 
-__all__ = ["score_keys", "add_planes", "any_set", "rank_mpctensor", "twice_midranks_mpctensor",
+__all__ = ["score_keys", "add_planes", "any_set", "digits_mod4", "rank_mpctensor", "twice_midranks_mpctensor",
            "evaluate_mpctensor", "KEY_RANGE_BITS"]
 
 KEY_RANGE_BITS = 30  # -2^30 <= v < 2^30: one 32-bit key limb, below the padding key
@@ -68,30 +69,30 @@ _WORD_BITS = 64
 
 def add_planes(a: torch.Tensor, b: torch.Tensor, rnd) -> torch.Tensor:
     r"""XOR shares of the bits of :math:`A + B \bmod 2^{n}` from XOR-shared bit planes
-    ``a``, ``b`` (n, ...): Kogge-Stone, :math:`\lceil \log_2 n \rceil` AND rounds.
+    ``a``, ``b`` (n, ...): Sklansky's prefix adder, :math:`1 + \lceil \log_2 (n - 1) \rceil`
+    AND rounds, about :math:`n + (n/2 + n/2) \log_2 n` ANDs of planes.
 
-    :math:`g_i = a_i b_i`, :math:`p_i = a_i \oplus b_i`; at distance :math:`d = 1, 2, 4, \dots`
-    :math:`G_i \leftarrow G_i \oplus P_i G_{i-d}`, :math:`P_i \leftarrow P_i P_{i-d}`
-    (generate and propagate cannot both hold, so XOR is OR); the carry into bit
-    :math:`i` is :math:`G_{i-1}` and the sum bit :math:`p_i \oplus G_{i-1}`."""
+    :math:`g_i = a_i b_i`, :math:`p_i = a_i \oplus b_i`; at block size :math:`2s`
+    (:math:`s = 1, 2, 4, \dots`) every position :math:`i` of a block's upper half combines
+    with the top :math:`j` of the lower half: :math:`G_i \leftarrow G_i \oplus P_i G_j`,
+    :math:`P_i \leftarrow P_i P_j` (generate and propagate cannot both hold, so XOR is OR;
+    a group that starts at bit 0 never needs its P).  The carry into bit :math:`i` is
+    :math:`G_{i-1}`, the sum bit :math:`p_i \oplus G_{i-1}`."""
     n = a.shape[0]
     p0 = a ^ b
     g = and_gate(a.contiguous(), b.contiguous(), rnd)
     p = p0.clone()
-    d = 1
-    while d < n - 1:  # G of bit n - 1 is never needed
-        last = 2 * d >= n - 1
-        hi = slice(d, n - 1)
-        lo = slice(0, n - 1 - d)
-        if last:
-            t = and_gate(p[hi].contiguous(), g[lo].contiguous(), rnd)
-            g = torch.cat([g[:d], g[hi] ^ t, g[n - 1 :]])
-        else:
-            t = and_gate(torch.cat([p[hi], p[hi]]).contiguous(), torch.cat([g[lo], p[lo]]).contiguous(), rnd)
-            m = n - 1 - d
-            g = torch.cat([g[:d], g[hi] ^ t[:m], g[n - 1 :]])
-            p = torch.cat([p[:d], t[m:], p[n - 1 :]])
-        d *= 2
+    pos = torch.arange(n - 1)  # the G of bit n - 1 is never needed
+    s = 1
+    while s < n - 1:
+        upper = pos[(pos // s) % 2 == 1]
+        later = upper[upper // (2 * s) > 0]  # P is needed later only in blocks not starting at bit 0
+        x = torch.cat([p[upper], p[later]]).contiguous()
+        y = torch.cat([g[(upper // s) * s - 1], p[(later // s) * s - 1]]).contiguous()
+        t = and_gate(x, y, rnd)
+        g[upper] ^= t[: len(upper)]
+        p[later] = t[len(upper) :]
+        s *= 2
     out = p0.clone()
     out[1:] ^= g[: n - 1]
     return out
@@ -144,25 +145,63 @@ def score_keys(share: torch.Tensor, rnd, *, digits: bool = True):
     keys = share.reshape(-1, 1).contiguous()
     if not digits:
         return keys, None
-    count = 32 // DIGIT_BITS  # one 32-bit limb
-    words = bits.shape[-1]
-    low = bits[0 : 2 * count : 2].reshape(-1).contiguous()  # (count * W,) packed low bits
-    low = bit_to_arithmetic(low, low.numel() * _WORD_BITS, rnd).view(count, words * _WORD_BITS)[:, :m]
-    high = unslice(bits[1 : 2 * count : 2].reshape(-1), count * words * _WORD_BITS).view(count, -1)[:, :m]
-    return keys, low + 2 * high
+    return keys, digits_mod4(bits[: 32].reshape(32, -1), m, rnd)
 
 
-def twice_midranks_mpctensor(x, *, method: str = RANK_METHODS[0], progress=None) -> torch.Tensor:
-    """This party's (M,) int64 shares (Z_2^64) of 2 x the 0-based mid-rank of every entry of
-    the ``MPCTensor`` ``x`` (flattened), in input order (module docstring)."""
+def digits_mod4(bits: torch.Tensor, m: int, rnd) -> torch.Tensor:
+    r"""Additive shares, correct modulo 4, of the 2-bit digits :math:`b_{2l} + 2 b_{2l+1}`
+    of XOR-shared bit planes ``bits`` (2L, W) of ``m`` values; returns (L, m) int64.
+
+    With party :math:`p`'s share :math:`c_p` of a bit :math:`b = \bigoplus_p c_p`,
+    :math:`b = e_1 - 2 e_2 + 4 e_3 - \dots` in the elementary symmetric polynomials of
+    the :math:`c_p`, so :math:`b \equiv \sum_p c_p - 2 \bigoplus_{p<q} c_p c_q \pmod 4`
+    (:math:`2 y \bmod 4` needs only :math:`y \bmod 2`, and :math:`2 \bigoplus_p y_p
+    \equiv 2 \sum_p y_p`): one AND round on packed words for the low bits (the products
+    of every pair of parties' shares, each party's share entered alone); the high bit
+    enters as :math:`2 b`, each party doubling its own share.  No B2A conversion."""
+    rank, world = backend.rank(), backend.world_size()
+    count = bits.shape[0] // 2
+    low = bits[0::2].contiguous()
+    n = count * bits.shape[1] * _WORD_BITS
+
+    def mine(p):
+        return low if p == rank else torch.zeros_like(low)
+
+    pairs = [(p, q) for p in range(world) for q in range(p + 1, world)]
+    cross = torch.zeros(n, dtype=torch.long)
+    if pairs:
+        prods = and_gate(torch.cat([mine(p) for p, _ in pairs]), torch.cat([mine(q) for _, q in pairs]), rnd)
+        folded = prods.view(len(pairs), -1)
+        acc = folded[0].clone()
+        for row in folded[1:]:
+            acc ^= row
+        cross = unslice(acc.reshape(-1), n)
+    low_bits = unslice(low.reshape(-1), n)
+    high_bits = unslice(bits[1::2].reshape(-1), n)
+    digits = low_bits - 2 * cross + 2 * high_bits
+    return digits.view(count, -1)[:, :m]
+
+
+def twice_midranks_mpctensor(x, *, method: str = RANK_METHODS[0], progress=None, timings: dict | None = None,
+                             dtype=torch.int64):
+    """This party's (M,) shares of 2 x the 0-based mid-rank of every entry of the
+    ``MPCTensor`` ``x`` (flattened), in input order (module docstring), in Z_2^64 (int64)
+    or, with the radix sort and ``dtype=torch.int32``, in Z_2^32 (int32: enough to open
+    them; the mid-rank scan sends half the bytes).  ``timings``
+    (a dict, optional) gets the seconds and the bytes (sent and received, this party's
+    counters) of the conversion (``"conversion"``, ``"conversion_bytes"``)."""
     if method not in RANK_METHODS:
         raise InputError(f"unknown rank method {method!r}; choose from {RANK_METHODS}")
     share = _arithmetic_share(x)
+    start, sent = time.perf_counter(), backend.communication_stats()["bytes"]
     with released():
         with dealer_randomness() as rnd:
             keys, digit_shares = score_keys(share, rnd, digits=method == "radix")
+        if timings is not None:
+            timings["conversion"] = time.perf_counter() - start
+            timings["conversion_bytes"] = backend.communication_stats()["bytes"] - sent
         if method == "radix":
-            return radix_midranks_shared(keys, lambda l: digit_shares[l], 1, progress=progress, dtype=torch.int64)
+            return radix_midranks_shared(keys, lambda l: digit_shares[l], 1, progress=progress, dtype=dtype)
         return secure_midranks(keys, progress=progress)
 
 
@@ -226,7 +265,7 @@ def evaluate_mpctensor(x, labels, *, owners: list[int], sizes: list[int], mechan
         labels = np.asarray(labels)
         if labels.shape != (n,) or not np.isin(labels, (0, 1)).all():
             raise InputError(f"party {rank} must hold {n} labels of 0 or 1, got shape {labels.shape}")
-    twice = twice_midranks_mpctensor(x, method=method, progress=progress)
+    twice = twice_midranks_mpctensor(x, method=method, progress=progress, dtype=torch.int32)
     mine = reveal_to_owners(twice, sizes, owners)
     stats = np.zeros(2 * len(mechanisms), dtype=np.int64)
     if rank in owners:
