@@ -273,3 +273,25 @@ def test_crypten_model_passes_the_received_buffer_audit_once_installed():
     opened = _vector_patterns(done[0], ("int64",))  # the scores as party 0 got them (CrypTen's fixed point)
     assert any(r.op == "reduce" for r in stock[1])
     assert _found(stock[1], opened)  # party 1 holds part of them too
+
+
+# ----------------------------------------------------------------- the dealer's wrap randomness
+
+
+@pytest.mark.parametrize("world,party", [(2, 1), (3, 0), (4, 2)])
+def test_wrap_randomness_counts_the_wraps_of_the_shares(world, party):
+    """The dealer's "wraps" kind: shares theta_p add up to (sum of the r_p as integers - their
+    sum in Z_2^64) / 2^64, computed here with Python's unbounded integers."""
+    from secure_auc.mpc.primitives.dealer import CORRECTED, triple_correction, triple_shares
+    from secure_auc.mpc.primitives.prg import new_seed
+
+    seeds = [new_seed() for _ in range(world)]
+    n = 2000
+    shares = [triple_shares(s, 3, n, "wraps").copy() for s in seeds]
+    shares[party][CORRECTED["wraps"]] = triple_correction(seeds, 3, n, "wraps", party)
+    r = [s[0].tolist() for s in shares]
+    exact = [sum(col) for col in zip(*r)]
+    wrapped = [((v + (1 << 63)) % (1 << 64)) - (1 << 63) for v in exact]
+    want = np.array([(e - w) >> 64 for e, w in zip(exact, wrapped)], dtype=np.int64)
+    np.testing.assert_array_equal(sum(s[1] for s in shares), want)
+    assert len(set(want.tolist())) > 1  # the shares do wrap, both ways
