@@ -18,6 +18,9 @@ Stacked like CrypTen's own package, each layer importing only those below it:
 * ``launch``      — local multi-process launcher (the torchrun entry is
   :mod:`secure_auc.cli.party`).
 * ``audit``       — records every buffer a process receives; refuses CrypTen's randomness.
+* ``crypten/``    — CrypTen's own tensors: ``safe`` (its randomness from the dealer and
+  AES-CTR, its openings point-to-point), ``bridge`` (an ``MPCTensor`` of scores to
+  mid-ranks and the DP AUC on shares), ``vfl`` (the private-inference example's party).
 
 What each party learns and the trust model: docs/mpc.md.
 """

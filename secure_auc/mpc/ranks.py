@@ -173,10 +173,13 @@ def radix_midranks(local_keys, sizes, sources, limbs: int, *, digit_bits: int = 
     return radix_midranks_shared(keys, digits, limbs, digit_bits=digit_bits, progress=progress)
 
 
-def radix_midranks_shared(keys: torch.Tensor, digits, limbs: int, *, digit_bits: int = DIGIT_BITS, progress=None):
+def radix_midranks_shared(keys: torch.Tensor, digits, limbs: int, *, digit_bits: int = DIGIT_BITS, progress=None,
+                          dtype=torch.int32):
     """:func:`radix_midranks` on keys already shared: ``keys`` this party's (M, limbs)
     shares, ``digits(l)`` its (M, 1) shares of digit ``l``'s value
-    (:func:`key_digits`).  Returns this party's (M,) int64 shares of 2 x mid-rank."""
+    (:func:`key_digits`; only its value mod 2^digit_bits counts).  Returns this party's
+    (M,) shares of 2 x mid-rank in the ring of ``dtype`` (int32: Z_2^32, as the openings
+    to owners need; int64: Z_2^64, as CrypTen's tensors need)."""
     sorter = RadixSort(digit_bits=digit_bits)
     key_bits = 32 * limbs
     rounds = sorter.rounds(key_bits)
@@ -185,7 +188,7 @@ def radix_midranks_shared(keys: torch.Tensor, digits, limbs: int, *, digit_bits:
                               (lambda r, _n: progress(r, total)))
     if keys.shape[0] >= TRIM_MIN_ROWS:  # memory, not time, limits runs this large
         release_free_memory()
-    twice_sorted = twice_midranks_sorted(keys_sorted, sorter.randomness, torch.int32)
+    twice_sorted = twice_midranks_sorted(keys_sorted, sorter.randomness, dtype)
     del keys_sorted
     if progress is not None:
         progress(rounds + 1, total)

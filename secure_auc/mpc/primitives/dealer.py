@@ -21,7 +21,10 @@ sends only corrections, each to one party:
   (``"mul32"``), one corrected word per product; AND triples; B2A bits; and
   the radix sort's one-hot randomness (``"onehot<d>"``: a random :math:`r`,
   the one-hot of :math:`r \bmod 2^d` and triples with it as first factor,
-  :math:`2 (2^d - 1)` corrected words per row).
+  :math:`2 (2^d - 1)` corrected words per row); and CrypTen's wrap randomness
+  (``"wraps"``: a random :math:`r` and shares of the number of times the sum of its
+  shares wraps around :math:`\mathbb{Z}_{2^{64}}`, for CrypTen's truncation among
+  three or more parties, :mod:`secure_auc.mpc.crypten.safe`).
 
 Transport: at the start of a sort rank 0 asks the dealer, through CrypTen's
 TTP channel, to start (:func:`serve`); the dealer sends the seeds, then takes
@@ -50,13 +53,14 @@ KINDS32 = ("mul32", *ONEHOT)  # kinds in Z_2^32 (int32); the others are in Z_2^6
 def _rows(kind: str) -> int:
     if kind in ONEHOT:
         return 1 + 3 * ((1 << ONEHOT[kind]) - 1)
-    return 2 if kind == "b2a" else 3
+    return 2 if kind in ("b2a", "wraps") else 3
 
 
 def triple_shares(seed: bytes, batch: int, n: int, kind: str = "mul") -> np.ndarray:
     """A party's shares of batch ``batch`` of ``n`` items of correlated randomness:
     ``"mul"``, ``"mul32"`` and ``"binary"`` (a_p, b_p, c_p), shape (3, n); ``"b2a"``
-    (y_p, x_p), shape (2, n), the bit's XOR share being bit 0 of x_p;
+    (y_p, x_p), shape (2, n), the bit's XOR share being bit 0 of x_p; ``"wraps"``
+    (r_p, theta_p), shape (2, n);
     ``"onehot<d>"`` (V = 2^d), shape (1 + 3 (V - 1), n): r_p, then E_p (V - 1 rows),
     b_p (V - 1 rows), c_p (V - 1 rows).  int32 (Z_2^32) for ``"mul32"`` and
     ``"onehot<d>"``, int64 (Z_2^64) otherwise."""
@@ -69,6 +73,8 @@ def corrected_rows(kind: str) -> list[int]:
     if kind in ONEHOT:
         v = 1 << ONEHOT[kind]
         return list(range(1, v)) + list(range(2 * v - 1, 3 * v - 2))
+    if kind == "wraps":
+        return [1]
     return [0] if kind == "b2a" else [2]
 
 
@@ -79,6 +85,9 @@ def triple_correction(seeds: list[bytes], batch: int, n: int, kind: str = "mul",
     * ``"binary"``: c_q = (xor a_p) AND (xor b_p) XOR (xor_{p != q} c_p), bitwise;
     * ``"b2a"``: for the random bit r = xor_p (x_p AND 1), y_q = r - sum_{p != q} y_p,
       so the y_p are additive shares of the same bit the x_p share by XOR;
+    * ``"wraps"``: theta_q = W(r_0, ..., r_{w-1}) - sum_{p != q} theta_p, W counting the
+      signed overflows (+1) and underflows (-1) of adding the r_p in rank order
+      (CrypTen's ``count_wraps``, exact);
     * ``"onehot<d>"``: for r = sum_p r_p (mod 2^32) and t = r mod 2^d, E = the one-hot
       indicators [t = 1], ..., [t = V - 1] and c = E b (rowwise), E_q and c_q.
 
@@ -101,6 +110,8 @@ def triple_correction(seeds: list[bytes], batch: int, n: int, kind: str = "mul",
     if kind == "b2a":
         r = np.bitwise_xor.reduce([s[1] & 1 for s in shares])
         return (r - rest(0))[None]
+    if kind == "wraps":
+        return (count_wraps([s[0] for s in shares]) - rest(1))[None]
     if kind in ONEHOT:
         v = 1 << ONEHOT[kind]
         t = sum(s[0] for s in shares) & (v - 1)
@@ -111,6 +122,19 @@ def triple_correction(seeds: list[bytes], batch: int, n: int, kind: str = "mul",
         out[v - 1 :] = e * b - rest(slice(2 * v - 1, 3 * v - 2))
         return out
     raise ValueError(f"unknown kind of randomness {kind!r}")
+
+
+def count_wraps(shares: list[np.ndarray]) -> np.ndarray:
+    """Signed wrap-arounds of adding int64 ``shares`` in order: the integer sum minus the
+    sum in Z_2^64 (as int64), divided by 2^64."""
+    total = np.zeros_like(shares[0])
+    prev = shares[0]
+    for cur in shares[1:]:
+        nxt = prev + cur  # wraps
+        total -= (prev < 0) & (cur < 0) & (nxt >= 0)
+        total += (prev >= 0) & (cur >= 0) & (nxt < 0)
+        prev = nxt
+    return total
 
 
 def correction_like(kind: str, n: int) -> torch.Tensor:
@@ -124,7 +148,7 @@ def corrected_party(batch: int, world: int, rotate: bool = True) -> int:
     return batch % world if rotate else 0
 
 
-CORRECTED = {k: corrected_rows(k) for k in ("mul", "mul32", "binary", "b2a", *ONEHOT)}
+CORRECTED = {k: corrected_rows(k) for k in ("mul", "mul32", "binary", "b2a", "wraps", *ONEHOT)}
 
 
 class _DealerState:
@@ -162,7 +186,7 @@ class _DealerState:
             raise ValueError(f"unknown dealer request {kind!r}")
 
 
-_KINDS = ("stop", "shuffle", "mul", "binary", "b2a", "mul32", *ONEHOT)
+_KINDS = ("stop", "shuffle", "mul", "binary", "b2a", "mul32", *ONEHOT, "wraps")
 
 
 def _encode(kind: str, args) -> torch.Tensor:

@@ -1,0 +1,118 @@
+"""Scores held as a CrypTen MPCTensor, ranked and evaluated on shares
+(:mod:`secure_auc.mpc.crypten.bridge`), against scipy's rankdata, scikit-learn's AUC and the
+plain protocol on the decoded scores with the same noise keys."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.stats import rankdata
+from sklearn.metrics import roc_auc_score
+
+from secure_auc.data import ClientData
+from secure_auc.dp import NoNoise, RandomizedResponse, StatisticsMechanism
+from secure_auc.protocol import Client, Server
+from secure_auc.protocol.plain import run_plain
+from secure_auc.dp.rng import ClientRngs
+
+from .test_ranks import run_parties
+
+KEYS = [0x1234_5678_9ABC_DEF0_1111_2222_3333_4444, 0xFEDC_BA98_7654_3210_5555_6666_7777_8888, 77]
+
+
+def mechanisms():
+    return [NoNoise(), RandomizedResponse(1.0), StatisticsMechanism(1.0, allocation="adaptive")]
+
+
+def _bridge(rank, parts, labels, owners, sizes, methods):
+    """x = the sum of every party's part (each shared by its party: no party knows x); its
+    mid-ranks by each method (opened here, test only) and the DP AUC of each mechanism."""
+    import torch
+
+    from secure_auc.mpc.comm import backend
+    from secure_auc.mpc.crypten import evaluate_mpctensor, install, rank_mpctensor
+    from secure_auc.validation import InputError
+
+    crypten = backend.crypten
+    world = backend.world_size()
+    out = {}
+    with install():
+        x = None
+        for r in range(world):
+            t = crypten.cryptensor(torch.from_numpy(parts[r]) if r == rank else torch.empty(len(parts[r])), src=r)
+            x = t if x is None else x + t
+        out["decoded"] = x.get_plain_text().numpy().astype(np.float64)  # test only: the reference's input
+        for method in methods:
+            try:
+                out[method] = rank_mpctensor(x, method=method).get_plain_text().numpy()
+            except InputError as exc:
+                out[method] = str(exc)
+        if labels is not None:
+            mine = labels[owners.index(rank)] if rank in owners else None
+            key = KEYS[owners.index(rank)] if rank in owners else None
+            out["evaluation"] = evaluate_mpctensor(x, mine, owners=owners, sizes=sizes, mechanisms=mechanisms(),
+                                                   noise_key=key, method=methods[0])
+    return out
+
+
+def plain_estimates(scores, labels, sizes):
+    """The plain protocol on the decoded scores, with the owners' noise keys."""
+    parts = np.split(scores, np.cumsum(sizes)[:-1])
+    out = []
+    for mech in mechanisms():
+        roles = [Client(k, ClientData(p, y), mech, ClientRngs.from_key(KEYS[k])) for k, (p, y) in
+                 enumerate(zip(parts, labels))]
+        out.append(run_plain(roles, Server(mech))[0])
+    return out
+
+
+def split_parts(scores, world, rng):
+    """Additive parts of the scores, one per party (float64 sums; the tests read the decoded
+    value back)."""
+    parts = [rng.integers(-200, 200, len(scores)) / 64.0 for _ in range(world - 1)]
+    return [scores - sum(parts)] + parts
+
+
+def check(results, world, methods, labels=None, sizes=None):
+    decoded = results[0]["decoded"]
+    want = rankdata(decoded)
+    for r in range(world):
+        np.testing.assert_array_equal(results[r]["decoded"], decoded)
+        for method in methods:
+            np.testing.assert_array_equal(results[r][method], want, err_msg=f"{method}, party {r}")
+    if labels is None:
+        return
+    estimates, aggregates = results[0]["evaluation"]
+    assert all(results[r]["evaluation"] is None for r in range(1, world))
+    y = np.concatenate(labels)
+    assert float(estimates[0].auc) == pytest.approx(roc_auc_score(y, decoded), abs=1e-12)
+    for got, ref in zip(estimates, plain_estimates(decoded, labels, sizes)):
+        assert float(got.auc) == float(ref.auc)
+        assert float(got.raw_auc) == float(ref.raw_auc)
+
+
+def test_two_parties_ties_negatives_range_both_methods():
+    rng = np.random.default_rng(5)
+    m = 300
+    scores = rng.integers(-6, 6, m) / 4.0  # many ties, negative scores
+    scores[:4] = [-(2.0**14) + 2.0**-16, 2.0**14 - 2.0**-16, 2.0**-16, -(2.0**-16)]  # the range's ends, 1 ulp apart
+    parts = split_parts(scores, 2, rng)
+    sizes = [120, 180]
+    labels = [(rng.random(n) < 0.4).astype(np.int8) for n in sizes]
+    methods = ["radix", "network"]
+    results = run_parties(2, _bridge, parts, labels, [0, 1], sizes, methods, provider="tfp")
+    check(results, 2, methods, labels, sizes)
+
+
+def test_three_parties_dealer_and_out_of_range_refused():
+    rng = np.random.default_rng(6)
+    scores = rng.normal(size=257).astype(np.float32).astype(np.float64)
+    scores[::7] = scores[1]  # ties
+    parts = split_parts(scores, 3, rng)
+    sizes = [100, 157]
+    labels = [(rng.random(n) < 0.3).astype(np.int8) for n in sizes]
+    results = run_parties(3, _bridge, parts, labels, [1, 2], sizes, ["radix"], provider="ttp")
+    check(results, 3, ["radix"], labels, sizes)
+    too_big = split_parts(np.array([0.5, 2.0**14, -1.0]), 3, rng)
+    refused = run_parties(3, _bridge, too_big, None, None, None, ["radix"], provider="ttp")
+    assert all("outside the rankable fixed-point range" in refused[r]["radix"] for r in range(3))
