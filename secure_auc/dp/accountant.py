@@ -475,6 +475,15 @@ class Ledger:
                 if i < len(rel) and rel[i]["state"] == "reserved":
                     rel[i]["state"] = "released" if ok else "failed"
 
+    def cancel(self, reservation: Reservation) -> None:
+        """Withdraw a reservation whose evaluation never started (nothing was released:
+        another client refused it); releases already marked stay."""
+        with self._locked():
+            for ds, i in sorted(reservation.entries, key=lambda e: -e[1]):
+                rel = self._releases(ds)
+                if i < len(rel) and rel[i]["state"] == "reserved":
+                    del rel[i]
+
     # -- report -----------------------------------------------------------------------------------------
     def report(self) -> str:
         """One line per dataset: spent (eps, delta) and the accountant, basic composition, budget left."""
