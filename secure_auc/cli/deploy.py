@@ -101,6 +101,9 @@ def cmd_serve(args) -> int:
     from ..deploy.service import serve
     from ..mpc.comm.roster import read_identity
 
+    import os
+
+    os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")  # torch's C++ warnings (a peer's host name, ...)
     config = load_config(args.config)
     identity = read_identity(args.key)
     role = args.role

@@ -272,7 +272,7 @@ class _Server:
         try:
             msg = self.links[h].recv_obj(CH_CONTROL)
         except Exception as exc:  # noqa: BLE001 - the usual case: its link closed
-            return ServiceError(f"client {h}: {explain(exc)}")
+            return ServiceError(explain(exc))  # names the client
         return ServiceError(f"client {h} sent {msg!r} outside an evaluation")
 
     def loop(self, control) -> int:
@@ -347,7 +347,7 @@ class _Server:
                 except Exception as exc:  # noqa: BLE001
                     from ..mpc.comm.runtime import explain
 
-                    raise ServiceError(f"client {h}: {explain(exc)}") from None
+                    raise ServiceError(explain(exc)) from None  # names the client
             if not ready:
                 if time.monotonic() > deadline:
                     late = ", ".join(f"client {h}" for h in self.links if h not in answers)
@@ -490,7 +490,7 @@ def run_client_service(config: DeployConfig, k: int, identity) -> int:
             link.send_obj(CH_JOIN, {"client": k, "agreed": config.agreed(), "public": pconfig.public()})
         verdict = _next_message(links, config.join_timeout, describe_party)
         if verdict.get("op") != "joined":
-            raise ServiceError(f"the server refused {me}: {verdict.get('reason', verdict)}")
+            raise ServiceError(f"the deployment did not start: {verdict.get('reason', verdict)}")
         _set_timeout(links, config.timeout)
         log.info("[%s] joined the deployment; waiting for evaluations", me)
         with forbid_crypten_randomness():
@@ -506,7 +506,7 @@ def run_client_service(config: DeployConfig, k: int, identity) -> int:
                     raise ServiceError(f"the server sent {op!r} where an evaluation was expected")
                 n, epoch = msg["evaluation"], msg["epoch"]
                 start = time.perf_counter()
-                reservation = None
+                reservation, answer = None, None
                 try:
                     scores, key = _scores(hook(epoch, client=k, evaluation=n), len(labels))
                     if ledger is not None:
@@ -514,25 +514,24 @@ def run_client_service(config: DeployConfig, k: int, identity) -> int:
                                                      total=len(labels) + len(config.clients) - 1,
                                                      note=f"deployed client {k}, evaluation {n}, epoch {epoch}")
                 except InputError as exc:
-                    log.warning("[%s] refused evaluation %d (epoch %s): %s", me, n, epoch, exc)
-                    links[0].send_obj(CH_CONTROL, {"refused": str(exc)})
-                    continue
+                    answer = {"refused": str(exc)}
                 except Exception as exc:  # noqa: BLE001 - the operator's hook failed
-                    reason = f"its scoring hook failed: {type(exc).__name__}: {str(exc)[:300]}"
-                    log.warning("[%s] refused evaluation %d (epoch %s): %s", me, n, epoch, reason)
-                    links[0].send_obj(CH_CONTROL, {"refused": reason})
-                    continue
-                links[0].send_obj(CH_CONTROL, {"ok": True, "seconds": time.perf_counter() - start})
-                decision = links[0].recv_obj(CH_CONTROL)
-                if decision.get("op") == "cancel":
+                    answer = {"refused": f"its scoring hook failed: {type(exc).__name__}: {str(exc)[:300]}"}
+                if answer is not None:
+                    log.warning("[%s] refused evaluation %d (epoch %s): %s", me, n, epoch, answer["refused"])
+                links[0].send_obj(CH_CONTROL, answer or {"ok": True, "seconds": time.perf_counter() - start})
+                # the others may score for as long as score_timeout
+                decision = _next_message(links, config.score_timeout + config.timeout, describe_party)
+                if decision.get("op") != "go":
                     if reservation is not None:
-                        ledger.cancel(reservation)
-                    log.warning("[%s] %s", me, decision["reason"])
-                    continue
-                if decision.get("op") == "end":
-                    if reservation is not None:
-                        ledger.cancel(reservation)
-                    raise ServiceError(f"the deployment ended: {decision['reason']}")
+                        ledger.cancel(reservation)  # nothing was released
+                    if decision.get("op") == "cancel":
+                        if answer is None:
+                            log.warning("[%s] %s", me, decision["reason"])
+                        continue
+                    if decision.get("op") == "end":
+                        raise ServiceError(f"the deployment ended: {decision['reason']}")
+                    raise ServiceError(f"the server sent {decision.get('op')!r} where go or cancel was expected")
                 try:
                     host_evaluation(k, [ClientData(scores, labels)], k, [key], pconfig, links)
                 except BaseException:
@@ -558,16 +557,16 @@ def _next_message(links, timeout: float | None, describe_party) -> dict:
         ready, _, _ = select.select(list(socks), [], [], 1.0)
         for sock in ready:
             p = socks[sock]
-            if p != 0:
+            if p != 0 and links[0].sock not in ready:  # the server's message first: it says why
                 try:
                     links[p].recv_obj(CH_CONTROL)
                 except Exception as exc:  # noqa: BLE001
-                    raise ServiceError(f"{describe_party(p)}: {explain(exc)}") from None
+                    raise ServiceError(explain(exc)) from None  # names the party
                 raise ServiceError(f"{describe_party(p)} sent a message outside an evaluation")
         if ready:
             try:
                 return links[0].recv_obj(CH_CONTROL)
             except Exception as exc:  # noqa: BLE001
-                raise ServiceError(f"the server: {explain(exc)}") from None
+                raise ServiceError(explain(exc)) from None
         if deadline is not None and time.monotonic() > deadline:
             raise ServiceError(f"the server did not answer within {timeout:g} s")
