@@ -160,15 +160,75 @@ def stop(procs) -> None:
         p.wait()
 
 
+def _free_ports(count: int) -> int:
+    """A first port with ``count`` free ports from it."""
+    from secure_auc.mpc.launch import check_port_free, free_port
+    from secure_auc.validation import InputError
+
+    while True:
+        base = free_port()
+        try:
+            for extra in range(1, count):
+                check_port_free("127.0.0.1", base + extra)
+            return base
+        except InputError:
+            continue
+
+
+def one_evaluation_per_start(folder: Path, labels, epoch: int) -> dict:
+    """The deployment without services: the computing parties under torchrun
+    (``python -m secure_auc.cli.compute``) and one ``secure-auc client`` per client, all
+    started for one evaluation, as before the services existed.  Returns the wall seconds
+    from the start to the report and the report's rank step."""
+    from secure_auc.data.io import write_client_csv
+
+    for role in ("helper-1", "helper-2"):
+        link = folder / "keys" / f"{role.replace('-', '')}.pem"
+        if not link.exists():
+            link.symlink_to(folder / "keys" / f"{role}.pem")
+    files = []
+    for k, y in enumerate(labels):
+        files.append(folder / f"c{k}.csv")
+        write_client_csv(files[-1], model_scores(folder, k, epoch), y)
+    base, master = _free_ports(3), _free_ports(2)
+    common = ["--clients", str(len(labels)), "--mechanism", "laplace", "--epsilon", "1", "--roster",
+              str(folder / "roster.json"), "--timeout", "120"]
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    start = time.perf_counter()
+    compute = subprocess.Popen(
+        [str(Path(sys.executable).parent / "torchrun"), "--nnodes", "1", "--nproc-per-node", "4", "--master-addr",
+         "127.0.0.1", "--master-port", str(master), "-m", "secure_auc.cli.compute", *common,
+         "--identity-template", str(folder / "keys" / "{role}.pem"), "--client-port", str(base), "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    clients = [subprocess.Popen(
+        [sys.executable, "-m", "secure_auc", "client", str(files[k]), "--client", str(k), *common,
+         "--parties", *[f"127.0.0.1:{base + r}" for r in range(3)], "--identity",
+         str(folder / "keys" / f"client-{k}.pem")],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env) for k in range(len(labels))]
+    try:
+        out, err = compute.communicate(timeout=600)
+        for c in clients:
+            c.wait(timeout=120)
+    finally:
+        stop([compute, *clients])
+    if compute.returncode != 0:
+        raise RuntimeError(f"the torchrun deployment failed: {err[-1500:]}")
+    report = json.loads(out.strip().splitlines()[-1])
+    return {"seconds": round(time.perf_counter() - start, 3), "rank_step_seconds": report["rank_step_seconds"]}
+
+
 def main(argv=None) -> int:
     import tempfile
 
+    from secure_auc.dp.registry import make_mechanism
     from secure_auc.mpc.launch import free_port
     from secure_auc.mpc.session import MPCSession
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--samples", type=int, default=12_000, help="M, over three clients (default 12,000)")
     ap.add_argument("--epochs", type=int, default=5, help="evaluations after the first (default 5)")
+    ap.add_argument("--before", action="store_true",
+                    help="also one evaluation as before the services: torchrun and one client command each")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     sizes = [args.samples // 3 + (1 if k < args.samples % 3 else 0) for k in range(3)]
@@ -176,59 +236,43 @@ def main(argv=None) -> int:
     rows = {}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        ports = (free_port(), free_port(), free_port())
-        client_port = ports[1]
-        for extra in (1, 2):  # the helpers' client ports follow the server's
-            while True:
-                try:
-                    from secure_auc.mpc.launch import check_port_free
-
-                    check_port_free("127.0.0.1", client_port + extra)
-                    break
-                except Exception:  # noqa: BLE001
-                    client_port = free_port()
-        ports = (ports[0], client_port, ports[2])
+        ports = (free_port(), _free_ports(3), free_port())
         data = write_deployment(folder, sizes, epochs=epochs, ports=ports, fixed_keys=False, timeout=60.0)
         t0 = time.perf_counter()
         procs = [start_service(folder, role) for role in ROLES]
         try:
             session = MPCSession.connect(folder / "deploy.toml", key=folder / "keys" / "server.pem")
             connected = time.perf_counter() - t0
-            deployed = []
-            for e in range(epochs):
-                _, _, cost = session.evaluate(epoch=e)
-                deployed.append(cost)
+            deployed = [session.evaluate(epoch=e)[2] for e in range(epochs)]
             session.shutdown()
             for p in procs:
                 p.wait(timeout=60)
         finally:
             stop(procs)
-        rows["deployed"] = {"startup_seconds": round(connected, 3), "evaluations": deployed}
+        rows["deployed services"] = {"startup": connected, "evaluations": deployed}
         scores = [[model_scores(folder, k, e) for k in range(3)] for e in range(epochs)]
-        from secure_auc.dp.registry import make_mechanism
-
-        local = []
-        t0 = time.perf_counter()
         with MPCSession(data["labels"], make_mechanism("laplace", 1.0, allocation="adaptive"), computing=3,
                         hosts=3) as session:
-            for e in range(epochs):
-                _, _, cost = session.evaluate(scores[e])
-                local.append(cost)
-                if e == 0:
-                    first = time.perf_counter() - t0
-        rows["local"] = {"startup_seconds": round(first - local[0]["seconds"], 3), "evaluations": local}
+            local = [session.evaluate(scores[e])[2] for e in range(epochs)]
+        rows["local session"] = {"startup": None, "evaluations": local}
+        if args.before:
+            rows["torchrun + clients"] = {"startup": None, "evaluations": [one_evaluation_per_start(
+                folder, data["labels"], 0)]}
     if args.json:
         print(json.dumps(rows))
         return 0
-    print(f"M = {args.samples:,} scores over 3 clients, 3 computing parties + dealer, radix sort")
+    print(f"M = {args.samples:,} scores over 3 clients; 3 computing parties and the dealer; radix sort; seconds")
+    print(f"{'':>20}  {'start-up':>9}  {'1st eval':>9}  {'per eval':>9}  {'rank step':>9}  {'overhead':>9}  {'max':>6}")
     for name, row in rows.items():
-        later = row["evaluations"][1:]
+        later = row["evaluations"][1:] or row["evaluations"]
         over = [c["seconds"] - c["rank_step_seconds"] for c in later]
-        print(f"{name:>8}: start-up {row['startup_seconds']:.2f} s (before the first evaluation); "
-              f"first evaluation {row['evaluations'][0]['seconds']:.3f} s; then per evaluation "
-              f"{np.median([c['seconds'] for c in later]):.3f} s, rank step "
-              f"{np.median([c['rank_step_seconds'] for c in later]):.3f} s, overhead beyond the rank step "
-              f"median {np.median(over):.3f} s, max {max(over):.3f} s")
+        startup = "-" if row["startup"] is None else f"{row['startup']:.2f}"
+        print(f"{name:>20}  {startup:>9}  {row['evaluations'][0]['seconds']:>9.3f}  "
+              f"{np.median([c['seconds'] for c in later]):>9.3f}  "
+              f"{np.median([c['rank_step_seconds'] for c in later]):>9.3f}  {np.median(over):>9.3f}  {max(over):>6.3f}")
+    print("start-up: the services started until the session connected (the local session starts its parties in "
+          "its first evaluation; torchrun starts every party for each evaluation). per eval, rank step: medians "
+          "after the first; overhead = per eval - rank step (median, max).")
     return 0
 
 

@@ -477,6 +477,10 @@ def run_client_service(config: DeployConfig, k: int, identity) -> int:
         ledger = Ledger(entry.ledger)
         if entry.budget is not None:
             ledger.set_budget(dataset, entry.budget, entry.budget_delta)
+        cost = mechanism.cost  # a dry run of the accounting now, so that the first evaluation does not load it
+        if cost.epsilon is not None and np.isfinite(cost.epsilon):
+            ledger.spent(dataset, [mechanism.privacy_event(len(labels) + len(config.clients) - 1)],
+                         [(float(cost.epsilon), float(cost.delta))])
     w = config.computing_parties
 
     def describe_party(p):

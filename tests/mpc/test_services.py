@@ -164,6 +164,9 @@ def test_deployed_services_across_epochs_and_their_faults(tmp_path, hosts):
         session = MPCSession.connect(main / "deploy.toml", key=main / "keys" / "server.pem")
         assert session.startup["services_seconds"] > 0
         for epoch, (_, _, plain_estimate, plain_aggregate) in enumerate(expected):
+            if epoch == 2:  # a session may leave and another connect: the services stay up
+                session.close()
+                session = MPCSession.connect(main / "deploy.toml", key=main / "keys" / "server.pem")
             estimate, aggregate, cost = session.evaluate(epoch=epoch)
             assert aggregate == plain_aggregate == local_results[epoch][1]
             assert estimate.auc == plain_estimate.auc == local_results[epoch][0].auc
