@@ -24,6 +24,8 @@ Where things live:
 * :mod:`secure_auc.mpc` — the secret-shared protocol over CrypTen, imported only
   when used: ``comm/`` (how parties talk), ``primitives/``, ``sort/``,
   ``encoding``, ``ranks``, ``party``, ``launch``, ``audit``.
+* :mod:`secure_auc.deploy` — every party as a long-lived service from one
+  configuration file (``secure-auc serve``), and the session that connects to them.
 * :mod:`secure_auc.simulation` — vectorised simulation of the mechanisms.
 * :mod:`secure_auc.evaluate` — one evaluation end to end (:func:`evaluate`) and the
   result every path returns (:class:`EvaluationResult`).

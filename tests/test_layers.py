@@ -5,7 +5,7 @@ Every ``import`` and ``from ... import`` in every module of ``secure_auc`` is re
 with ``ast`` (those inside functions too), relative imports resolved, and each
 arrow checked against the layers, top to bottom:
 
-    cli  ->  evaluate, experiments  ->  protocol, mpc, simulation  ->  dp, data  ->  metrics, validation, local_stats
+    cli  ->  evaluate, experiments  ->  protocol, mpc, simulation, deploy  ->  dp, data  ->  metrics, validation, local_stats
 """
 
 import ast
@@ -18,7 +18,7 @@ PKG = Path(__file__).resolve().parents[1] / "secure_auc"
 LAYERS = [
     ("cli", "__main__"),
     ("evaluate", "experiments"),
-    ("protocol", "mpc", "simulation"),
+    ("protocol", "mpc", "simulation", "deploy"),
     ("dp", "data"),
     ("metrics", "validation", "local_stats"),
 ]

@@ -209,6 +209,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_client_parser(sub)
 
+    from .deploy import add_parsers as add_deploy_parsers
+
+    add_deploy_parsers(sub)
+
     md = sub.add_parser(
         "make-data",
         help="write client files from the built-in dataset (to try the commands on files)",

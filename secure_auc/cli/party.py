@@ -16,6 +16,7 @@ import os
 import sys
 
 from . import add_mechanism_options, add_party_options, mechanism_from_args, print_report, setup_logging
+from .output import leave_process
 from ..data.io import read_client_csv
 from ..dp.rng import read_noise_key_file
 from ..validation import InputError
@@ -70,33 +71,18 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _run(args, started)
     except InputError as exc:
-        _leave(2, f"secure-auc party: error: {exc}")
+        leave_process(2, f"secure-auc party: error: {exc}")
     except KeyboardInterrupt:  # Ctrl-C reaches every rank: one line, from the server only
-        _leave(130, "secure-auc party: interrupted" if os.environ.get("RANK", "0") == "0" else None)
+        leave_process(130, "secure-auc party: interrupted" if os.environ.get("RANK", "0") == "0" else None)
     except Exception as exc:  # one line, naming this party; the others fail on their own timeout
         from ..mpc.comm.runtime import explain
 
         rank = os.environ.get("RANK", "?")
-        _leave(1, f"secure-auc party (rank {rank}): error: {explain(exc)}")
+        leave_process(1, f"secure-auc party (rank {rank}): error: {explain(exc)}")
 
 
 def _terminate_as_interrupt(signum, frame):
     raise KeyboardInterrupt
-
-
-def _leave(code: int, message: str | None) -> None:
-    """Print ``message`` and end the process at once with ``code``: no interpreter shutdown,
-    whose destructors of a half-open process group (gloo threads still waiting) abort with
-    SIGABRT and a C++ stack, and no traceback from a second signal meanwhile."""
-    import signal
-
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, signal.SIG_IGN)
-    if message:
-        print(message, file=sys.stderr)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
 
 
 def _is_loopback(addr: str) -> bool:

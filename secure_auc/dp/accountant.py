@@ -836,6 +836,15 @@ class Ledger:
             db.executemany("UPDATE charges SET state = ? WHERE id = ? AND state = 'reserved'",
                            (("released" if ok else "failed", cid) for cid in reservation.entries))
 
+    def cancel(self, reservation: Reservation) -> None:
+        """Withdraw a reservation whose evaluation never started (nothing was released:
+        another client refused it); releases already marked stay."""
+        with self._transaction() as db:
+            ids = [cid for cid in reservation.entries
+                   if db.execute("SELECT 1 FROM charges WHERE id = ? AND state = 'reserved'", (cid,)).fetchone()]
+            db.executemany("DELETE FROM history WHERE charge_id = ?", ((cid,) for cid in ids))
+            db.executemany("DELETE FROM charges WHERE id = ?", ((cid,) for cid in ids))
+
     # -- report -----------------------------------------------------------------------------------------------
     def releases(self) -> list[dict]:
         """Every charge: one per client and evaluation (time, mechanism, state, eps, delta, event, ...)."""

@@ -55,7 +55,8 @@ from .sort import RadixSort
 log = logging.getLogger(__name__)
 
 __all__ = ["run_computing_party", "run_client_host", "computing_job", "host_job", "session_computing_job",
-           "session_host_job", "HostResult", "input_columns"]
+           "session_host_job", "HostResult", "input_columns", "compute_evaluation", "host_evaluation",
+           "CH_HELLO"]
 
 READY = "ready"  # what the server of a session puts on its queue once every link is up
 
@@ -114,7 +115,7 @@ def run_computing_party(rank: int, config: PartyConfig, endpoint: tuple[str, int
     try:
         if not config.session:
             hellos = {h: links[h].recv_obj(CH_HELLO) for h in range(len(links))}
-            return _compute(rank, config, links, describe, is_server, start, hellos)
+            return compute_evaluation(rank, config, links, describe, is_server, start, hellos)
         done = 0
         if session is not None:
             session.put(READY)  # every link is up: the session's start-up ends here
@@ -124,7 +125,7 @@ def run_computing_party(rank: int, config: PartyConfig, endpoint: tuple[str, int
                 return PartyResult(rank=rank, role=describe(rank).split(" (")[0], seconds=0.0, bytes_sent=0,
                                    rounds=done)
             backend.reset_communication_stats()
-            result = _compute(rank, config, links, describe, is_server, time.perf_counter(), hellos)
+            result = compute_evaluation(rank, config, links, describe, is_server, time.perf_counter(), hellos)
             done += 1
             if session is not None:
                 session.put(result)
@@ -183,7 +184,9 @@ def _check_hosts(hellos: dict, config: PartyConfig, rank: int, describe) -> list
     return layout
 
 
-def _compute(rank, config, links, describe, is_server, start, hellos) -> PartyResult:
+def compute_evaluation(rank, config, links, describe, is_server, start, hellos) -> PartyResult:
+    """One evaluation at computing party ``rank`` over the hosts' open ``links``, once every
+    host's first message (``hellos[h]``, :data:`CH_HELLO`) has arrived: steps 2 to 6."""
     w = config.computing
     hosts = len(links)
     bytes_before = sum(link.bytes for link in links.values())
@@ -289,7 +292,7 @@ def run_client_host(h: int, clients: list[ClientData], first: int, noise_keys: l
     links = connect(h, identity, parties, timeout=timeout, describe_party=lambda p: describe_helpers_rank(p, w - 1),
                     describe_me=me)
     try:
-        out = _host(h, clients, first, noise_keys, config, links, keep_ranks)
+        out = host_evaluation(h, clients, first, noise_keys, config, links, keep_ranks)
     finally:
         for link in links:
             link.close()
@@ -298,7 +301,9 @@ def run_client_host(h: int, clients: list[ClientData], first: int, noise_keys: l
     return out
 
 
-def _host(h, clients, first, noise_keys, config, links, keep_ranks) -> HostResult:
+def host_evaluation(h, clients, first, noise_keys, config, links, keep_ranks=False) -> HostResult:
+    """One evaluation at client host ``h`` over its open ``links`` to the computing parties:
+    steps 1 to 5 (:class:`HostResult`)."""
     w = len(links)
     sharing = HostSharing(h, w)
     c = sharing.corrector
@@ -396,7 +401,7 @@ def session_host_job(h: int, labels, first: int, config: PartyConfig, parties, i
                     link.send_obj(CH_HELLO, {"stop": True})
                 return {"evaluations": evaluations, "bytes": int(sum(link.bytes for link in links))}
             clients, noise_keys = task
-            _host(h, clients, first, noise_keys, config, links, False)
+            host_evaluation(h, clients, first, noise_keys, config, links, False)
             evaluations += 1
     finally:
         for link in links:

@@ -90,6 +90,16 @@ class MPCSession:
         self.startup_seconds: float | None = None  # known once the first evaluation has waited for the parties
         self._start(hosts, port)
 
+    @classmethod
+    def connect(cls, config, *, key):
+        """A session with deployed services instead of local processes: the same
+        :meth:`evaluate` and :meth:`close`, but each client scores and holds its own data
+        (:class:`secure_auc.deploy.session.DeployedSession`; ``config``: the deployment's
+        TOML file, ``key``: the server's identity key)."""
+        from ..deploy.session import DeployedSession
+
+        return DeployedSession(config, key=key)
+
     # ------------------------------------------------------------------ processes
     def _start(self, hosts, port) -> None:
         import multiprocessing as mp

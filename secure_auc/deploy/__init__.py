@@ -1,0 +1,14 @@
+"""Deployed parties: each role as a long-lived service, one configuration file.
+
+* :mod:`.config` — the deployment configuration (TOML): roster, addresses,
+  layout, mechanism, timeouts, and each client's labels, scoring hook and ledger.
+* :mod:`.service` — the services: the computing parties (server, helpers), the
+  dealer, and the clients, which stay up across evaluations.
+* :mod:`.session` — :class:`.session.DeployedSession`, the platform's end
+  (:meth:`secure_auc.mpc.session.MPCSession.connect`): it asks the server
+  service for evaluations and holds no client's labels or scores.
+"""
+
+from .config import DeployConfig, load_config
+
+__all__ = ["DeployConfig", "load_config"]

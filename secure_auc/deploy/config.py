@@ -1,0 +1,295 @@
+"""The deployment configuration: one TOML file for every party of the helpers layout.
+
+Every host runs its service from the same file (a client reads only its own
+entry under ``[[clients]]``; those entries hold paths on that client's host)::
+
+    [deployment]
+    computing_parties = 3        # the server and 2 helpers
+    provider = "ttp"             # a dealer of its own
+    sort = "radix"
+    timeout = 30                 # seconds a party waits for another during an evaluation
+    join_timeout = 120           # seconds the services wait for each other at start-up
+    score_timeout = 600          # seconds a client's scoring hook may take
+    roster = "roster.json"       # written by: secure-auc roster
+
+    [mechanism]                  # agreed at connection time: a difference is named
+    name = "laplace"
+    epsilon = 1.0
+    allocation = "adaptive"
+
+    [server]
+    rendezvous = "10.0.0.1:29500"  # the computing parties and the dealer meet here (and on port + 1)
+    clients = "10.0.0.1:29600"     # where the clients reach the server
+    session = "127.0.0.1:29700"    # where the platform's MPCSession connects
+
+    [[helpers]]
+    clients = "10.0.0.2:29600"
+
+    [[helpers]]
+    clients = "10.0.0.3:29600"
+
+    [[clients]]                    # client 0
+    labels = "data/labels.csv"     # a column 'label' (0/1)
+    scores = "scoring:score"       # module:function, or a file per evaluation: "scores/epoch{epoch}.npy"
+    ledger = "privacy.json"        # optional: this client's own privacy ledger
+    budget = 10.0                  # optional, with ledger: the total eps of these labels
+
+Relative paths are relative to the configuration file's folder, which is also
+put first on ``sys.path`` to import a client's hook.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..validation import InputError
+
+__all__ = ["DeployConfig", "ClientEntry", "load_config", "parse_address", "parse_role", "MECHANISM_KEYS"]
+
+MECHANISM_KEYS = ("name", "epsilon", "delta", "noise", "allocation", "sensitivity", "alpha", "beta",
+                  "honest_fraction", "split")
+_DEPLOYMENT_DEFAULTS = {"computing_parties": 3, "provider": "ttp", "sort": "radix", "timeout": 60.0,
+                        "join_timeout": 300.0, "score_timeout": 600.0}
+
+
+def parse_address(text, where: str) -> tuple[str, int]:
+    """``"HOST:PORT"`` as (host, port); an InputError names ``where``."""
+    host, _, port = str(text).rpartition(":")
+    if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise InputError(f"{where}: expected \"HOST:PORT\", got {text!r}")
+    return host.strip("[]"), int(port)
+
+
+def parse_role(text: str, computing: int, clients: int, dealer: bool) -> tuple[str, int]:
+    """A role name as (kind, index): ``server``, ``helper-1`` (or ``helper1``), ``dealer``,
+    ``client-0`` (or ``client0``)."""
+    name = str(text).strip().lower().replace("_", "-")
+    kind, index = name, 0
+    for prefix in ("helper", "client"):
+        if name.startswith(prefix) and name != prefix:
+            tail = name[len(prefix):].lstrip("-")
+            if not tail.isdigit():
+                break
+            kind, index = prefix, int(tail)
+    ok = (kind == "server" or (kind == "dealer" and dealer) or (kind == "helper" and 1 <= index < computing)
+          or (kind == "client" and 0 <= index < clients))
+    if not ok:
+        roles = ["server"] + [f"helper-{i}" for i in range(1, computing)] + (["dealer"] if dealer else []) \
+            + [f"client-0..client-{clients - 1}"]
+        raise InputError(f"--role {text!r} is not a role of this deployment ({', '.join(roles)})")
+    return kind, index
+
+
+@dataclass(frozen=True)
+class ClientEntry:
+    """One client's own settings (paths on its host)."""
+
+    labels: Path | None
+    label_column: str
+    scores: str | None
+    ledger: Path | None
+    budget: float | None
+    budget_delta: float
+
+
+@dataclass(frozen=True)
+class DeployConfig:
+    """A parsed deployment configuration (:func:`load_config`)."""
+
+    path: Path
+    computing_parties: int
+    provider: str
+    sort: str
+    timeout: float
+    join_timeout: float
+    score_timeout: float
+    roster_path: Path
+    mechanism_options: dict
+    rendezvous: tuple[str, int]
+    session_address: tuple[str, int]
+    client_addresses: tuple  # computing party r's (host, port) for the clients, r = 0 (server), 1.. (helpers)
+    listen: tuple  # computing party r's listening host (default: the host of its address)
+    clients: tuple = field(default_factory=tuple)  # ClientEntry per client
+
+    @property
+    def dealer(self) -> bool:
+        return self.provider == "ttp"
+
+    def mechanism(self):
+        """The mechanism of every evaluation (:func:`secure_auc.dp.make_mechanism`)."""
+        from ..dp.registry import make_mechanism
+
+        opts = dict(self.mechanism_options)
+        name = opts.pop("name")
+        return make_mechanism(name, opts.pop("epsilon", None), clients=len(self.clients), **opts)
+
+    def agreed(self) -> dict:
+        """What every party must have in common, compared at connection time (option -> value)."""
+        out = {f"mechanism.{k}": v for k, v in sorted(self.mechanism_options.items())}
+        out |= {"deployment.computing_parties": self.computing_parties, "deployment.provider": self.provider,
+                "deployment.sort": self.sort, "clients": len(self.clients)}
+        return out
+
+    def roster(self):
+        """The roster of public keys, checked against this deployment."""
+        from ..mpc.comm.roster import Roster
+
+        if not self.roster_path.exists():
+            raise InputError(f"{self.path}: roster {self.roster_path} does not exist (write it with secure-auc roster)")
+        return Roster.load_helpers(self.roster_path, helpers=self.computing_parties - 1, clients=len(self.clients),
+                                   dealer=self.dealer)
+
+    def party_config(self):
+        """The MPC parties' public parameters (:class:`secure_auc.mpc.party.PartyConfig`)."""
+        from ..mpc.party import PartyConfig
+
+        return PartyConfig(mechanisms=(self.mechanism(),), clients=len(self.clients), provider=self.provider,
+                           sort=self.sort, progress=False, computing=self.computing_parties, session=True)
+
+
+def _table(data: dict, key: str, path: Path, required: bool = True) -> dict:
+    value = data.get(key)
+    if value is None and not required:
+        return {}
+    if not isinstance(value, dict):
+        raise InputError(f"{path}: missing table [{key}]" if value is None else f"{path}: [{key}] must be a table")
+    return value
+
+
+def _unknown(table: dict, allowed, where: str, path: Path) -> None:
+    extra = sorted(set(table) - set(allowed))
+    if extra:
+        raise InputError(f"{path}: unknown option {where}.{extra[0]} (known: {', '.join(allowed)})")
+
+
+def _seconds(value, where: str, path: Path) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value)
+                                                                            and 0 < value <= 86400):
+        raise InputError(f"{path}: {where} must be a number of seconds in (0, 86400], got {value!r}")
+    return float(value)
+
+
+def load_config(path) -> DeployConfig:
+    """Read and check a deployment configuration file.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+
+    Returns
+    -------
+    DeployConfig
+
+    Raises
+    ------
+    InputError
+        One line naming the file and the option: unreadable or not TOML, a missing
+        or unknown option, a value out of range, a mechanism
+        :func:`secure_auc.dp.make_mechanism` refuses.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from secure_auc.deploy import load_config
+    >>> text = '''
+    ... [deployment]
+    ... computing_parties = 2
+    ... [mechanism]
+    ... name = "laplace"
+    ... epsilon = 1.0
+    ... [server]
+    ... rendezvous = "10.0.0.1:29500"
+    ... clients = "10.0.0.1:29600"
+    ... session = "127.0.0.1:29700"
+    ... [[helpers]]
+    ... clients = "10.0.0.2:29600"
+    ... [[clients]]
+    ... [[clients]]
+    ... '''
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     _ = (Path(tmp) / "deploy.toml").write_text(text)
+    ...     config = load_config(Path(tmp) / "deploy.toml")
+    >>> config.client_addresses, len(config.clients), config.mechanism().describe()["allocation"]
+    ((('10.0.0.1', 29600), ('10.0.0.2', 29600)), 2, 'adaptive')
+    """
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"cannot read the configuration {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not UTF-8 text") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"{path}: not valid TOML ({exc})") from None
+    _unknown(data, ("deployment", "mechanism", "server", "helpers", "clients"), "", path)
+    base = path.resolve().parent
+    dep = dict(_DEPLOYMENT_DEFAULTS) | _table(data, "deployment", path, required=False)
+    _unknown(dep, (*_DEPLOYMENT_DEFAULTS, "roster"), "deployment", path)
+    w = dep["computing_parties"]
+    if w not in (2, 3) or isinstance(w, bool):
+        raise InputError(f"{path}: deployment.computing_parties must be 2 or 3, got {w!r}")
+    if dep["provider"] not in ("ttp", "tfp"):
+        raise InputError(f"{path}: deployment.provider must be \"ttp\" or \"tfp\", got {dep['provider']!r}")
+    from ..mpc import RANK_METHODS
+
+    if dep["sort"] not in RANK_METHODS:
+        raise InputError(f"{path}: deployment.sort must be one of {', '.join(RANK_METHODS)}, got {dep['sort']!r}")
+    timeouts = {k: _seconds(dep[k], f"deployment.{k}", path) for k in ("timeout", "join_timeout", "score_timeout")}
+
+    mech = _table(data, "mechanism", path)
+    _unknown(mech, MECHANISM_KEYS, "mechanism", path)
+    if "name" not in mech:
+        raise InputError(f"{path}: mechanism.name is missing (none, rr, laplace, gaussian, distributed)")
+    if mech["name"] in ("laplace", "gaussian"):
+        mech = {"allocation": "adaptive"} | mech  # the command line's default
+    mech = {k: (float(v) if isinstance(v, int) and not isinstance(v, bool) and k not in ("name",) else v)
+            for k, v in mech.items()}
+
+    server = _table(data, "server", path)
+    _unknown(server, ("rendezvous", "clients", "session", "listen"), "server", path)
+    for key in ("rendezvous", "clients", "session"):
+        if key not in server:
+            raise InputError(f"{path}: server.{key} is missing (\"HOST:PORT\")")
+    helpers = data.get("helpers", [])
+    if not isinstance(helpers, list) or len(helpers) != w - 1:
+        raise InputError(f"{path}: {w} computing parties need {w - 1} [[helpers]] table(s), found "
+                         f"{len(helpers) if isinstance(helpers, list) else 'none'}")
+    addresses = [parse_address(server["clients"], "server.clients")]
+    listen = [server.get("listen", addresses[0][0])]
+    for i, h in enumerate(helpers, start=1):
+        if not isinstance(h, dict) or "clients" not in h:
+            raise InputError(f"{path}: helper {i}: missing clients = \"HOST:PORT\"")
+        _unknown(h, ("clients", "listen"), f"helpers[{i - 1}]", path)
+        addresses.append(parse_address(h["clients"], f"helpers[{i - 1}].clients"))
+        listen.append(h.get("listen", addresses[-1][0]))
+
+    entries = data.get("clients")
+    if not isinstance(entries, list) or not entries:
+        raise InputError(f"{path}: no [[clients]] table (one per client, in client order)")
+    clients = []
+    for k, c in enumerate(entries):
+        if not isinstance(c, dict):
+            raise InputError(f"{path}: clients[{k}] must be a table")
+        _unknown(c, ("labels", "label_column", "scores", "ledger", "budget", "budget_delta"), f"clients[{k}]", path)
+        if "budget" in c and "ledger" not in c:
+            raise InputError(f"{path}: clients[{k}].budget needs clients[{k}].ledger")
+        clients.append(ClientEntry(
+            labels=base / c["labels"] if "labels" in c else None, label_column=str(c.get("label_column", "label")),
+            scores=str(c["scores"]) if "scores" in c else None,
+            ledger=base / c["ledger"] if "ledger" in c else None,
+            budget=float(c["budget"]) if "budget" in c else None, budget_delta=float(c.get("budget_delta", 0.0))))
+    config = DeployConfig(
+        path=path, computing_parties=w, provider=dep["provider"], sort=dep["sort"], roster_path=base / dep.get(
+            "roster", "roster.json"), mechanism_options=mech,
+        rendezvous=parse_address(server["rendezvous"], "server.rendezvous"),
+        session_address=parse_address(server["session"], "server.session"), client_addresses=tuple(addresses),
+        listen=tuple(listen), clients=tuple(clients), **timeouts)
+    try:
+        config.mechanism().check_release()
+    except InputError as exc:
+        raise InputError(f"{path}: [mechanism]: {exc}") from None
+    return config

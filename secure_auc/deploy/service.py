@@ -1,0 +1,573 @@
+r"""The deployed parties of the helpers layout, each a service that stays up across evaluations.
+
+``secure-auc serve --config deploy.toml --role ROLE --key KEY.pem`` runs one of:
+
+* the **server** (rank 0) and each **helper** (ranks 1..w-1): a computing party.
+  They meet at ``server.rendezvous`` (CrypTen's world, as under torchrun, with
+  the roll call naming a party that never starts), accept each client's
+  authenticated link on their ``clients`` address, then evaluate whenever the
+  platform's session (:class:`.session.DeployedSession`) asks the server;
+* the **dealer** (rank w, with ``provider = "ttp"``);
+* each **client** (an input party): it holds its labels and its own privacy
+  ledger and connects to every computing party.
+
+One evaluation (the server drives; everything is on the authenticated links of
+:mod:`secure_auc.mpc.comm.inlinks`, channel :data:`CH_CONTROL`):
+
+=====  =================================================  ============================================
+step   server                                             client k
+=====  =================================================  ============================================
+1      sends every client ``open`` (evaluation n, epoch)  calls its operator's hook for the epoch's
+                                                          scores, checks them, charges its ledger
+                                                          (:meth:`secure_auc.Ledger.reserve`); answers
+                                                          ``ok``, or ``refused`` with the reason
+                                                          (nothing is released)
+2      all ok: ``go`` to the clients and the helpers;     ``go``: the evaluation of
+       a refusal: ``cancel`` naming the client and why    :func:`secure_auc.mpc.input_parties.host_evaluation`;
+                                                          ``cancel``: the reservation is withdrawn
+3      :func:`secure_auc.mpc.input_parties.compute_evaluation` with the helpers; the aggregate goes to the
+       session
+=====  =================================================  ============================================
+
+At connection time every client sends each computing party the options it was
+configured with (:meth:`.config.DeployConfig.agreed`); the server compares them
+with its own and a difference ends the start with every party naming the
+client and the option.  Between evaluations the server keeps the helpers' and
+the dealer's waits alive and watches every client's link: a client that goes
+away is named at once, and every party is told.  A fault other than a refusal
+ends the deployment: every service stops with one line naming the cause, and
+the operators restart them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import select
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ..validation import InputError
+from .config import DeployConfig, parse_role
+
+log = logging.getLogger(__name__)
+
+__all__ = ["ServiceError", "serve", "run_computing_service", "run_client_service", "load_hook", "read_labels",
+           "CH_JOIN", "CH_CONTROL"]
+
+CH_JOIN, CH_CONTROL = 20, 21  # beyond the evaluation's channels (secure_auc.mpc.input_parties)
+SESSION_HOST = 0  # the session's id among the server's session links (it authenticates with the server's key)
+
+
+class ServiceError(RuntimeError):
+    """A fault that ends the deployment (names the party and the cause)."""
+
+
+def describe_role(kind: str, index: int) -> str:
+    return {"server": "server", "dealer": "dealer"}.get(kind, f"{kind} {index}")
+
+
+def serve(config: DeployConfig, role: str, identity) -> int:
+    """Run the service of ``role`` (``server``, ``helper-1``, ``dealer``, ``client-0``, ...)
+    with this party's ``identity`` key until the deployment ends; returns 0 on an orderly
+    shutdown (raises :class:`ServiceError` or :class:`InputError` otherwise)."""
+    kind, index = parse_role(role, config.computing_parties, len(config.clients), config.dealer)
+    if kind == "client":
+        return run_client_service(config, index, identity)
+    return run_computing_service(config, kind, index, identity)
+
+
+def _check_identity(identity, expected: bytes, who: str, config: DeployConfig) -> None:
+    from ..mpc.comm.channel import public_bytes
+
+    if public_bytes(identity) != expected:
+        raise InputError(f"this key is not the one the roster {config.roster_path} lists for the {who}")
+
+
+def _set_timeout(links, seconds: float) -> None:
+    """The links' waits during an evaluation (the join used the start-up's longer bound)."""
+    for link in links:
+        link.timeout = seconds
+        link.sock.settimeout(seconds)
+
+
+def _differences(theirs: dict, mine: dict) -> list[str]:
+    keys = sorted(set(theirs) | set(mine))
+    return [f"{k} = {theirs.get(k)!r} (server: {mine.get(k)!r})" for k in keys if theirs.get(k) != mine.get(k)]
+
+
+# --------------------------------------------------------------------------- computing parties and dealer
+
+def run_computing_service(config: DeployConfig, kind: str, index: int, identity) -> int:
+    """The server, a helper or the dealer (see the module docstring)."""
+    from ..mpc.audit import forbid_crypten_randomness
+    from ..mpc.comm.roster import describe_helpers_rank
+    from ..mpc.comm.runtime import init_party, shutdown_party
+    from ..mpc.party import agree_public
+    from ..mpc.primitives.dealer import run_dealer
+
+    started = time.perf_counter()
+    roster = config.roster()
+    w = config.computing_parties
+    rank = {"server": 0, "dealer": w}.get(kind, index)
+    me = describe_role(kind, index)
+    _check_identity(identity, roster.key(rank), me, config)
+    host, port = config.rendezvous
+    log.info("[%s] joining the deployment at %s:%d (%d computing parties%s, %d clients)", me, host, port, w,
+             " and the dealer" if config.dealer else "", len(config.clients))
+    # the start-up may take as long as join_timeout; every wait of the computing world is bounded by it
+    # (the server keeps the others' waits alive between evaluations, every third of the timeout)
+    init_party(rank=rank, parties=w, master_addr=host, master_port=port, provider=config.provider,
+               timeout=config.join_timeout + config.timeout, identity=identity, roster=roster, roll_call=True)
+    if kind == "dealer":
+        with forbid_crypten_randomness():
+            run_dealer()
+        log.info("[dealer] the server ended the deployment")
+        return 0
+
+    def describe(r):
+        return describe_helpers_rank(r, w - 1)
+
+    pconfig = config.party_config()
+    with forbid_crypten_randomness():
+        agree_public(pconfig, rank, describe)
+        try:
+            if rank == 0:
+                return _Server(config, pconfig, identity, roster, describe, started).run()
+            return _helper(config, pconfig, rank, identity, roster, describe)
+        finally:
+            shutdown_party()
+
+
+def _accept_clients(config: DeployConfig, rank: int, identity, roster, describe):
+    from ..mpc.comm.inlinks import accept_hosts, listen
+
+    listener = listen(config.listen[rank], config.client_addresses[rank][1])
+    try:
+        links = accept_hosts(listener, rank, identity, list(roster.clients), timeout=config.join_timeout,
+                             describe_me=describe(rank), describe_host=lambda h: f"client {h}")
+    finally:
+        listener.close()
+    joins = {h: links[h].recv_obj(CH_JOIN) for h in range(len(links))}
+    _set_timeout(links.values(), config.timeout)
+    return links, joins
+
+
+def _helper(config, pconfig, rank, identity, roster, describe) -> int:
+    from ..mpc import input_parties as ip
+    from ..mpc.comm import backend
+
+    me = describe(rank).split(" (")[0]
+    links, _ = _accept_clients(config, rank, identity, roster, describe)
+    try:
+        while True:
+            msg = backend.broadcast_obj(None, 0)
+            op = msg.get("op")
+            if op == "idle":
+                continue
+            if op == "joined":
+                log.info("[%s] every client joined; waiting for evaluations", me)
+            elif op == "cancel":
+                log.warning("[%s] %s", me, msg["reason"])
+            elif op == "evaluate":
+                hellos = {h: links[h].recv_obj(ip.CH_HELLO) for h in range(len(links))}
+                backend.reset_communication_stats()
+                ip.compute_evaluation(rank, pconfig, links, describe, False, time.perf_counter(), hellos)
+            elif op == "end":
+                if msg.get("shutdown"):
+                    log.info("[%s] %s", me, msg["reason"])
+                    return 0
+                raise ServiceError(f"the deployment ended: {msg['reason']}")
+    finally:
+        for link in links.values():
+            link.close()
+
+
+class _Server:
+    """The server's service: the clients' links, the session's link, the evaluations."""
+
+    def __init__(self, config, pconfig, identity, roster, describe, started):
+        self.config, self.pconfig, self.identity, self.roster = config, pconfig, identity, roster
+        self.describe, self.started = describe, started
+        self.links: dict = {}
+        self.session = None
+        self.evaluations = 0
+        self.interval = max(0.5, config.timeout / 3)
+
+    # -- keeping the computing world's waits alive
+    def tick(self) -> None:
+        from ..mpc.comm import backend
+        from ..mpc.primitives.dealer import ping_dealer
+
+        backend.broadcast_obj({"op": "idle"}, 0)
+        ping_dealer()
+
+    def tell_helpers(self, msg: dict) -> None:
+        from ..mpc.comm import backend
+
+        backend.broadcast_obj(msg, 0)
+
+    def run(self) -> int:
+        from ..mpc.comm.inlinks import listen
+
+        control = listen(*self.config.session_address)
+        try:
+            self.links, joins = _accept_clients(self.config, 0, self.identity, self.roster, self.describe)
+            self.join(joins)
+            return self.loop(control)
+        except BaseException as exc:
+            from ..mpc.comm.runtime import explain
+
+            reason = str(exc) if isinstance(exc, (ServiceError, InputError)) else explain(exc)
+            if isinstance(exc, KeyboardInterrupt):
+                reason = "the server was stopped"
+            self.end(reason)
+            raise
+        finally:
+            control.close()
+            for link in list(self.links.values()) + ([self.session] if self.session else []):
+                link.close()
+
+    def join(self, joins: dict) -> None:
+        mine = self.config.agreed()
+        problems = []
+        for h in sorted(joins):
+            diff = _differences(joins[h].get("agreed") or {}, mine)
+            if not diff and joins[h].get("public") != self.pconfig.public():
+                diff = _differences(joins[h].get("public") or {}, self.pconfig.public())
+            if diff:
+                problems.append(f"client {h} was configured differently: {', '.join(diff)}")
+        if problems:
+            raise ServiceError("; ".join(problems))
+        self.tell_helpers({"op": "joined"})
+        for link in self.links.values():
+            link.send_obj(CH_CONTROL, {"op": "joined"})
+        log.info("[server] every client joined (%.1f s after the start); waiting for the session on %s:%d",
+                 time.perf_counter() - self.started, *self.config.session_address)
+
+    def end(self, reason: str, shutdown: bool = False) -> None:
+        """Tell every party the deployment ends (best effort: some may be gone)."""
+        msg = {"op": "end", "reason": reason, "shutdown": shutdown}
+        for link in self.links.values():
+            try:
+                link.send_obj(CH_CONTROL, msg)
+            except Exception:  # noqa: BLE001 - that client is gone
+                pass
+        if self.session is not None:
+            try:
+                self.session.send_obj(CH_CONTROL, {"error": f"the deployment ended: {reason}", "fatal": True})
+            except Exception:  # noqa: BLE001
+                pass
+        try:
+            self.tell_helpers(msg)
+        except Exception:  # noqa: BLE001 - the helpers learn it from their own links
+            pass
+
+    def client_lost(self, h: int) -> ServiceError:
+        from ..mpc.comm.runtime import explain
+
+        try:
+            msg = self.links[h].recv_obj(CH_CONTROL)
+        except Exception as exc:  # noqa: BLE001 - the usual case: its link closed
+            return ServiceError(explain(exc))  # names the client
+        return ServiceError(f"client {h} sent {msg!r} outside an evaluation")
+
+    def loop(self, control) -> int:
+        from ..mpc.comm.inlinks import accept_hosts
+
+        while True:
+            watched = {link.sock: ("client", h) for h, link in self.links.items()}
+            watched[self.session.sock if self.session else control] = ("session" if self.session else "listener", 0)
+            ready, _, _ = select.select(list(watched), [], [], self.interval)
+            if not ready:
+                self.tick()
+                continue
+            for sock in ready:
+                what, h = watched[sock]
+                if what == "client":
+                    raise self.client_lost(h)
+            what, _ = watched[ready[0]]
+            if what == "listener":
+                try:
+                    links = accept_hosts(control, 0, self.identity, [self.roster.server], timeout=self.config.timeout,
+                                         describe_me="the server", describe_host=lambda h: "the session")
+                except Exception as exc:  # noqa: BLE001 - a stray or failed connection: keep serving
+                    log.warning("[server] a session could not connect: %s", exc)
+                    continue
+                self.session = links[SESSION_HOST]
+                self.session_hello()
+                continue
+            try:
+                request = self.session.recv_obj(CH_CONTROL)
+            except Exception:  # noqa: BLE001 - the session went away; the services stay up
+                log.info("[server] the session disconnected; waiting for the next one")
+                self.session.close()
+                self.session = None
+                continue
+            op = request.get("op")
+            if op == "evaluate":
+                reply = self.evaluate(request.get("epoch"))
+            elif op == "shutdown":
+                log.info("[server] the session shut the deployment down after %d evaluation(s)", self.evaluations)
+                self.end("the session shut the deployment down", shutdown=True)
+                self.session.send_obj(CH_CONTROL, {"ok": True})
+                return 0
+            else:
+                reply = {"error": f"unknown request {op!r}"}
+            self.session.send_obj(CH_CONTROL, reply)
+
+    def session_hello(self) -> None:
+        hello = self.session.recv_obj(CH_CONTROL)
+        diff = _differences(hello.get("agreed") or {}, self.config.agreed())
+        if diff:
+            reason = f"the session's configuration differs from the server's: {', '.join(diff)}"
+            log.warning("[server] %s", reason)
+            self.session.send_obj(CH_CONTROL, {"error": reason})
+            self.session.close()
+            self.session = None
+            return
+        log.info("[server] a session connected")
+        self.session.send_obj(CH_CONTROL, {"ok": True, "clients": len(self.links), "evaluations": self.evaluations,
+                                           "startup_seconds": round(time.perf_counter() - self.started, 3)})
+
+    def wait_answers(self, n: int, epoch) -> dict:
+        """Every client's answer to ``open``, waiting up to score_timeout (the others' waits kept alive)."""
+        answers: dict = {}
+        deadline = time.monotonic() + self.config.score_timeout
+        while len(answers) < len(self.links):
+            pending = {self.links[h].sock: h for h in self.links if h not in answers}
+            ready, _, _ = select.select(list(pending), [], [], self.interval)
+            for sock in ready:
+                h = pending[sock]
+                try:
+                    answers[h] = self.links[h].recv_obj(CH_CONTROL)
+                except Exception as exc:  # noqa: BLE001
+                    from ..mpc.comm.runtime import explain
+
+                    raise ServiceError(explain(exc)) from None  # names the client
+            if not ready:
+                if time.monotonic() > deadline:
+                    late = ", ".join(f"client {h}" for h in self.links if h not in answers)
+                    raise ServiceError(f"{late} did not answer evaluation {n} (epoch {epoch}) within "
+                                       f"{self.config.score_timeout:g} s (deployment.score_timeout)")
+                self.tick()
+        return answers
+
+    def evaluate(self, epoch) -> dict:
+        from ..mpc import input_parties as ip
+        from ..mpc.comm import backend
+
+        start = time.perf_counter()
+        self.evaluations += 1
+        n = self.evaluations
+        epoch = n - 1 if epoch is None else epoch
+        for link in self.links.values():
+            link.send_obj(CH_CONTROL, {"op": "open", "evaluation": n, "epoch": epoch})
+        answers = self.wait_answers(n, epoch)
+        refusals = [f"client {h} refused: {a['refused']}" for h, a in sorted(answers.items()) if "refused" in a]
+        if refusals:
+            reason = f"evaluation {n} (epoch {epoch}) did not run: " + "; ".join(refusals)
+            log.warning("[server] %s", reason)
+            for link in self.links.values():
+                link.send_obj(CH_CONTROL, {"op": "cancel", "reason": reason})
+            self.tell_helpers({"op": "cancel", "reason": reason})
+            return {"error": reason, "refused": True}
+        scoring = max(float(a.get("seconds", 0.0)) for a in answers.values())
+        for link in self.links.values():
+            link.send_obj(CH_CONTROL, {"op": "go"})
+        self.tell_helpers({"op": "evaluate", "evaluation": n})
+        hellos = {h: self.links[h].recv_obj(ip.CH_HELLO) for h in range(len(self.links))}
+        backend.reset_communication_stats()
+        result = ip.compute_evaluation(0, self.pconfig, self.links, self.describe, True, time.perf_counter(), hellos)
+        agg = result.aggregate
+        log.info("[server] evaluation %d (epoch %s): AUC estimate %.6f, rank step %.3f s, %.3f s in all", n, epoch,
+                 float(result.estimate.auc), result.rank_seconds, time.perf_counter() - start)
+        return {"ok": True, "evaluation": n, "epoch": epoch,
+                "aggregate": [int(agg.global_sum_fixed), int(agg.positives_fixed), int(agg.total)],
+                "sizes": [int(hello["samples"]) for _, hello in sorted(hellos.items())],
+                "seconds": round(time.perf_counter() - start, 4), "scoring_seconds": round(scoring, 4),
+                "rank_step_seconds": round(result.rank_seconds, 4), "server_bytes": int(result.bytes_sent)}
+
+
+# --------------------------------------------------------------------------- clients
+
+def read_labels(path: Path, column: str = "label") -> np.ndarray:
+    """A client's labels: the column ``column`` (0/1) of a client file (CSV, CSV.gz, Parquet;
+    other columns ignored), or a ``.npy`` array."""
+    from ..data.io import read_client_file
+
+    if path.suffix == ".npy":
+        try:
+            labels = np.load(path, allow_pickle=False).reshape(-1)
+        except (OSError, ValueError) as exc:
+            raise InputError(f"cannot read the labels {path}: {exc}") from None
+        if not np.isin(labels, (0, 1)).all():
+            raise InputError(f"{path}: labels must be 0 or 1")
+        return labels.astype(np.int8)
+    return read_client_file(path, score_column=column, label_column=column).labels
+
+
+def load_hook(spec: str, folder: Path):
+    """A client's source of scores: ``module:function`` (imported with ``folder`` first on
+    ``sys.path``), called as ``function(epoch, client=k, evaluation=n)``; or a file per
+    evaluation, ``path/with/{epoch}.npy`` or ``.csv`` (a column ``score``)."""
+    module, sep, name = spec.partition(":")
+    if sep and "/" not in module and "{" not in spec and not module.endswith((".npy", ".csv")):
+        if str(folder) not in sys.path:
+            sys.path.insert(0, str(folder))
+        try:
+            fn = getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError) as exc:
+            raise InputError(f"cannot load the scoring hook {spec!r}: {exc}") from None
+        if not callable(fn):
+            raise InputError(f"the scoring hook {spec!r} is not callable")
+        return fn
+
+    def from_file(epoch, **_):
+        path = folder / spec.format(epoch=epoch)
+        if path.suffix == ".npy":
+            return np.load(path, allow_pickle=False)
+        from ..data.io import read_client_file
+
+        return read_client_file(path, score_column="score", label_column="score").scores
+
+    return from_file
+
+
+def _scores(out, n: int) -> tuple[np.ndarray, int | None]:
+    """The hook's answer (scores, or (scores, noise key)) checked: n finite numbers."""
+    key = None
+    if isinstance(out, tuple):
+        out, key = out
+    if hasattr(out, "detach"):  # a torch tensor
+        out = out.detach().cpu().numpy()
+    scores = np.asarray(out, dtype=np.float64)
+    if scores.ndim == 2 and 1 in scores.shape:
+        scores = scores.reshape(-1)
+    if scores.shape != (n,):
+        raise InputError(f"its scoring hook returned scores of shape {scores.shape} for {n} labels")
+    if not np.isfinite(scores).all():
+        raise InputError(f"its scoring hook returned {int((~np.isfinite(scores)).sum())} score(s) that are not finite")
+    return scores, key
+
+
+def run_client_service(config: DeployConfig, k: int, identity) -> int:
+    """Client ``k``'s service (see the module docstring)."""
+    from ..data.io import ClientData
+    from ..dp.accountant import Ledger, label_commitment
+    from ..mpc.audit import forbid_crypten_randomness
+    from ..mpc.comm.inlinks import connect
+    from ..mpc.comm.roster import describe_helpers_rank
+    from ..mpc.input_parties import host_evaluation
+
+    me = f"client {k}"
+    entry = config.clients[k]
+    roster = config.roster()
+    _check_identity(identity, roster.clients[k], me, config)
+    if entry.labels is None or entry.scores is None:
+        raise InputError(f"{config.path}: clients[{k}] needs labels and scores on this client's host")
+    labels = read_labels(entry.labels, entry.label_column)
+    hook = load_hook(entry.scores, config.path.resolve().parent)
+    mechanism, pconfig = config.mechanism(), config.party_config()
+    ledger, dataset = None, label_commitment(labels)
+    if entry.ledger is not None:
+        ledger = Ledger(entry.ledger)
+        if entry.budget is not None:
+            ledger.set_budget(dataset, entry.budget, entry.budget_delta)
+        ledger.spent(dataset)  # read (and check) the ledger now, so that a broken one stops the service at start-up
+    w = config.computing_parties
+
+    def describe_party(p):
+        return describe_helpers_rank(p, w - 1).split(" (")[0]
+
+    parties = [(h, p, roster.key(r)) for r, (h, p) in enumerate(config.client_addresses)]
+    log.info("[%s] %d labels; connecting to the %d computing parties", me, len(labels), w)
+    links = connect(k, identity, parties, timeout=config.join_timeout, describe_party=describe_party, describe_me=me)
+    try:
+        for link in links:
+            link.send_obj(CH_JOIN, {"client": k, "agreed": config.agreed(), "public": pconfig.public()})
+        verdict = _next_message(links, config.join_timeout, describe_party)
+        if verdict.get("op") != "joined":
+            raise ServiceError(f"the deployment did not start: {verdict.get('reason', verdict)}")
+        _set_timeout(links, config.timeout)
+        log.info("[%s] joined the deployment; waiting for evaluations", me)
+        with forbid_crypten_randomness():
+            while True:
+                msg = _next_message(links, None, describe_party)
+                op = msg.get("op")
+                if op == "end":
+                    if msg.get("shutdown"):
+                        log.info("[%s] %s", me, msg["reason"])
+                        return 0
+                    raise ServiceError(f"the deployment ended: {msg['reason']}")
+                if op != "open":
+                    raise ServiceError(f"the server sent {op!r} where an evaluation was expected")
+                n, epoch = msg["evaluation"], msg["epoch"]
+                start = time.perf_counter()
+                reservation, answer = None, None
+                try:
+                    scores, key = _scores(hook(epoch, client=k, evaluation=n), len(labels))
+                    if ledger is not None:
+                        reservation = ledger.reserve([dataset], mechanism, seed=key,
+                                                     total=len(labels) + len(config.clients) - 1,
+                                                     note=f"deployed client {k}, evaluation {n}, epoch {epoch}")
+                except InputError as exc:
+                    answer = {"refused": str(exc)}
+                except Exception as exc:  # noqa: BLE001 - the operator's hook failed
+                    answer = {"refused": f"its scoring hook failed: {type(exc).__name__}: {str(exc)[:300]}"}
+                if answer is not None:
+                    log.warning("[%s] refused evaluation %d (epoch %s): %s", me, n, epoch, answer["refused"])
+                links[0].send_obj(CH_CONTROL, answer or {"ok": True, "seconds": time.perf_counter() - start})
+                # the others may score for as long as score_timeout
+                decision = _next_message(links, config.score_timeout + config.timeout, describe_party)
+                if decision.get("op") != "go":
+                    if reservation is not None:
+                        ledger.cancel(reservation)  # nothing was released
+                    if decision.get("op") == "cancel":
+                        if answer is None:
+                            log.warning("[%s] %s", me, decision["reason"])
+                        continue
+                    if decision.get("op") == "end":
+                        raise ServiceError(f"the deployment ended: {decision['reason']}")
+                    raise ServiceError(f"the server sent {decision.get('op')!r} where go or cancel was expected")
+                try:
+                    host_evaluation(k, [ClientData(scores, labels)], k, [key], pconfig, links)
+                except BaseException:
+                    if reservation is not None:
+                        ledger.finish(reservation, ok=False)  # still charged: the aggregate may have been opened
+                    raise
+                if reservation is not None:
+                    ledger.finish(reservation)
+                log.info("[%s] evaluation %d (epoch %s) done in %.3f s", me, n, epoch, time.perf_counter() - start)
+    finally:
+        for link in links:
+            link.close()
+
+
+def _next_message(links, timeout: float | None, describe_party) -> dict:
+    """The server's next control message; a computing party's link that closes meanwhile is
+    named (``timeout``: None waits as long as every link stays open)."""
+    from ..mpc.comm.runtime import explain
+
+    deadline = None if timeout is None else time.monotonic() + timeout
+    socks = {link.sock: p for p, link in enumerate(links)}
+    while True:
+        ready, _, _ = select.select(list(socks), [], [], 1.0)
+        for sock in ready:
+            p = socks[sock]
+            if p != 0 and links[0].sock not in ready:  # the server's message first: it says why
+                try:
+                    links[p].recv_obj(CH_CONTROL)
+                except Exception as exc:  # noqa: BLE001
+                    raise ServiceError(explain(exc)) from None  # names the party
+                raise ServiceError(f"{describe_party(p)} sent a message outside an evaluation")
+        if ready:
+            try:
+                return links[0].recv_obj(CH_CONTROL)
+            except Exception as exc:  # noqa: BLE001
+                raise ServiceError(explain(exc)) from None
+        if deadline is not None and time.monotonic() > deadline:
+            raise ServiceError(f"the server did not answer within {timeout:g} s")

@@ -1,0 +1,152 @@
+"""The platform's end of a deployment: evaluations asked of the server's service.
+
+:class:`DeployedSession` (``MPCSession.connect(config, key=...)``) connects to
+the server service's ``server.session`` address over an authenticated,
+encrypted link (the platform signs with the server's identity key: the session
+and the server are the same organisation), checks that both were configured
+alike, and asks for one evaluation per :meth:`DeployedSession.evaluate`.  The
+clients produce their scores themselves (their hooks); this process holds no
+client's labels or scores, only the aggregate and the estimate.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from ..mpc import MPCError
+from ..validation import InputError
+from .config import DeployConfig, load_config
+from .service import CH_CONTROL as _CONTROL
+
+log = logging.getLogger(__name__)
+
+__all__ = ["DeployedSession", "EvaluationRefused"]
+
+
+class EvaluationRefused(MPCError):
+    """A client refused the evaluation before releasing anything (its budget, its hook);
+    the deployment goes on."""
+
+
+class DeployedSession:
+    """A session with deployed services (see the module docstring).
+
+    Parameters
+    ----------
+    config : str, pathlib.Path or DeployConfig
+        The deployment configuration (:func:`secure_auc.deploy.load_config`).
+    key : str or pathlib.Path
+        The server's identity key (``secure-auc keygen``), which the roster lists
+        under ``"server"``.
+
+    Examples
+    --------
+    Not run here (it needs the services)::
+
+        with MPCSession.connect("deploy.toml", key="keys/server.pem") as session:
+            for epoch in range(10):
+                train_one_epoch(model)
+                save_model(model, epoch)          # the clients' hooks score with it
+                estimate, aggregate, cost = session.evaluate(epoch=epoch)
+    """
+
+    def __init__(self, config, *, key):
+        from ..mpc.comm.inlinks import connect
+        from ..mpc.comm.roster import read_identity
+
+        start = time.perf_counter()
+        self.config: DeployConfig = config if isinstance(config, DeployConfig) else load_config(config)
+        self.mechanism = self.config.mechanism()
+        roster = self.config.roster()
+        identity = read_identity(key)
+        from ..mpc.comm.channel import public_bytes
+
+        if public_bytes(identity) != roster.server:
+            raise InputError(f"{key} is not the server's key in the roster {self.config.roster_path}: a session "
+                             "signs with the server's identity")
+        host, port = self.config.session_address
+        self._link = connect(0, identity, [(host, port, roster.server)], timeout=self.config.join_timeout,
+                             describe_party=lambda p: "the server service", describe_me="the session")[0]
+        self._closed = False
+        self._link.send_obj(_CONTROL, {"op": "hello", "agreed": self.config.agreed()})
+        hello = self._reply()
+        if "error" in hello:
+            self._link.close()
+            self._closed = True
+            raise InputError(hello["error"])
+        self.clients = int(hello["clients"])
+        self.startup = {"services_seconds": hello["startup_seconds"],
+                        "connect_seconds": round(time.perf_counter() - start, 3)}
+
+    def _reply(self) -> dict:
+        from ..mpc.comm.runtime import explain
+
+        try:
+            while not self._link.readable(1.0):
+                pass
+            return self._link.recv_obj(_CONTROL)
+        except (OSError, RuntimeError) as exc:
+            self._closed = True
+            raise MPCError(f"the server service: {explain(exc)}") from None
+
+    def evaluate(self, epoch=None):
+        """One evaluation; each client scores ``epoch`` (default: the evaluation's number - 1).
+
+        Returns ``(estimate, aggregate, cost)`` as :meth:`secure_auc.mpc.session.MPCSession.evaluate`;
+        ``cost`` has ``seconds`` (here, end to end), ``rank_step_seconds``,
+        ``scoring_seconds`` (the slowest client's hook), ``sizes`` and the server's bytes.
+
+        Raises
+        ------
+        EvaluationRefused
+            A client refused before anything was released (the reason names it); the
+            session goes on.
+        MPCError
+            A party failed; the deployment ended (the message names the party)."""
+        from ..protocol.messages import Aggregate
+        from ..protocol.server import Server
+
+        if self._closed:
+            raise InputError("the session is closed")
+        start = time.perf_counter()
+        try:
+            self._link.send_obj(_CONTROL, {"op": "evaluate", "epoch": epoch})
+        except (OSError, RuntimeError):
+            pass  # the reply (the reason) or the closed link says why
+        reply = self._reply()
+        if "error" in reply:
+            if reply.get("refused"):
+                raise EvaluationRefused(reply["error"])
+            self._closed = True
+            raise MPCError(reply["error"])
+        aggregate = Aggregate(*reply["aggregate"])
+        estimate = Server(self.mechanism).estimate(aggregate)
+        cost = {k: reply[k] for k in ("evaluation", "epoch", "rank_step_seconds", "scoring_seconds", "sizes",
+                                      "server_bytes")}
+        cost["server_seconds"] = reply["seconds"]
+        cost["seconds"] = round(time.perf_counter() - start, 4)
+        return estimate, aggregate, cost
+
+    def shutdown(self) -> None:
+        """Stop every service of the deployment (the server tells the others)."""
+        if self._closed:
+            return
+        self._link.send_obj(_CONTROL, {"op": "shutdown"})
+        try:
+            self._reply()
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Leave the deployment; the services stay up for the next session."""
+        if not self._closed:
+            self._closed = True
+            self._link.close()
+
+    def __enter__(self) -> "DeployedSession":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+

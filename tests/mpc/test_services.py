@@ -1,0 +1,223 @@
+"""Deployed services: the helpers layout with every role a long-lived `secure-auc serve` process,
+each in its own network namespace (a host of its own), and the platform's session connecting to them.
+
+One deployment evaluates three epochs (each client scoring its samples with the epoch's model
+file through its hook) and must give the local session's and the plain protocol's results bit for
+bit with the same noise keys; then a client over its budget refuses an evaluation (named at the
+server, at the session and at the client; the deployment goes on), then a client is killed
+between epochs (named, every service stops). A second deployment has a client configured with
+another mechanism: named with the option at the server and at that client. Nothing is left running.
+"""
+
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from secure_auc.data import ClientData
+from secure_auc.dp import StatisticsMechanism
+from secure_auc.dp.accountant import Ledger, label_commitment
+from secure_auc.dp.rng import ClientRngs, client_key
+from secure_auc.protocol import Client, Server
+from secure_auc.protocol.plain import run_plain
+
+ROOT = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location("bench_deploy", ROOT / "scripts" / "bench_deploy.py")
+bench = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench)
+
+TAG = f"{os.getpid() % 100000}"
+SIZES = [150, 90, 61]
+TIMEOUT = 20.0
+
+
+def _netns_unavailable():
+    if shutil.which("ip") is None:
+        return "iproute2 (ip) is not installed"
+    if os.geteuid() != 0:
+        return "needs root to create network namespaces"
+    probe = subprocess.run(["ip", "netns", "add", f"sd{TAG}probe"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        return f"cannot create network namespaces here: {probe.stderr.strip()}"
+    subprocess.run(["ip", "netns", "del", f"sd{TAG}probe"], capture_output=True)
+    return None
+
+
+@pytest.fixture
+def hosts():
+    """Fourteen network namespaces on one bridge (10.233.0.1..14), the test process at 10.233.0.254."""
+    reason = _netns_unavailable()
+    if reason:
+        pytest.skip(reason)
+    names = [f"sd{TAG}n{i}" for i in range(14)]
+    bridge = f"sdb{TAG}"
+
+    def sh(*args):
+        subprocess.run(list(args), check=True, capture_output=True, text=True)
+
+    try:
+        sh("ip", "link", "add", bridge, "type", "bridge")
+        sh("ip", "addr", "add", "10.233.0.254/24", "dev", bridge)
+        sh("ip", "link", "set", bridge, "up")
+        for i, ns in enumerate(names):
+            sh("ip", "netns", "add", ns)
+            sh("ip", "link", "add", f"sdv{TAG}{i}", "type", "veth", "peer", "name", f"sdp{TAG}{i}")
+            sh("ip", "link", "set", f"sdp{TAG}{i}", "netns", ns)
+            sh("ip", "link", "set", f"sdv{TAG}{i}", "master", bridge)
+            sh("ip", "link", "set", f"sdv{TAG}{i}", "up")
+            sh("ip", "netns", "exec", ns, "ip", "addr", "add", f"10.233.0.{i + 1}/24", "dev", f"sdp{TAG}{i}")
+            sh("ip", "netns", "exec", ns, "ip", "link", "set", f"sdp{TAG}{i}", "up")
+            sh("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
+        yield names
+    finally:
+        left = {ns: subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split()
+                for ns in names}
+        for ns, pids in left.items():
+            for pid in pids:
+                subprocess.run(["kill", "-9", pid], capture_output=True)
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+        for i in range(len(names)):
+            subprocess.run(["ip", "link", "del", f"sdv{TAG}{i}"], capture_output=True)
+        subprocess.run(["ip", "link", "del", bridge], capture_output=True)
+        assert not any(left.values()), f"processes left running in the namespaces: {left}"
+
+
+class Services:
+    """The seven services of one deployment, each in its namespace; their stderr lines with times."""
+
+    def __init__(self, folder, namespaces, config_name="deploy.toml", config_of=None):
+        self.procs, self.lines = {}, {}
+        for role, ns in zip(bench.ROLES, namespaces):
+            name = (config_of or {}).get(role, config_name)
+            self.procs[role] = bench.start_service(folder, role, netns=ns, config_name=name)
+            self.lines[role] = []
+            threading.Thread(target=self._read, args=(role,), daemon=True).start()
+
+    def _read(self, role):
+        for line in self.procs[role].stderr:
+            self.lines[role].append((time.monotonic(), line.rstrip()))
+
+    def first(self, role, pattern, after=0.0, wait=5.0):
+        """The time of ``role``'s first stderr line after ``after`` that matches ``pattern``, waiting up
+        to ``wait`` seconds for it; None if there is none."""
+        end = time.monotonic() + wait
+        while True:
+            found = next((t for t, line in list(self.lines[role]) if t >= after and re.search(pattern, line)), None)
+            if found is not None or time.monotonic() > end:
+                return found
+            time.sleep(0.05)
+
+    def text(self, role):
+        return "\n".join(line for _, line in self.lines[role])
+
+    def wait(self, timeout):
+        end = time.monotonic() + timeout
+        for p in self.procs.values():
+            p.wait(timeout=max(0.1, end - time.monotonic()))
+        time.sleep(0.2)  # the readers take the last lines
+
+    def stop(self):
+        bench.stop(self.procs.values())
+
+
+def _expected(folder, labels, mechanism, epoch):
+    scores = [bench.model_scores(folder, k, epoch) for k in range(len(labels))]
+    keys = [client_key(1000 + epoch, k) for k in range(len(labels))]
+    roles = [Client(k, ClientData(s, y), mechanism, ClientRngs.from_key(keys[k]))
+             for k, (s, y) in enumerate(zip(scores, labels))]
+    estimate, aggregate, _ = run_plain(roles, Server(mechanism))
+    return scores, keys, estimate, aggregate
+
+
+def test_deployed_services_across_epochs_and_their_faults(tmp_path, hosts):
+    from secure_auc.mpc import MPCError
+    from secure_auc.mpc.session import MPCSession
+    from secure_auc.deploy.session import EvaluationRefused
+
+    addresses = [f"10.233.0.{i + 1}" for i in range(14)]
+    main, other = tmp_path / "main", tmp_path / "other"
+    data = bench.write_deployment(main, SIZES, epochs=4, addresses=addresses[:7], ports=(29510, 29610, 29710),
+                                  budgets={2: 3.5}, timeout=TIMEOUT)
+    # the second deployment: client 2 was given eps = 2
+    bench.write_deployment(other, SIZES, epochs=1, addresses=addresses[7:], ports=(29510, 29610, 29710),
+                           timeout=TIMEOUT)
+    bench.write_deployment(other, SIZES, epochs=1, addresses=addresses[7:], ports=(29510, 29610, 29710),
+                           timeout=TIMEOUT, config_name="eps2.toml",
+                           mechanism='name = "laplace"\nepsilon = 2.0\nallocation = "adaptive"')
+    started = time.monotonic()
+    deployed = Services(main, hosts[:7])
+    mismatched = Services(other, hosts[7:], config_of={"client-2": "eps2.toml"})
+    try:
+        mechanism = StatisticsMechanism(1.0, allocation="adaptive")
+        expected = [_expected(main, data["labels"], mechanism, e) for e in range(3)]
+        with MPCSession(data["labels"], mechanism, computing=3, hosts=3, timeout=60) as local:
+            local_results = [local.evaluate(scores, noise_keys=keys) for scores, keys, _, _ in expected]
+
+        # three epochs of one deployed session: the local session's and the plain protocol's results, bit for bit
+        session = MPCSession.connect(main / "deploy.toml", key=main / "keys" / "server.pem")
+        assert session.startup["services_seconds"] > 0
+        for epoch, (_, _, plain_estimate, plain_aggregate) in enumerate(expected):
+            if epoch == 2:  # a session may leave and another connect: the services stay up
+                session.close()
+                session = MPCSession.connect(main / "deploy.toml", key=main / "keys" / "server.pem")
+            estimate, aggregate, cost = session.evaluate(epoch=epoch)
+            assert aggregate == plain_aggregate == local_results[epoch][1]
+            assert estimate.auc == plain_estimate.auc == local_results[epoch][0].auc
+            assert cost["sizes"] == SIZES and cost["rank_step_seconds"] > 0
+        for k in range(3):  # each client charged its own ledger once per evaluation
+            assert Ledger(main / f"ledger-{k}.json").spent(label_commitment(data["labels"][k])).releases == 3
+
+        # client 2 is over its budget (3.5, each evaluation eps = 1): refused before anything is released
+        asked = time.monotonic()
+        with pytest.raises(EvaluationRefused, match=r"client 2 refused: privacy budget .* would be exceeded"):
+            session.evaluate(epoch=3)
+        refused = time.monotonic() - asked
+        assert deployed.first("client-2", r"refused evaluation 4 \(epoch 3\): privacy budget", asked)
+        assert deployed.first("server", r"evaluation 4 \(epoch 3\) did not run: client 2 refused", asked)
+        for role in ("helper-1", "helper-2", "client-0", "client-1"):
+            assert deployed.first(role, "did not run: client 2 refused", asked), deployed.text(role)
+        for k in range(3):  # the others' reservations were withdrawn
+            assert Ledger(main / f"ledger-{k}.json").spent(label_commitment(data["labels"][k])).releases == 3
+        with pytest.raises(EvaluationRefused, match=r"did not run: client 2 refused: privacy budget .*") as again:
+            session.evaluate(epoch=3)  # the deployment goes on; only client 2 refuses
+        assert "client 0" not in str(again.value) and "client 1" not in str(again.value)
+
+        # client 0's service is killed between epochs: the server names it at once, every service stops
+        killed = time.monotonic()
+        deployed.procs["client-0"].kill()
+        with pytest.raises(MPCError, match="client 0"):
+            session.evaluate(epoch=1)
+        deployed.wait(4 * TIMEOUT)
+        known = {role: deployed.first(role, "client 0", killed) for role in bench.ROLES if role not in ("client-0", "dealer")}
+        assert all(known.values()), {r: deployed.text(r)[-500:] for r in known}
+        assert max(known.values()) - killed < TIMEOUT
+        for role, p in deployed.procs.items():
+            if role != "client-0":
+                assert p.returncode in (0, 1), (role, deployed.text(role)[-500:])
+        assert deployed.procs["server"].returncode == 1
+
+        # the other deployment: client 2's mechanism differs, named with the option at the server and at client 2
+        mismatched.wait(8 * TIMEOUT)
+        option = r"client 2 was configured differently: mechanism.epsilon = 2.0 \(server: 1.0\)"
+        assert mismatched.first("server", option), mismatched.text("server")[-1000:]
+        assert mismatched.first("client-2", option), mismatched.text("client-2")[-1000:]
+        for role, p in mismatched.procs.items():  # every service stopped; the dealer because the server did
+            assert p.returncode == (0 if role == "dealer" else 1), (role, mismatched.text(role)[-500:])
+        stopped = max(t for role in bench.ROLES for t, _ in mismatched.lines[role][-1:])
+        named = mismatched.first("client-2", option)
+        print(f"\nrefusal named after {refused:.2f} s; kill named by every party after "
+              f"{max(known.values()) - killed:.2f} s; mismatch named at client 2 {named - started:.1f} s after the "
+              f"start, every service stopped {stopped - named:.2f} s later; whole test "
+              f"{time.monotonic() - started:.0f} s")
+        for role in bench.ROLES:
+            print(role, "|", deployed.text(role).splitlines()[-1], "|", mismatched.text(role).splitlines()[-1])
+    finally:
+        deployed.stop()
+        mismatched.stop()

@@ -1,0 +1,155 @@
+"""The deployment's configuration file, the roster command, a client's hook and labels, and the
+ledger's withdrawal of a reservation that never ran (no process is started here)."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from secure_auc.cli import main as cli
+from secure_auc.deploy import load_config
+from secure_auc.deploy.config import parse_role
+from secure_auc.deploy.service import _scores, load_hook, read_labels
+from secure_auc.dp.accountant import Ledger, label_commitment
+from secure_auc.dp.registry import make_mechanism
+from secure_auc.mpc.comm.roster import Roster
+from secure_auc.validation import InputError
+
+CONFIG = """[deployment]
+computing_parties = 3
+timeout = 30
+roster = "roster.json"
+
+[mechanism]
+name = "laplace"
+epsilon = 1
+
+[server]
+rendezvous = "10.0.0.1:29500"
+clients = "10.0.0.1:29600"
+session = "127.0.0.1:29700"
+
+[[helpers]]
+clients = "10.0.0.2:29600"
+
+[[helpers]]
+clients = "10.0.0.3:29600"
+
+[[clients]]
+labels = "labels.csv"
+scores = "scores/epoch{epoch}.npy"
+ledger = "privacy.json"
+budget = 4
+
+[[clients]]
+"""
+
+
+def _write(tmp_path, text=CONFIG):
+    path = tmp_path / "deploy.toml"
+    path.write_text(text)
+    return path
+
+
+def test_a_configuration_is_read_with_the_command_lines_defaults(tmp_path):
+    config = load_config(_write(tmp_path))
+    assert config.computing_parties == 3 and config.provider == "ttp" and config.sort == "radix"
+    assert config.timeout == 30.0 and config.join_timeout == 300.0
+    assert config.client_addresses == (("10.0.0.1", 29600), ("10.0.0.2", 29600), ("10.0.0.3", 29600))
+    assert config.session_address == ("127.0.0.1", 29700) and config.rendezvous == ("10.0.0.1", 29500)
+    assert config.mechanism().describe() == make_mechanism("laplace", 1.0, allocation="adaptive").describe()
+    assert config.clients[0].labels == tmp_path / "labels.csv" and config.clients[0].budget == 4.0
+    assert config.clients[1].labels is None
+    assert config.agreed()["mechanism.epsilon"] == 1.0 and config.agreed()["clients"] == 2
+
+
+@pytest.mark.parametrize("edit, message", [
+    (("epsilon = 1", "epsilon = 1\nepsilom = 2"), r"unknown option mechanism.epsilom"),
+    (("computing_parties = 3", "computing_parties = 4"), r"computing_parties must be 2 or 3, got 4"),
+    (("[[helpers]]\nclients = \"10.0.0.3:29600\"\n", ""), r"3 computing parties need 2 \[\[helpers\]\] table\(s\), found 1"),
+    (("timeout = 30", "timeout = -1"), r"deployment.timeout must be a number of seconds"),
+    (("session = \"127.0.0.1:29700\"", "session = \"127.0.0.1\""), r"server.session: expected \"HOST:PORT\""),
+    (("epsilon = 1", "epsilon = 0"), r"\[mechanism\]: "),
+    (("ledger = \"privacy.json\"\n", ""), r"clients\[0\].budget needs clients\[0\].ledger"),
+    (("[server]", "[server"), r"not valid TOML"),
+])
+def test_a_bad_configuration_is_one_line_naming_the_option(tmp_path, edit, message):
+    old, new = edit
+    assert old in CONFIG
+    with pytest.raises(InputError, match=message):
+        load_config(_write(tmp_path, CONFIG.replace(old, new)))
+
+
+def test_roles():
+    assert parse_role("client-1", 3, 2, True) == ("client", 1) == parse_role("client1", 3, 2, True)
+    assert parse_role("helper-2", 3, 2, True) == ("helper", 2)
+    for bad in ("client-2", "helper-3", "dealerx"):
+        with pytest.raises(InputError, match=f"--role '{bad}' is not a role of this deployment"):
+            parse_role(bad, 3, 2, True)
+    with pytest.raises(InputError, match="--role 'dealer'"):
+        parse_role("dealer", 3, 2, False)
+
+
+def test_the_roster_command_writes_what_every_party_loads(tmp_path, capsys):
+    keys = {}
+    for role in ("server", "h1", "h2", "dealer", "c0", "c1"):
+        assert cli(["keygen", str(tmp_path / f"{role}.pem")]) == 0
+        keys[role] = capsys.readouterr().out.strip()
+    (tmp_path / "c1.pub").write_text(keys["c1"] + "\n")
+    out = tmp_path / "roster.json"
+    # a public key as hex, as a file of hex, or the identity key file itself
+    assert cli(["roster", str(out), "--server", keys["server"], "--helpers", str(tmp_path / "h1.pem"), keys["h2"],
+                "--dealer", keys["dealer"], "--clients", str(tmp_path / "c0.pem"), str(tmp_path / "c1.pub")]) == 0
+    roster = Roster.load_helpers(out, helpers=2, clients=2, dealer=True)
+    assert roster.server.hex() == keys["server"] and [h.hex() for h in roster.helpers] == [keys["h1"], keys["h2"]]
+    assert [c.hex() for c in roster.clients] == [keys["c0"], keys["c1"]] and roster.dealer.hex() == keys["dealer"]
+    assert cli(["roster", str(out), "--server", keys["server"], "--clients", keys["c0"]]) == 2
+    assert "exists; give --force" in capsys.readouterr().err
+    assert cli(["roster", str(out), "--server", "abc", "--clients", keys["c0"], "--force"]) == 2
+    assert "--server: 'abc' is neither 64 hex digits nor a key file" in capsys.readouterr().err
+    assert json.loads(out.read_text())["server"] == keys["server"]
+
+
+def test_serve_refuses_a_role_outside_the_deployment_with_exit_code_2(tmp_path):
+    config = _write(tmp_path)
+    assert cli(["keygen", str(tmp_path / "k.pem")]) == 0
+    res = subprocess.run([sys.executable, "-m", "secure_auc", "serve", "--config", str(config), "--role", "client-5",
+                          "--key", str(tmp_path / "k.pem")], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2
+    assert res.stderr.strip().splitlines()[-1] == ("secure-auc serve (client-5): error: --role 'client-5' is not a role "
+                                                   "of this deployment (server, helper-1, helper-2, dealer, "
+                                                   "client-0..client-1)")
+
+
+def test_a_clients_hook_and_labels(tmp_path):
+    (tmp_path / "labels.csv").write_text("id,label\n1,0\n2,1\n3,1\n")
+    assert read_labels(tmp_path / "labels.csv").tolist() == [0, 1, 1]
+    (tmp_path / "scores").mkdir()
+    np.save(tmp_path / "scores" / "epoch7.npy", np.array([0.1, 0.5, 0.2]))
+    hook = load_hook("scores/epoch{epoch}.npy", tmp_path)
+    assert _scores(hook(7, client=0, evaluation=1), 3)[0].tolist() == [0.1, 0.5, 0.2]
+    (tmp_path / "myhook.py").write_text("import numpy as np\n"
+                                        "def score(epoch, *, client, evaluation):\n"
+                                        "    return np.full((3, 1), float(epoch)), 42\n")
+    scores, key = _scores(load_hook("myhook:score", tmp_path)(2, client=0, evaluation=1), 3)
+    assert scores.tolist() == [2.0, 2.0, 2.0] and key == 42  # (n, 1) flattened; the noise key passed on
+    with pytest.raises(InputError, match=r"returned scores of shape \(2,\) for 3 labels"):
+        _scores(np.zeros(2), 3)
+    with pytest.raises(InputError, match="returned 1 score\\(s\\) that are not finite"):
+        _scores(np.array([0.1, np.nan, 0.3]), 3)
+    with pytest.raises(InputError, match="cannot load the scoring hook 'nomodule:f'"):
+        load_hook("nomodule:f", tmp_path)
+
+
+def test_a_withdrawn_reservation_is_not_charged(tmp_path):
+    ledger = Ledger(tmp_path / "ledger.json")
+    ds = label_commitment([0, 1, 1])
+    ledger.set_budget(ds, 2.0)
+    ledger.finish(ledger.reserve([ds], make_mechanism("laplace", 1.0)))
+    ledger.cancel(ledger.reserve([ds], make_mechanism("laplace", 1.0)))
+    assert ledger.spent(ds).releases == 1 and ledger.spent(ds).epsilon == 1.0
+    ledger.finish(ledger.reserve([ds], make_mechanism("laplace", 1.0)))  # the budget still allows this one
+    with pytest.raises(InputError, match="would be exceeded"):
+        ledger.reserve([ds], make_mechanism("laplace", 1.0))
