@@ -272,9 +272,9 @@ def shutdown_party() -> None:
     from . import backend, secure
 
     with contextlib.suppress(Exception):
-        secure.close()
+        backend.uninit()  # (tells the dealer to stop, over the links)
     with contextlib.suppress(Exception):
-        backend.uninit()
+        secure.close()
 
 
 def communication_stats() -> dict:
