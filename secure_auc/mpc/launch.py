@@ -178,6 +178,39 @@ def _ensure_fork_server(ctx) -> None:
             raise started[0]
 
 
+_PARTY = "secure-auc-"  # the name of every party's process; "...+main": one that needs the caller's __main__
+
+
+def _never_import_main() -> None:
+    """Party processes never import the caller's ``__main__`` script.
+
+    multiprocessing's ``spawn`` and ``forkserver`` start methods run the parent's main
+    script again in each new process (as ``__mp_main__``) so that functions defined there
+    can be unpickled; a script without ``if __name__ == "__main__":`` would then run its
+    whole body again in every party: start parties of its own, charge its ledger, and fail.
+    A party needs nothing from it (its job and every argument come from this package), so
+    for the processes named ``secure-auc-...`` the preparation data sent to the new process
+    leaves the main script out (the other processes of the program are left as they were).
+    Only a job defined in the caller's script itself (``job.__module__ == "__main__"``,
+    e.g. ``scripts/bench_rank.py``) keeps it: such a script needs the guard, as with
+    multiprocessing.  Installed once; idempotent."""
+    from multiprocessing import spawn as mp_spawn
+
+    original = mp_spawn.get_preparation_data
+    if getattr(original, "_secure_auc", False):
+        return
+
+    def get_preparation_data(name):
+        data = original(name)
+        if name.startswith(_PARTY) and not name.endswith("+main"):
+            data.pop("init_main_from_path", None)
+            data.pop("init_main_from_name", None)
+        return data
+
+    get_preparation_data._secure_auc = True
+    mp_spawn.get_preparation_data = get_preparation_data
+
+
 _WRAPPERS: dict = {}  # (setpriv, python) -> the wrapper script of this process
 
 
@@ -643,6 +676,8 @@ def spawn_parties(job, per_rank: dict[int, tuple], parties: int, *, provider: st
 
     python = mp_spawn.get_executable()
     wrapper = _spawn_executable()
+    _never_import_main()
+    main = "+main" if any(getattr(f, "__module__", None) == "__main__" for f in (job, host_job, after_dealer)) else ""
     cpp_log = os.environ.get("TORCH_CPP_LOG_LEVEL")
     try:
         if cpp_log is None:  # torch's C++ warnings (pages of frames when a peer goes away): errors only
@@ -653,7 +688,7 @@ def spawn_parties(job, per_rank: dict[int, tuple], parties: int, *, provider: st
         # the client hosts first: their start messages (the clients' data) are the long ones, and a stop
         # while one is being written would leave the host reading a cut-off message
         for h, args in enumerate(per_host or []):
-            p = ctx.Process(target=_started, name=f"secure-auc-host-{h}",
+            p = ctx.Process(target=_started, name=f"{_PARTY}host-{h}{main}",
                             args=(_Stdio(), _host_process, h, host_job, args, results, received is not None and
                                   (record_ranks is None or -(h + 1) in record_ranks), _parent_log_level(),
                                   os.getpid(), beats, _slot(-(h + 1), parties)), daemon=True)
@@ -661,7 +696,7 @@ def spawn_parties(job, per_rank: dict[int, tuple], parties: int, *, provider: st
             procs[-(h + 1)] = p
             host_keys.append(-(h + 1))
         for r in ranks:
-            p = ctx.Process(target=_started, name=f"secure-auc-party-{r}",
+            p = ctx.Process(target=_started, name=f"{_PARTY}party-{r}{main}",
                             args=(_Stdio(), _party_process, r, parties, addr, port, provider, timeout, job, per_rank.get(r, ()),
                                   after_dealer, received is not None and (record_ranks is None or r in record_ranks),
                                   results, _parent_log_level(),

@@ -369,3 +369,47 @@ def test_a_run_folder_made_by_someone_else_is_not_used(tmp_path, monkeypatch, ow
     assert launch._spawn_executable() == path  # made once per process
     out = subprocess.run([path, "-c", "import sys; print(sys.executable)"], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == sys.executable
+
+
+UNGUARDED_SCRIPT = '''
+import json
+import sys
+
+from sklearn.metrics import roc_auc_score
+
+from secure_auc import Ledger, builtin_clients, evaluate, make_mechanism
+from secure_auc.mpc.session import MPCSession
+
+print("the script's body ran", flush=True)
+ledger = Ledger(sys.argv[1])
+clients = builtin_clients(2, samples=300)
+mech = make_mechanism("none")
+once = evaluate(clients, mech, protocol="mpc", ledger=ledger,
+                mpc_options={"computing": 2, "provider": "tfp", "progress": False, "timeout": 30})
+with MPCSession([c.labels for c in clients], mech, computing=2, provider="tfp", timeout=30, ledger=ledger) as s:
+    estimate, aggregate, cost = s.evaluate([c.scores for c in clients])
+truth = roc_auc_score([y for c in clients for y in c.labels], [x for c in clients for x in c.scores])
+print(json.dumps({"evaluate": once.auc, "session": float(estimate.auc), "truth": truth}))
+'''
+
+
+def test_a_script_without_the_main_guard_runs_once(tmp_path):
+    """A user's script without ``if __name__ == "__main__":`` that runs ``evaluate(protocol="mpc")``
+    and an MPC session with a ledger: no party runs the script again (no second run of its body,
+    no extra charge on the ledger), and both evaluations give the exact AUC."""
+    from secure_auc import Ledger
+
+    script = tmp_path / "epoch.py"
+    script.write_text(UNGUARDED_SCRIPT)
+    ledger = tmp_path / "ledger.json"
+    res = subprocess.run([sys.executable, str(script), str(ledger)], capture_output=True, text=True, timeout=300,
+                         cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    lines = res.stdout.splitlines()
+    assert lines.count("the script's body ran") == 1, res.stdout[-3000:]
+    out = json.loads(lines[-1])
+    assert out["evaluate"] == pytest.approx(out["truth"], abs=1e-12)
+    assert out["session"] == pytest.approx(out["truth"], abs=1e-12)
+    book = Ledger(ledger)
+    assert len(book.datasets()) == 2  # the two clients' labels
+    assert [book.spent(d).releases for d in book.datasets()] == [2, 2]  # one evaluate, one session evaluation
