@@ -120,7 +120,7 @@ def main(argv=None) -> int:
               f"{out['sklearn_auc']:.6f}")
     print(f"{args.samples} samples, {args.parties} parties: inference {out['inference_seconds']:.1f} s, "
           f"inference + rank step + AUC {out['party_seconds']:.1f} s (wall {out['wall_seconds']:.1f} s); "
-          f"MB sent per party: {', '.join(f'{b / 1e6:.0f}' for b in out['bytes'])}")
+          f"MB sent and received per party: {', '.join(f'{b / 1e6:.0f}' for b in out['bytes'])}")
     ok = not args.verify or out["estimate"] == out["plain_estimate"]
     return 0 if ok else 1
 

@@ -37,7 +37,8 @@ this process and for CrypTen's own operations:
 The provider's dealer channel is open while CrypTen computes; the project's
 own protocols open channels of their own, so :meth:`SafeCrypten.release`
 closes it first (the bridge does that; it reopens, with fresh seeds, on the
-next draw).
+next draw).  The dealer waits for the next request at most the run's timeout:
+release the channel before a pause longer than that.
 
 Examples
 --------
