@@ -175,7 +175,7 @@ def test_deployed_services_across_epochs_and_their_faults(tmp_path, hosts):
         for epoch, (_, _, plain_estimate, plain_aggregate) in enumerate(expected):
             if epoch == 2:  # a session may leave and another connect: the services stay up
                 session.close()
-                session = MPCSession.connect(main / "deploy.toml", key=main / "keys" / "server.pem")
+                session = MPCSession(deploy=main / "deploy.toml", key=main / "keys" / "server.pem")
             estimate, aggregate, cost = session.evaluate(epoch=epoch)
             assert aggregate == plain_aggregate == local_results[epoch][1]
             assert estimate.auc == plain_estimate.auc == local_results[epoch][0].auc
