@@ -153,3 +153,15 @@ def test_a_withdrawn_reservation_is_not_charged(tmp_path):
     ledger.finish(ledger.reserve([ds], make_mechanism("laplace", 1.0)))  # the budget still allows this one
     with pytest.raises(InputError, match="would be exceeded"):
         ledger.reserve([ds], make_mechanism("laplace", 1.0))
+
+
+def test_one_argument_switches_the_session_to_deployed_services(tmp_path):
+    from secure_auc.mpc.session import MPCSession
+
+    with pytest.raises(InputError, match="with deploy=, a session takes only key="):
+        MPCSession([np.array([0, 1])], make_mechanism("none"), deploy=tmp_path / "deploy.toml")
+    with pytest.raises(InputError, match="cannot read the configuration .*deploy.toml"):
+        MPCSession(deploy=tmp_path / "deploy.toml", key=tmp_path / "server.pem")
+    _write(tmp_path)
+    with pytest.raises(InputError, match="roster .*roster.json does not exist"):  # read before any connection
+        MPCSession(deploy=tmp_path / "deploy.toml", key=tmp_path / "server.pem")

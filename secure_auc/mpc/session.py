@@ -52,6 +52,13 @@ class MPCSession:
         (:meth:`secure_auc.Ledger.reserve`), as :func:`secure_auc.evaluate` does.
     dataset_name : str, optional
         A name for the clients' datasets in the ledger's report.
+    deploy : str or pathlib.Path, optional
+        Connect to deployed services instead (a deployment's configuration file,
+        :mod:`secure_auc.deploy`): no labels or mechanism here, each client holds
+        its own; returns the :class:`secure_auc.deploy.session.DeployedSession` of
+        :meth:`connect`, with the same :meth:`evaluate` and :meth:`close`.
+    key : str or pathlib.Path, optional
+        With ``deploy``: the server's identity key.
 
     Examples
     --------
@@ -65,9 +72,17 @@ class MPCSession:
                 print(result.auc, result.ci_low, result.ci_high)
     """
 
+    def __new__(cls, *args, deploy=None, key=None, **kwargs):
+        if deploy is not None:  # one argument switches: deployed services instead of local processes
+            if args or kwargs:
+                raise InputError("with deploy=, a session takes only key= (the clients hold the labels; the "
+                                 "configuration holds the mechanism and the layout)")
+            return cls.connect(deploy, key=key)
+        return super().__new__(cls)
+
     def __init__(self, labels, mechanism, *, computing: int = 3, provider: str = "ttp", sort: str = RANK_METHODS[0],
                  timeout: float = 60.0, hosts: int | None = None, port: int | None = None, ledger=None,
-                 dataset_name: str | None = None):
+                 dataset_name: str | None = None, deploy=None, key=None):
         if computing not in (2, 3):
             raise InputError(f"a session has 2 or 3 computing parties, got {computing}")
         self.labels = [check_binary_labels(y, name=f"client {k}: labels") for k, y in enumerate(labels)]

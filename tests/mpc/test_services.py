@@ -27,6 +27,7 @@ from secure_auc.dp.accountant import Ledger, label_commitment
 from secure_auc.dp.rng import ClientRngs, client_key
 from secure_auc.protocol import Client, Server
 from secure_auc.protocol.plain import run_plain
+from secure_auc.validation import InputError
 
 ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("bench_deploy", ROOT / "scripts" / "bench_deploy.py")
@@ -145,6 +146,9 @@ def test_deployed_services_across_epochs_and_their_faults(tmp_path, hosts):
     main, other = tmp_path / "main", tmp_path / "other"
     data = bench.write_deployment(main, SIZES, epochs=4, addresses=addresses[:7], ports=(29510, 29610, 29710),
                                   budgets={2: 3.5}, timeout=TIMEOUT)
+    bench.write_deployment(main, SIZES, epochs=4, addresses=addresses[:7], ports=(29510, 29610, 29710),
+                           budgets={2: 3.5}, timeout=TIMEOUT, config_name="session-eps2.toml",
+                           mechanism='name = "laplace"\nepsilon = 2.0\nallocation = "adaptive"')
     # the second deployment: client 2 was given eps = 2
     bench.write_deployment(other, SIZES, epochs=1, addresses=addresses[7:], ports=(29510, 29610, 29710),
                            timeout=TIMEOUT)
@@ -160,13 +164,18 @@ def test_deployed_services_across_epochs_and_their_faults(tmp_path, hosts):
         with MPCSession(data["labels"], mechanism, computing=3, hosts=3, timeout=60) as local:
             local_results = [local.evaluate(scores, noise_keys=keys) for scores, keys, _, _ in expected]
 
+        # a session configured otherwise is refused, naming the option; the services wait for the next
+        with pytest.raises(InputError, match=r"the session's configuration differs from the server's: "
+                                             r"mechanism.epsilon = 2.0 \(server: 1.0\)"):
+            MPCSession.connect(main / "session-eps2.toml", key=main / "keys" / "server.pem")
+
         # three epochs of one deployed session: the local session's and the plain protocol's results, bit for bit
         session = MPCSession.connect(main / "deploy.toml", key=main / "keys" / "server.pem")
         assert session.startup["services_seconds"] > 0
         for epoch, (_, _, plain_estimate, plain_aggregate) in enumerate(expected):
             if epoch == 2:  # a session may leave and another connect: the services stay up
                 session.close()
-                session = MPCSession.connect(main / "deploy.toml", key=main / "keys" / "server.pem")
+                session = MPCSession(deploy=main / "deploy.toml", key=main / "keys" / "server.pem")
             estimate, aggregate, cost = session.evaluate(epoch=epoch)
             assert aggregate == plain_aggregate == local_results[epoch][1]
             assert estimate.auc == plain_estimate.auc == local_results[epoch][0].auc
@@ -188,6 +197,10 @@ def test_deployed_services_across_epochs_and_their_faults(tmp_path, hosts):
         with pytest.raises(EvaluationRefused, match=r"did not run: client 2 refused: privacy budget .*") as again:
             session.evaluate(epoch=3)  # the deployment goes on; only client 2 refuses
         assert "client 0" not in str(again.value) and "client 1" not in str(again.value)
+
+        # a hook that fails (no model file for the epoch) refuses too, with the exception
+        with pytest.raises(EvaluationRefused, match=r"client 0 refused: its scoring hook failed: FileNotFoundError"):
+            session.evaluate(epoch=99)
 
         # client 0's service is killed between epochs: the server names it at once, every service stops
         killed = time.monotonic()
