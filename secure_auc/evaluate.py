@@ -28,7 +28,7 @@ from .local_stats import LocalStatistics
 from .validation import InputError, check_secret_seed
 
 __all__ = ["EvaluationResult", "builtin_clients", "load_clients", "check_clients", "evaluate", "describe",
-           "error_bars", "check_fixed_point_range", "make_result", "privacy_spent"]
+           "error_bars", "error_interval", "check_fixed_point_range", "make_result", "privacy_spent"]
 
 Z95 = 1.959963984540054  # the standard normal's 97.5 % quantile
 
@@ -70,7 +70,11 @@ class EvaluationResult:
         method, from public quantities and the noisy aggregate only); None
         without noise or when the noisy P' leaves (0, M).
     ci_low, ci_high : float or None
-        The 95 % interval ``auc -/+ 1.96 std`` (not clipped to [0, 1], like ``auc``).
+        The 95 % interval (:func:`error_interval`: from the quantiles of the
+        mechanism's noise, not clipped to [0, 1], like ``auc``).
+    ci_note : str or None
+        How the interval was found (and whether it is conservative by design),
+        or why there is none.
     extra : dict
         Protocol-specific details (MPC: seconds, bytes and rounds per party).
 
@@ -104,6 +108,7 @@ class EvaluationResult:
     std: float | None = None
     ci_low: float | None = None
     ci_high: float | None = None
+    ci_note: str | None = None
     extra: dict = field(default_factory=dict)
 
     def __float__(self) -> float:
@@ -307,14 +312,42 @@ def error_bars(mechanism, auc: float, positives: float, total: int, sizes) -> tu
     """Standard deviation and 95 % interval of a DP estimate, from public quantities
     (M, K, the clients' sizes n_k, the mechanism) and the noisy aggregate only.
 
-    The delta method of :mod:`secure_auc.dp.variance`, evaluated at the estimate:
-    for noise on the statistics, :meth:`Mechanism.delta_method_std` with the noisy
-    P' and the clients' calibration as it is for an IID layout (each client's
-    ranks spread over 0..M-1; a client's true rank summary is private, so with
-    clients holding bands of scores the calibration, hence the std, differs);
-    for randomized response, :func:`~secure_auc.dp.variance.rr_linearised_std`
-    at the debiased (P, AUC) with distinct ranks 0..M-1.  The interval is
-    ``auc -/+ 1.96 std`` (normal approximation), like the estimate not clipped to [0, 1].
+    ``(std, ci_low, ci_high)`` of :func:`error_interval` (which also says how the
+    interval was found, or why there is none).
+
+    Examples
+    --------
+    >>> from secure_auc import make_mechanism
+    >>> from secure_auc.evaluate import error_bars
+    >>> std, lo, hi = error_bars(make_mechanism("laplace", 1.0), 0.75, 25_000.0, 100_000, [50_000, 50_000])
+    >>> f"{std:.2e}", round(lo, 4), round(hi, 4)
+    ('2.52e-04', 0.7495, 0.7505)
+    >>> error_bars(make_mechanism("none"), 0.75, 25_000.0, 100_000, [100_000])
+    (None, None, None)
+    """
+    return error_interval(mechanism, auc, positives, total, sizes)[:3]
+
+
+def error_interval(mechanism, auc: float, positives: float, total: int, sizes) -> tuple:
+    """Standard deviation, 95 % interval and a note on it, from public quantities (M, K, the
+    clients' sizes n_k, the mechanism) and the noisy aggregate only.
+
+    The std is the delta method of :mod:`secure_auc.dp.variance` at the estimate.
+    The interval comes from the noise's own distribution, not a normal
+    approximation: a parametric bootstrap draws the mechanism's noise
+    (:data:`~secure_auc.dp.variance.INTERVAL_DRAWS` draws, a fixed seed, so the interval
+    is a function of its inputs) on the sums the estimate implies (P' and the
+    S that gives the estimate at P'), applies the server's estimator, and takes
+    the 2.5 % and 97.5 % quantiles q of the error: ``[auc - q_97.5, auc - q_2.5]``.
+    The draws are: for noise on the aggregate, the total of the K shares
+    (:meth:`~secure_auc.dp.distributed.DistributedNoiseMechanism.aggregate_noise`);
+    for noise per client, each client's two noises as calibrated for ranks
+    spread over 0..M-1 (:func:`~secure_auc.dp.variance.statistics_noise_draws`:
+    a client's own rank summary is private; for the split allocation with local
+    sensitivity that calibration is the largest any layout can have, so the
+    interval is conservative by design); for randomized response, the flips'
+    noise on the counts (:func:`~secure_auc.dp.variance.rr_noise_draws`), the
+    estimate debiased in every draw.
 
     Parameters
     ----------
@@ -330,31 +363,35 @@ def error_bars(mechanism, auc: float, positives: float, total: int, sizes) -> tu
 
     Returns
     -------
-    (std, ci_low, ci_high)
-        All None without noise, or when P' (debiased for RR) is not in (0, M).
+    (std, ci_low, ci_high, note)
+        ``note`` says how the interval was found or why there is none (then the
+        bounds are None); all None without noise.
 
     Examples
     --------
     >>> from secure_auc import make_mechanism
-    >>> from secure_auc.evaluate import error_bars
-    >>> std, lo, hi = error_bars(make_mechanism("laplace", 1.0, allocation="split"), 0.75, 25_000.0, 100_000, [50_000, 50_000])
-    >>> f"{std:.2e}", round(lo, 4), round(hi, 4)
-    ('2.52e-04', 0.7495, 0.7505)
-    >>> error_bars(make_mechanism("none"), 0.75, 25_000.0, 100_000, [100_000])
-    (None, None, None)
+    >>> from secure_auc.evaluate import error_interval
+    >>> std, lo, hi, note = error_interval(make_mechanism("rr", 0.1), 0.7, 1000.0, 2000, [2000])
+    >>> lo is None
+    True
+    >>> print(note)
+    no interval: the flips' noise on the counts leaves the estimator undefined (the count of positives outside (0, M = 2000)) in 2.7 % of the noise draws
     """
     from .dp.mechanisms import RandomizedResponse
 
     if mechanism.cost.epsilon is None or type(mechanism) is NoNoise:
-        return None, None, None
+        return None, None, None, None
     a = min(max(float(auc), 0.0), 1.0)
-    if isinstance(mechanism, RandomizedResponse):
+    rr = isinstance(mechanism, RandomizedResponse)
+    if rr:
         from .dp.randomized_response import debias_auc
         from .dp.variance import rr_linearised_std
 
         p = float(debias_auc(0.5, positives, total - positives, mechanism.epsilon).positives)
         if not 0 < p < total:
-            return None, None, None
+            return None, None, None, (f"no interval: the debiased number of positives {p:.1f} is outside (0, M = "
+                                      f"{total}): the flips' noise on the counts is too large at eps = "
+                                      f"{mechanism.epsilon:g}")
         p_int = min(max(int(round(p)), 1), total - 1)
         start = int(round(a * (total - p_int)))  # P positives at ranks start.. give rank sum AUC P N + P(P-1)/2
         labels = np.zeros(total)
@@ -362,12 +399,83 @@ def error_bars(mechanism, auc: float, positives: float, total: int, sizes) -> tu
         std = rr_linearised_std(np.arange(total, dtype=np.float64), labels, mechanism.epsilon)
     else:
         if not 0 < positives < total:
-            return None, None, None
+            return None, None, None, f"no interval: the noisy number of positives {positives:.1f} is outside (0, M = {total})"
+        p = float(positives)
         std = mechanism.delta_method_std(_public_statistics(sizes, positives, total), total, a)
-    if std is None or not np.isfinite(std):
-        return None, None, None
-    std = float(std)
-    return std, float(auc) - Z95 * std, float(auc) + Z95 * std
+    std = float(std) if std is not None and np.isfinite(std) else None
+    lo, hi, undefined = interval_bounds(mechanism, np.array([float(auc)]), np.array([p]), total, sizes)
+    if not np.isfinite(lo[0]):
+        why = ("the flips' noise on the counts" if rr else "the noise on the number of positives")
+        return std, None, None, (f"no interval: {why} leaves the estimator undefined (the count of positives outside "
+                                 f"(0, M = {total})) in {100 * undefined[0]:.1f} % of the noise draws")
+    return std, float(lo[0]), float(hi[0]), interval_note(mechanism)
+
+
+def interval_note(mechanism) -> str:
+    """How :func:`error_interval` finds the interval of ``mechanism``'s estimates."""
+    from .dp.mechanisms import RandomizedResponse, StatisticsMechanism
+
+    text = "95 % interval from the quantiles of the mechanism's noise (parametric bootstrap at the estimate)"
+    if isinstance(mechanism, StatisticsMechanism) and (mechanism.allocation != "split" or mechanism.sensitivity == "local"):
+        text += ("; each client's noise as calibrated for ranks spread over 0..M-1 (its own rank summary is private)")
+        if mechanism.allocation == "split":
+            text += ": the largest that calibration can be, so the interval is conservative by design"
+    elif isinstance(mechanism, RandomizedResponse):
+        text += "; flips' noise for distinct ranks"
+    return text
+
+
+def interval_bounds(mechanism, auc, positives, total: int, sizes, *, chunk: int = 64):
+    """Vectorised core of :func:`error_interval`: for estimates ``auc`` with P' (RR: debiased P)
+    ``positives`` (arrays of the same length), the bounds (-inf/+inf where more than
+    :data:`~secure_auc.dp.variance.UNDEFINED_LIMIT` of the draws leave the estimator undefined) and
+    the share of undefined draws."""
+    from .dp.distributed import DistributedNoiseMechanism
+    from .dp.mechanisms import RandomizedResponse
+    from .dp.variance import (INTERVAL_DRAWS, INTERVAL_SEED, UNDEFINED_LIMIT, rr_noise_draws,
+                              statistics_noise_draws)
+    from .metrics import auc_from_sums
+
+    rng = np.random.default_rng(INTERVAL_SEED)
+    auc = np.asarray(auc, dtype=np.float64)
+    p0 = np.asarray(positives, dtype=np.float64)
+    m = int(total)
+    rr = isinstance(mechanism, RandomizedResponse)
+    if rr:
+        from .dp.randomized_response import debias_auc
+
+        e_s, e_p = rr_noise_draws(m, mechanism.epsilon, INTERVAL_DRAWS, rng)
+        rho = float(debias_auc(0.5, 1.0, 1.0, mechanism.epsilon).rho)
+    elif isinstance(mechanism, DistributedNoiseMechanism):
+        e_s, e_p = mechanism.aggregate_noise(rng, m, reps=INTERVAL_DRAWS, clients=len(sizes))
+        e_s = e_s + (m - 1) / 2.0 * e_p  # the released sums carry rbar E_P
+    else:
+        e_s, e_p = statistics_noise_draws(mechanism, _public_statistics(sizes, 1.0, m), m, INTERVAL_DRAWS, rng)
+    lo = np.full(auc.shape, -np.inf)
+    hi = np.full(auc.shape, np.inf)
+    undefined = np.ones(auc.shape)
+    for at in range(0, auc.size, chunk):
+        a, p = auc[at:at + chunk, None], np.clip(p0[at:at + chunk, None], 0.5, m - 0.5)
+        s = np.clip(a, 0.0, 1.0) * p * (m - p) + p * (p - 1) / 2.0  # the S that gives the estimate at P
+        with np.errstate(divide="ignore", invalid="ignore"):
+            if rr:
+                s_noisy = (1 - 2 * rho) * s + rho * m * (m - 1) / 2.0 + e_s
+                p_noisy = (1 - 2 * rho) * p + rho * m + e_p
+                d = debias_auc(auc_from_sums(s_noisy, p_noisy, m - p_noisy), p_noisy, m - p_noisy, mechanism.epsilon)
+                est, ok = d.auc, (d.positives > 0) & (d.positives < m) & (p_noisy > 0) & (p_noisy < m)
+            else:
+                p_noisy = p + e_p
+                est, ok = auc_from_sums(s + e_s, p_noisy, m - p_noisy), (p_noisy > 0) & (p_noisy < m)
+        bad = 1.0 - ok.mean(axis=1)
+        if ok.all():
+            q = np.quantile(est - a, [0.025, 0.975], axis=1)
+        else:
+            q = np.nanquantile(np.where(ok, est - a, np.nan), [0.025, 0.975], axis=1)
+        good = bad <= UNDEFINED_LIMIT
+        lo[at:at + chunk] = np.where(good, auc[at:at + chunk] - q[1], -np.inf)
+        hi[at:at + chunk] = np.where(good, auc[at:at + chunk] - q[0], np.inf)
+        undefined[at:at + chunk] = bad
+    return lo, hi, undefined
 
 
 FIXED_POINT_LIMIT = 2.0**54  # |value| of a released statistic: 64-bit integers with 8 fractional bits, 2 bits spare
@@ -603,7 +711,7 @@ def make_result(mechanism, estimate, aggregate, sizes, *, protocol: str, seconds
                 reference_auc: float | None = None, extra: dict | None = None) -> EvaluationResult:
     """The one result of every path (:func:`evaluate`, a session, the command line, the
     torchrun entries): the server's estimate with its standard deviation and 95 % interval
-    (:func:`error_bars`, from public quantities and the aggregate only) and the run's details.
+    (:func:`error_interval`, from public quantities and the aggregate only) and the run's details.
 
     Parameters
     ----------
@@ -625,7 +733,7 @@ def make_result(mechanism, estimate, aggregate, sizes, *, protocol: str, seconds
     """
     extra = dict(extra or {})
     auc = float(estimate.auc)
-    std, lo, hi = error_bars(mechanism, auc, float(aggregate.positives), aggregate.total, sizes)
+    std, lo, hi, note = error_interval(mechanism, auc, float(aggregate.positives), aggregate.total, sizes)
     if "bytes_sent_per_party" in extra:  # each party's counter holds what it sent and what it received
         extra["bytes_sent_received_per_party"] = extra.pop("bytes_sent_per_party")
     return EvaluationResult(
@@ -642,6 +750,7 @@ def make_result(mechanism, estimate, aggregate, sizes, *, protocol: str, seconds
         std=std,
         ci_low=lo,
         ci_high=hi,
+        ci_note=note,
         extra=extra,
         **describe(mechanism),
     )

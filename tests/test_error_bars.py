@@ -64,9 +64,29 @@ def test_no_noise_has_no_error_bar():
     assert (r.std, r.ci_low, r.ci_high) == (None, None, None)
 
 
-def test_interval_is_symmetric_about_the_estimate():
-    std, lo, hi = error_bars(make_mechanism("laplace", 1e-3), 0.99, 2000.0, 10_000, [5000, 5000])
-    assert std > 0.01 and hi - 0.99 == pytest.approx(0.99 - lo) == pytest.approx(1.959963984540054 * std)
+def test_interval_has_the_noise_quantiles():
+    # one client, global sensitivity, P noise negligible next to the rank sum's: the error is one Laplace
+    # variable, whose 97.5 % quantile is b ln 20 = 2.118 std, not the normal's 1.960 std
+    std, lo, hi = error_bars(make_mechanism("global", 1e-3), 0.75, 20_000.0, 100_000, [100_000])
+    assert (hi - lo) / 2 == pytest.approx(np.log(20) / np.sqrt(2) * std, rel=0.02)
+    # 100 clients: the sum of their noises is close to normal
+    std, lo, hi = error_bars(make_mechanism("global", 0.1), 0.75, 20_000.0, 100_000, [1000] * 100)
+    assert (hi - lo) / 2 == pytest.approx(1.959963984540054 * std, rel=0.02)
+
+
+def test_randomized_response_on_few_samples_says_why_there_is_no_interval():
+    clients = builtin_clients(1, samples=2000)
+    for seed in range(3):
+        r = evaluate(clients, make_mechanism("rr", 0.1), seed=seed)
+        assert r.ci_low is None and r.ci_high is None
+        assert r.ci_note.startswith("no interval: ") and "outside (0, M = 2000)" in r.ci_note, r.ci_note
+
+
+def test_conservative_interval_says_so():
+    r = evaluate(builtin_clients(3, samples=3000), make_mechanism("local", 1.0), seed=0)
+    assert r.ci_low < r.auc < r.ci_high and "conservative by design" in r.ci_note
+    r = evaluate(builtin_clients(3, samples=3000), make_mechanism("global", 1.0), seed=0)
+    assert "conservative" not in r.ci_note
 
 
 def test_std_is_undefined_when_noisy_positives_leave_the_range():

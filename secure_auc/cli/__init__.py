@@ -405,8 +405,11 @@ def print_report(result, source: str, as_json: bool) -> None:
     if r.std is not None:
         rows.append(("standard deviation", _fmt(r.std, ".2e") + "  (delta method, from public quantities and "
                      "the noisy aggregate)"))
-        rows.append(("95% interval", f"[{r.ci_low:.6f}, {r.ci_high:.6f}]"))
-    elif r.epsilon is not None:
+    if r.ci_low is not None:
+        rows.append(("95% interval", f"[{r.ci_low:.6f}, {r.ci_high:.6f}]  ({r.ci_note})"))
+    elif r.ci_note is not None:
+        rows.append(("95% interval", r.ci_note))
+    if r.std is None and r.epsilon is not None:
         rows.append(("standard deviation", "undefined: the noisy count of positives is outside (0, M)"))
     if r.mechanism == "rr":
         rows.append(("AUC on flipped labels", _fmt(r.raw_auc)))

@@ -37,6 +37,8 @@ __all__ = [
     "global_laplace_std",
     "local_laplace_one_sample_std",
     "linearised_std",
+    "statistics_noise_draws",
+    "rr_noise_draws",
 ]
 
 
@@ -110,3 +112,70 @@ def linearised_std(mechanism, stats: LocalStatistics, total: int, auc: float) ->
         v2 = (fam.std(al.eps2, sensitivity=np.rint(2.0 * al.scale2 * al.c2) / 2.0) / al.scale2) ** 2
     var = np.sum((al.c1 - g) ** 2 * v1 + v2)
     return float(np.sqrt(var) / (p * n))
+
+
+# ---------------------------------------------------------------------------------------------
+# intervals from the noise's own distribution
+INTERVAL_DRAWS = 20_000  # noise draws of the parametric bootstrap
+INTERVAL_SEED = 20_251_125  # fixed: the interval is a function of the public inputs only
+UNDEFINED_LIMIT = 0.01  # no interval when more than this share of the draws leaves the estimator undefined
+
+
+def _dlap_sum(rng, scale: float, count: int, draws: int) -> np.ndarray:
+    """Sum of ``count`` independent DLap(scale) (grid steps): NB(count, p) - NB(count, p), p = 1 - e^(-1/scale)."""
+    if scale <= 0:
+        return np.zeros(draws)
+    p = -np.expm1(-1.0 / scale)
+    return (rng.negative_binomial(count, p, draws) - rng.negative_binomial(count, p, draws)).astype(np.float64)
+
+
+def _dgauss_sum(rng, sigma: float, count: int, draws: int) -> np.ndarray:
+    """Sum of ``count`` independent N_Z(0, sigma^2) (grid steps): one exactly (numpy's sampler of the
+    same law), several as a normal of their total variance rounded to the grid."""
+    from .discrete import dgauss_variance, discrete_gaussian
+
+    if sigma <= 0:
+        return np.zeros(draws)
+    if count == 1:
+        return discrete_gaussian(rng, sigma, (draws,), exact=False).astype(np.float64)
+    return np.rint(rng.standard_normal(draws) * np.sqrt(count * float(dgauss_variance(sigma))))
+
+
+def statistics_noise_draws(mechanism, stats: LocalStatistics, total: int, draws: int, rng) -> tuple[np.ndarray, np.ndarray]:
+    """Draws of the summed noise (E_S, E_P) of a statistics mechanism whose clients have the rank
+    summaries ``stats``: every client's two noises as :meth:`.mechanisms.StatisticsMechanism.privatize`
+    adds them, clients with the same calibration summed in one draw (discrete Laplace: a negative
+    binomial difference, exact; discrete Gaussian: exact for one client, a rounded normal of the
+    total variance for several)."""
+    from .noise import GRID
+
+    al = mechanism.allocate(stats, total)
+    fam = mechanism.family
+    scale1 = np.broadcast_to(fam._scale(al.eps1, 1.0, GRID), al.eps1.shape)
+    if al.scale2 is None:
+        scale2 = np.broadcast_to(fam._scale(al.eps2, al.c2, GRID), al.eps2.shape)
+        divide = np.ones_like(scale2)
+    else:
+        scale2 = np.broadcast_to(fam._scale(al.eps2, np.rint(2.0 * al.scale2 * al.c2) / 2.0, GRID), al.eps2.shape)
+        divide = al.scale2
+    rows, counts = np.unique(np.stack([scale1, scale2, al.c1, divide], axis=1), axis=0, return_counts=True)
+    summed = _dlap_sum if fam.name == "laplace" else _dgauss_sum
+    e_s = np.zeros(draws)
+    e_p = np.zeros(draws)
+    for (s1, s2, c1, div), count in zip(rows, counts):
+        u1 = summed(rng, float(s1), int(count), draws) * GRID
+        e_p += u1
+        e_s += c1 * u1 + summed(rng, float(s2), int(count), draws) * GRID / div
+    return e_s, e_p
+
+
+def rr_noise_draws(total: int, epsilon: float, draws: int, rng) -> tuple[np.ndarray, np.ndarray]:
+    """Draws of the flips' noise on (S~, P~) with distinct ranks 0..M-1: whatever the labels,
+    S~ - E S~ = sum_i r_i (1 - 2 y_i)(f_i - rho) and P~ - E P~ = sum_i (1 - 2 y_i)(f_i - rho), with
+    covariance rho (1 - rho) [[sum r^2, sum r], [sum r, M]]; drawn as that normal (M Bernoulli terms)."""
+    rho = flip_probability(epsilon)
+    m = float(total)
+    s1, s2 = m * (m - 1) / 2.0, (m - 1) * m * (2 * m - 1) / 6.0
+    cov = rho * (1 - rho) * np.array([[s2, s1], [s1, m]])
+    z = rng.standard_normal((draws, 2)) @ np.linalg.cholesky(cov).T
+    return z[:, 0], z[:, 1]
