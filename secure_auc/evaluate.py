@@ -567,7 +567,7 @@ def evaluate(
         ledger.finish(reservation)
         worst = max(reservation.spent, key=lambda sp: sp.epsilon)
         extra["privacy_spent"] = (f"eps = {worst.epsilon:.6g}, delta = {worst.delta:g} ({worst.accountant}) "
-                                  f"on the most charged client's labels, {worst.releases} release(s)")
+                                  f"by the most charged record (or dataset), {worst.releases} release(s)")
         extra["total_epsilon_spent"] = round(worst.epsilon, 12)
         extra["total_delta_spent"] = worst.delta
     seconds = time.perf_counter() - start
