@@ -702,7 +702,7 @@ def privacy_spent(reservation) -> dict:
     """
     worst = max(reservation.spent, key=lambda sp: sp.epsilon)
     return {"privacy_spent": (f"eps = {worst.epsilon:.6g}, delta = {worst.delta:g} ({worst.accountant}) "
-                              f"on the most charged client's labels, {worst.releases} release(s)"),
+                              f"by the most charged record (or dataset), {worst.releases} release(s)"),
             "total_epsilon_spent": round(worst.epsilon, 12), "total_delta_spent": worst.delta,
             "privacy_spent_per_client": [round(sp.epsilon, 12) for sp in reservation.spent]}
 

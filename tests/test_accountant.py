@@ -150,21 +150,66 @@ def test_a_noise_seed_is_not_reused_and_is_stored_keyed(tmp_path):
     assert len(tags) == 3 and None not in tags  # 7 and 8 here, 7 under the other ledger's key
 
 
-def _reserve_one(path):
+def _records(i):
+    """Overlapping windows of records: window i holds ids 100 i .. 100 i + 299."""
+    from secure_auc import ClientData
+
+    ids = np.arange(100 * i, 100 * i + 300)
+    return ClientData(np.zeros(300), (ids % 4 == 0).astype(np.int8), ids=ids)
+
+
+def _reserve_one(path, data):
     try:
-        Ledger(path).reserve([DS], make_mechanism("laplace", 0.5))
+        Ledger(path).reserve([data], make_mechanism("laplace", 0.5))
         return True
     except InputError:
         return False
 
 
-def test_concurrent_runs_cannot_overspend(tmp_path):
+@pytest.mark.parametrize("records", [False, True])
+def test_concurrent_runs_cannot_overspend(tmp_path, records):
+    """12 runs of eps 0.5 against a budget of 2, 4 processes: exactly 4 pass (with records: windows
+    that overlap, where the record in the most passing windows is at 2 exactly)."""
     path = tmp_path / "l.db"
     Ledger(path).set_budget(2.0)
+    data = [_records(i % 3) if records else DS for i in range(12)]
     with multiprocessing.get_context("fork").Pool(4) as pool:
-        ok = pool.map(_reserve_one, [path] * 12)
-    assert sum(ok) == 4
-    assert Ledger(path).spent(DS).releases == 4 and Ledger(path).spent(DS).epsilon == pytest.approx(2.0)
+        ok = pool.starmap(_reserve_one, [(path, d) for d in data])
+    assert Ledger(path).spent().epsilon == pytest.approx(2.0) and Ledger(path).spent().releases == 4
+    if not records:
+        assert sum(ok) == 4 and Ledger(path).spent(DS).releases == 4
+    else:  # record 250 is in every window: 4 passed in all; 0..99 and 400.. count their own windows' passes
+        assert sum(ok) == 4 and Ledger(path).spent(_records(0)).releases == 4
+        assert len(Ledger(path).releases()) == 4
+
+
+def test_each_records_spending_is_composed_by_the_tightest_accountant(tmp_path):
+    """Randomized response at eps = 0.5 on two overlapping windows in turn, budget (100, 1e-6): each
+    record's spending is the composition (tightest accountant) of its own releases."""
+    led = Ledger(tmp_path / "l.db")
+    led.set_budget(100.0, 1e-6)
+    mech = make_mechanism("rr", 0.5)
+    for i in range(8):
+        led.reserve([_records(i % 2)], mech)
+    for ids, n in ((np.arange(0, 100), 4), (np.arange(100, 300), 8), (np.arange(300, 400), 4)):
+        ref = compose([pure_event(0.5)] * n, 1e-6)
+        s = led.spent(ClientData_of(ids))
+        assert s.releases == n and (s.epsilon, s.accountant) == (ref.epsilon, ref.accountant)
+    assert led.spent(ClientData_of(np.arange(400, 500))).releases == 0
+
+
+def _reserve_one_rr(led, data, mech):
+    try:
+        led.reserve([data], mech)
+        return True
+    except InputError:
+        return False
+
+
+def ClientData_of(ids):
+    from secure_auc import ClientData
+
+    return ClientData(np.zeros(len(ids)), np.zeros(len(ids), dtype=np.int8), ids=ids)
 
 
 def test_report_and_cli_show(tmp_path, capsys):

@@ -8,6 +8,7 @@ import json
 import os
 import stat
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -432,3 +433,57 @@ def test_the_client_command_refuses_over_its_own_budget_before_releasing(tmp_pat
     assert "would be exceeded for 200 of client 0's 200 records: spent eps = 1 in 1 release(s)" in err
     assert err.count("\n") == 1
     assert len(Ledger(led).releases()) == 1  # nothing charged, nothing released
+
+
+@pytest.mark.skipif(not (Path(sys.executable).parent / "torchrun").exists(), reason="torchrun not installed")
+def test_a_deployed_client_over_its_budget_stops_the_run_naming_why(tmp_path, capsys):
+    """The computing parties under torchrun, two `secure-auc client` processes; client 1's own ledger is
+    spent: it exits 2 before releasing anything, and the server's error names it and the reason."""
+    import subprocess
+
+    from secure_auc import Ledger, make_mechanism
+    from secure_auc.data.io import read_client_csv
+    from secure_auc.mpc.launch import check_port_free, free_port
+
+    keys = {}
+    for role in ("server", "helper1", "helper2", "dealer", "client0", "client1"):
+        assert main(["keygen", str(tmp_path / f"{role}.pem")]) == 0
+        keys[role] = capsys.readouterr().out.split()[-1]
+    roster = tmp_path / "roster.json"
+    roster.write_text(json.dumps({"server": keys["server"], "helpers": [keys["helper1"], keys["helper2"]],
+                                  "dealer": keys["dealer"], "clients": [keys["client0"], keys["client1"]]}))
+    files = [_id_file(tmp_path / f"c{k}.csv", np.arange(100 * k, 100 * k + 80), k) for k in range(2)]
+    Ledger(tmp_path / "own1.db").reserve([read_client_csv(files[1], id_column="id")], make_mechanism("laplace", 1.0))
+    while True:
+        base, master = free_port(), free_port()
+        try:
+            check_port_free("127.0.0.1", base + 2)
+        except InputError:
+            continue
+        if master + 1 < base or master > base + 2:
+            break
+    common = ["--clients", "2", "--mechanism", "laplace", "--epsilon", "1", "--roster", str(roster), "--timeout", "90"]
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    bin_dir = Path(sys.executable).parent
+    compute = subprocess.Popen(
+        [str(bin_dir / "torchrun"), "--nnodes", "1", "--nproc-per-node", "4", "--master-addr", "127.0.0.1",
+         "--master-port", str(master), "-m", "secure_auc.cli.compute", *common,
+         "--identity-template", str(tmp_path / "{role}.pem"), "--client-port", str(base)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    clients = [subprocess.Popen(
+        [sys.executable, "-m", "secure_auc", "client", str(files[k]), "--client", str(k), *common,
+         "--parties", *[f"127.0.0.1:{base + r}" for r in range(3)], "--identity", str(tmp_path / f"client{k}.pem"),
+         "--ledger", str(tmp_path / f"own{k}.db"), "--budget", "1.5", "--id-column", "id"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for k in range(2)]
+    try:
+        _, err = compute.communicate(timeout=300)
+        client_err = [c.communicate(timeout=120)[1] for c in clients]
+    finally:
+        for p in [compute, *clients]:
+            if p.poll() is None:
+                p.kill()
+    assert clients[1].returncode == 2
+    assert "would be exceeded for 80 of client 1's 80 records" in client_err[1]
+    assert compute.returncode != 0
+    assert "client host 1 refused this evaluation: client 1: privacy budget would be exceeded" in err, err[-3000:]
+    assert [r["state"] for r in Ledger(tmp_path / "own1.db").releases()] == ["reserved"]  # nothing more charged

@@ -202,7 +202,7 @@ def reserve_client_ledger(args, mechanism, data, client: int, clients: int, nois
         ledger.set_budget(args.budget, args.budget_delta)
     # sizes=None: a client does not know its index in another run's layout, so RR is charged every run
     return ledger, ledger.reserve([data], mechanism, seed=noise_key, total=len(data.labels) + clients - 1,
-                                  note=f"MPC client {client} of {clients} ({via})")
+                                  note=f"MPC client {client} of {clients} ({via})", clients=[client])
 
 
 if __name__ == "__main__":

@@ -668,7 +668,7 @@ class Ledger:
                     "eps are nested and together reveal every label on which they differ. Use another seed")
 
     def reserve(self, datasets, mechanism, *, seed: int | None = None, total: int | None = None,
-                sizes=None, name: str | None = None, note: str = "") -> Reservation:
+                sizes=None, name: str | None = None, note: str = "", clients=None) -> Reservation:
         """Check and record one evaluation for each client's records, before it runs (atomically).
 
         Parameters
@@ -689,6 +689,9 @@ class Ledger:
         name : str, optional
             A name of the clients' datasets for reports.
         note : str, optional
+        clients : list of int, optional
+            The clients' indices in the run (default 0, 1, ...): a client that charges
+            its own ledger gives its own.
 
         Returns
         -------
@@ -710,7 +713,8 @@ class Ledger:
             self._create()
         with self._connect() as db:
             self._check(db)  # the key, to tag the data before the transaction
-        units = [self._unit(d, k) for k, d in enumerate(datasets)]
+        clients = list(range(len(datasets))) if clients is None else [int(c) for c in clients]
+        units = [self._unit(d, k) for k, d in zip(clients, datasets)]
         tag = None if seed is None else _hmac(self._key, b"seed", int(seed)).hex()[:32]
         with self._transaction() as db:
             budget = self._budget
@@ -730,7 +734,7 @@ class Ledger:
                 groups = {}
             evaluation = 1 + (db.execute("SELECT max(evaluation) FROM charges").fetchone()[0] or 0)
             entries, spent = [], []
-            for k, u in enumerate(units):
+            for k, u in zip(clients, units):
                 touched, found = {}, np.zeros(len(u.tags), dtype=bool)
                 for gid, (kind, tags, hist) in groups.items():
                     if kind != u.kind or not len(tags):
@@ -749,7 +753,8 @@ class Ledger:
                 self._refusals(u, [charges[c] for c in sorted(hist_ids)], mech_name, cost, tag)
                 rr_key = None
                 if mech_name == "rr" and tag is not None and sizes is not None and u.order is not None:
-                    rr_key = f"eps={float(cost.epsilon)!r}|seed={tag}|client={k}|n={int(sizes[k])}|labels={u.order}"
+                    n_k = int(sizes[clients.index(k)])
+                    rr_key = f"eps={float(cost.epsilon)!r}|seed={tag}|client={k}|n={n_k}|labels={u.order}"
                 free = rr_key is not None and not new.size and any(charges[c]["rr_key"] == rr_key for c in hist_ids)
                 rec = {"evaluation": evaluation, "client": k, "time": stamp, "mechanism": mech_name,
                        "state": "reserved", "epsilon": None if not private else (0.0 if free else float(cost.epsilon)),
