@@ -14,8 +14,9 @@ The attacker is given only what the server recorded:
   it opened (:func:`secure_auc.mpc.audit.record_received`).  The attacker
   (:func:`rank_values_from_received`) reads each received buffer as int64
   words and each opened one as its values, cut into columns of a client's
-  sample count or of M (a buffer of c such columns, in either layout: rows of
-  a table or whole rows one after the other).  A value is *plausible* in a
+  sample count or of M (a buffer of c such columns: whole rows one after the
+  other, or, for a received one, the columns of a table of c values per
+  sample, as a host sends its keys and digits).  A value is *plausible* in a
   received buffer if it fits 32 bits (a share is a uniformly random 64-bit
   word; a rank, a sort key or a digit sent in the clear is not), in an opened
   one if it could be a rank (in [0, 2M)).  For each sample it takes the
@@ -58,12 +59,12 @@ def top_k_guess_from_scores(per_sample_scores: np.ndarray | None, k: int, total:
 MAX_COLUMNS = 64  # the widest table of per-sample values the attacker reads a buffer as
 
 
-def _columns(v: np.ndarray, n: int) -> list[np.ndarray]:
+def _columns(v: np.ndarray, n: int, table: bool) -> list[np.ndarray]:
     """The buffer ``v`` as columns of ``n`` values: whole rows one after the other, and
-    the columns of an (n, c) table."""
+    with ``table`` the columns of an (n, c) table."""
     c = v.size // n
     out = list(v.reshape(c, n))
-    if c > 1:
+    if table and c > 1:
         out += list(v.reshape(n, c).T)
     return out
 
@@ -96,9 +97,9 @@ def rank_values_from_received(received, sizes) -> np.ndarray | None:
         else:
             continue
         for n, starts in segments.items():
-            if v.size == 0 or v.size % n or v.size // n > MAX_COLUMNS:
-                continue
-            for col in _columns(v, n):
+            if v.size == 0 or v.size % n or v.size // n > MAX_COLUMNS or (n != m and v.size % m == 0):
+                continue  # a buffer of rows of M is read as such: its slices are the clients' rows
+            for col in _columns(v, n, table=not opened):
                 plausible = (col >= 0) & (col < 2 * m) if opened else np.abs(col) < 1 << 32
                 share = plausible.mean()
                 if share == 0:

@@ -134,11 +134,11 @@ def _packed(values: np.ndarray, nbytes: int) -> np.ndarray:
 
 
 def _vector_patterns(values: np.ndarray, kinds) -> dict[bytes, int]:
-    """Byte patterns (-> alignment) of every window of consecutive values: 3 of 4 bytes or
-    more (aligned to the item), 4 packed 3-byte or 6 packed 2-byte words (any offset);
-    the whole vector if shorter.  Windows of one repeated value, and patterns of fewer
-    than 8 bytes or of fewer than 3 distinct bytes, and vectors of one or two small numbers
-    (below 2^16: a public size or counter may equal them), are left out."""
+    """Byte patterns (-> alignment) of every window of consecutive values: 3 values of 4
+    or 8 bytes (aligned to the item), 4 packed 3-byte or 6 packed 2-byte words (any
+    offset); the whole vector if shorter.  Patterns of fewer than 8 (packed: 12) bytes or
+    of fewer than 3 distinct bytes (zeros, one repeated byte), and vectors of one or two
+    small numbers (below 2^16: a public size or counter may equal them), are left out."""
     pats = {}
     n = len(values)
     for kind in kinds:
