@@ -319,7 +319,7 @@ def error_bars(mechanism, auc: float, positives: float, total: int, sizes) -> tu
     --------
     >>> from secure_auc import make_mechanism
     >>> from secure_auc.evaluate import error_bars
-    >>> std, lo, hi = error_bars(make_mechanism("laplace", 1.0), 0.75, 25_000.0, 100_000, [50_000, 50_000])
+    >>> std, lo, hi = error_bars(make_mechanism("laplace", 1.0, allocation="split"), 0.75, 25_000.0, 100_000, [50_000, 50_000])
     >>> f"{std:.2e}", round(lo, 4), round(hi, 4)
     ('2.52e-04', 0.7495, 0.7505)
     >>> error_bars(make_mechanism("none"), 0.75, 25_000.0, 100_000, [100_000])
