@@ -40,6 +40,11 @@ HERE = Path(__file__).resolve().parent
 FIXED_KEYS = {fixed}  # reproducible noise keys (tests only; a deployment draws fresh ones)
 
 
+
+def _cost(result) -> dict:
+    """An evaluation's seconds and rank-step seconds (start-up reported apart, not included)."""
+    return {"seconds": result.seconds, "rank_step_seconds": result.extra["rank_step_seconds"]}
+
 def score(epoch, *, client, evaluation):
     features = np.load(HERE / f"features-{{client}}.npy")
     weights = np.load(HERE / "models" / f"model-{{epoch}}.npy")
@@ -243,7 +248,7 @@ def main(argv=None) -> int:
         try:
             session = MPCSession.connect(folder / "deploy.toml", key=folder / "keys" / "server.pem")
             connected = time.perf_counter() - t0
-            deployed = [session.evaluate(epoch=e)[2] for e in range(epochs)]
+            deployed = [_cost(session.evaluate(epoch=e)) for e in range(epochs)]
             session.shutdown()
             for p in procs:
                 p.wait(timeout=60)
@@ -253,7 +258,7 @@ def main(argv=None) -> int:
         scores = [[model_scores(folder, k, e) for k in range(3)] for e in range(epochs)]
         with MPCSession(data["labels"], make_mechanism("laplace", 1.0, allocation="adaptive"), computing=3,
                         hosts=3) as session:
-            local = [session.evaluate(scores[e])[2] for e in range(epochs)]
+            local = [_cost(session.evaluate(scores[e])) for e in range(epochs)]
         rows["local session"] = {"startup": None, "evaluations": local}
         if args.before:
             rows["torchrun + clients"] = {"startup": None, "evaluations": [one_evaluation_per_start(

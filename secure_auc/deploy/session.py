@@ -48,7 +48,7 @@ class DeployedSession:
             for epoch in range(10):
                 train_one_epoch(model)
                 save_model(model, epoch)          # the clients' hooks score with it
-                estimate, aggregate, cost = session.evaluate(epoch=epoch)
+                result = session.evaluate(epoch=epoch)  # result.auc, .std, .ci_low, .ci_high
     """
 
     def __init__(self, config, *, key):
@@ -78,6 +78,7 @@ class DeployedSession:
         self.clients = int(hello["clients"])
         self.startup = {"services_seconds": hello["startup_seconds"],
                         "connect_seconds": round(time.perf_counter() - start, 3)}
+        self._reported_startup = False
 
     def _reply(self) -> dict:
         from ..mpc.comm.runtime import explain
@@ -93,9 +94,15 @@ class DeployedSession:
     def evaluate(self, epoch=None):
         """One evaluation; each client scores ``epoch`` (default: the evaluation's number - 1).
 
-        Returns ``(estimate, aggregate, cost)`` as :meth:`secure_auc.mpc.session.MPCSession.evaluate`;
-        ``cost`` has ``seconds`` (here, end to end), ``rank_step_seconds``,
-        ``scoring_seconds`` (the slowest client's hook), ``sizes`` and the server's bytes.
+        Returns
+        -------
+        secure_auc.EvaluationResult
+            As :meth:`secure_auc.mpc.session.MPCSession.evaluate` and :func:`secure_auc.evaluate`
+            return it: the estimate, std and 95 % interval (from the clients' public sizes and
+            the aggregate), and in ``extra`` the cost: ``rank_step_seconds``, ``scoring_seconds``
+            (the slowest client's hook), ``server_seconds``, ``sizes``, the server's bytes and,
+            in the first evaluation only, the start-up (``startup_seconds``: the services' own,
+            and ``connect_seconds``), which ``seconds`` (here, end to end) does not include.
 
         Raises
         ------
@@ -104,6 +111,7 @@ class DeployedSession:
             session goes on.
         MPCError
             A party failed; the deployment ended (the message names the party)."""
+        from ..evaluate import make_result
         from ..protocol.messages import Aggregate
         from ..protocol.server import Server
 
@@ -122,11 +130,16 @@ class DeployedSession:
             raise MPCError(reply["error"])
         aggregate = Aggregate(*reply["aggregate"])
         estimate = Server(self.mechanism).estimate(aggregate)
-        cost = {k: reply[k] for k in ("evaluation", "epoch", "rank_step_seconds", "scoring_seconds", "sizes",
-                                      "server_bytes")}
-        cost["server_seconds"] = reply["seconds"]
-        cost["seconds"] = round(time.perf_counter() - start, 4)
-        return estimate, aggregate, cost
+        extra = {k: reply[k] for k in ("evaluation", "epoch", "rank_step_seconds", "scoring_seconds", "sizes",
+                                       "server_bytes")}
+        extra["server_seconds"] = reply["seconds"]
+        extra |= {"layout": "helpers", "computing_parties": self.config.computing_parties}
+        if not self._reported_startup:
+            self._reported_startup = True
+            extra["startup_seconds"] = self.startup["services_seconds"]
+            extra["connect_seconds"] = self.startup["connect_seconds"]
+        return make_result(self.mechanism, estimate, aggregate, list(reply["sizes"]), protocol="mpc",
+                           seconds=time.perf_counter() - start, extra=extra)
 
     def shutdown(self) -> None:
         """Stop every service of the deployment (the server tells the others)."""

@@ -176,10 +176,15 @@ def test_deployed_services_across_epochs_and_their_faults(tmp_path, hosts):
             if epoch == 2:  # a session may leave and another connect: the services stay up
                 session.close()
                 session = MPCSession(deploy=main / "deploy.toml", key=main / "keys" / "server.pem")
-            estimate, aggregate, cost = session.evaluate(epoch=epoch)
-            assert aggregate == plain_aggregate == local_results[epoch][1]
-            assert estimate.auc == plain_estimate.auc == local_results[epoch][0].auc
-            assert cost["sizes"] == SIZES and cost["rank_step_seconds"] > 0
+            result = session.evaluate(epoch=epoch)
+            local_result = local_results[epoch]
+            assert result.estimated_positives == float(plain_aggregate.positives) == local_result.estimated_positives
+            assert result.auc == float(plain_estimate.auc) == local_result.auc
+            # one result type: the same std and interval as the local session's
+            assert (result.std, result.ci_low, result.ci_high) == (local_result.std, local_result.ci_low,
+                                                                   local_result.ci_high)
+            assert result.extra["sizes"] == SIZES and result.extra["rank_step_seconds"] > 0
+            assert ("startup_seconds" in result.extra) == (epoch in (0, 2))  # each session's first evaluation
         for k in range(3):  # each client charged its own ledger once per evaluation
             assert Ledger(main / f"ledger-{k}.json").spent(label_commitment(data["labels"][k])).releases == 3
 
