@@ -40,11 +40,6 @@ HERE = Path(__file__).resolve().parent
 FIXED_KEYS = {fixed}  # reproducible noise keys (tests only; a deployment draws fresh ones)
 
 
-
-def _cost(result) -> dict:
-    """An evaluation's seconds and rank-step seconds (start-up reported apart, not included)."""
-    return {"seconds": result.seconds, "rank_step_seconds": result.extra["rank_step_seconds"]}
-
 def score(epoch, *, client, evaluation):
     features = np.load(HERE / f"features-{{client}}.npy")
     weights = np.load(HERE / "models" / f"model-{{epoch}}.npy")
@@ -178,6 +173,12 @@ def _free_ports(count: int) -> int:
             return base
         except InputError:
             continue
+
+
+
+def _cost(result) -> dict:
+    """An evaluation's seconds and rank-step seconds (start-up reported apart, not included)."""
+    return {"seconds": result.seconds, "rank_step_seconds": result.extra["rank_step_seconds"]}
 
 
 def one_evaluation_per_start(folder: Path, labels, epoch: int) -> dict:
