@@ -41,7 +41,10 @@ put first on ``sys.path`` to import a client's hook.
 from __future__ import annotations
 
 import math
-import tomllib
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: the same parser as a package
+    import tomli as tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 

@@ -511,7 +511,7 @@ def run_client_service(config: DeployConfig, k: int, identity) -> int:
                 try:
                     scores, key = _scores(hook(epoch, client=k, evaluation=n), len(labels))
                     if ledger is not None:
-                        reservation = ledger.reserve([dataset], mechanism, seed=key,
+                        reservation = ledger.reserve([dataset], mechanism, seed=key, clients=[k],
                                                      total=len(labels) + len(config.clients) - 1,
                                                      note=f"deployed client {k}, evaluation {n}, epoch {epoch}")
                 except InputError as exc:

@@ -190,7 +190,7 @@ def test_deployed_services_across_epochs_and_their_faults(tmp_path, hosts):
 
         # client 2 is over its budget (3.5, each evaluation eps = 1): refused before anything is released
         asked = time.monotonic()
-        with pytest.raises(EvaluationRefused, match=r"client 2 refused: privacy budget .* would be exceeded"):
+        with pytest.raises(EvaluationRefused, match=r"client 2 refused: privacy budget would be exceeded for client 2's dataset"):
             session.evaluate(epoch=3)
         refused = time.monotonic() - asked
         assert deployed.first("client-2", r"refused evaluation 4 \(epoch 3\): privacy budget", asked)
