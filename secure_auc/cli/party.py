@@ -184,14 +184,16 @@ def _run(args) -> int:
     if rank != 0:
         return 0
     est = result.estimate
-    from ..evaluate import error_bars
+    from ..evaluate import error_interval
 
     total = result.aggregate.total
-    std, lo, hi = error_bars(mechanism, float(est.auc), float(result.aggregate.positives), total, [total / k] * k)
+    std, lo, hi, note = error_interval(mechanism, float(est.auc), float(result.aggregate.positives), total,
+                                       [total / k] * k)
     report = EvaluationResult(
         auc=float(est.auc), reference_auc=None, abs_error=None, raw_auc=float(est.raw_auc),
         estimated_positives=float(result.aggregate.positives), protocol="mpc", clients=k,
         samples=result.aggregate.total, seconds=time.perf_counter() - start, seed=None, std=std, ci_low=lo, ci_high=hi,
+        ci_note=note,
         extra={"provider": args.provider, "sort": args.sort,
                "rank_step_seconds": round(result.rank_seconds, 3),
                "server_bytes_sent_received": result.bytes_sent, "server_rounds": result.rounds},
