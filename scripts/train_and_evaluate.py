@@ -84,7 +84,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0, help="seed of the synthetic data (default 0)")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(args.ledger) if args.ledger else Path(tmp) / "ledger.json"
+        path = Path(args.ledger) if args.ledger else Path(tmp) / "ledger.db"
         rows = run(args.epochs, args.samples, args.clients, args.epsilon, args.budget, path, args.seed)
     print(f"{'epoch':>5} {'plain AUC':>10} {'+/- std':>8} {'MPC AUC':>9} {'MPC s':>7} {'rank s':>7} "
           f"{'eps spent':>10} {'releases':>8}")

@@ -415,7 +415,8 @@ class Ledger:
     @contextlib.contextmanager
     def _connect(self):
         try:
-            db = sqlite3.connect(f"file:{self.path}?mode=rw", uri=True, timeout=BUSY_SECONDS, isolation_level=None)
+            db = sqlite3.connect(self.path.absolute().as_uri() + "?mode=rw", uri=True, timeout=BUSY_SECONDS,
+                                 isolation_level=None)
         except sqlite3.Error as exc:
             raise InputError(f"{self.path}: cannot open the privacy ledger ({exc})") from None
         try:
@@ -442,7 +443,8 @@ class Ledger:
                 self._check(db)
                 yield db
             except BaseException:
-                db.execute("ROLLBACK")
+                with contextlib.suppress(sqlite3.Error):  # SQLite may have rolled back already
+                    db.execute("ROLLBACK")
                 raise
             try:
                 db.execute("COMMIT")
