@@ -136,7 +136,7 @@ def test_the_attack_finds_what_identity_shuffles_open(monkeypatch):
     from secure_auc.mpc import launch
 
     monkeypatch.setattr(launch, "run_party", identity_shuffle_job)
-    (row,) = compare([1000], [3], RandomizedResponse(1.0), [], ks=(100,))  # two clients
+    (row,) = compare([600], [3], RandomizedResponse(1.0), [], ks=(100,))  # two clients
     assert row.exact_equal  # the canary sorts, it only stops hiding
     p_mpc, base = row.attack_precision_mpc[100], row.base_rate
     assert p_mpc > base + 0.15 and p_mpc == pytest.approx(row.attack_precision_plain[100], abs=0.05)

@@ -24,7 +24,8 @@ from secure_auc.mpc.party import PartyConfig
 from secure_auc.protocol import Client, Server
 from secure_auc.protocol.plain import run_plain
 
-from .test_leakage import _opened_values, client_secrets, dependence, leaks, mechanisms_for, recognisable_clients, true_ranks
+from .test_leakage import (_opened_values, client_secrets, dependence, leaks, mechanisms_for, recognisable_clients,
+                           true_ranks)
 
 SEED = 5
 

@@ -64,13 +64,14 @@ def open_to(share: torch.Tensor, dst: int) -> torch.Tensor | None:
     return open_to_owners(share.reshape(-1), [share.numel()], [dst], shape=share.shape, kind="open_to")
 
 
-def open_to_owners(share: torch.Tensor, sizes, owners, *, shape=None, kind: str = "open_to_owners") -> torch.Tensor | None:
+def open_to_owners(share: torch.Tensor, sizes, owners, *, shape=None,
+                   kind: str = "open_to_owners") -> torch.Tensor | None:
     """Open slice :math:`k` (``sizes[k]`` consecutive rows of ``share``) to party
     ``owners[k]`` only, in one round.
 
     Returns this party's slices concatenated in order (reshaped to ``shape``
     if given), or None if it owns none.  A slice whose owner is this party is
-    never sent anywhere."""
+    never sent anywhere.  ``kind``: the opening's name for the :data:`observers`."""
     rank, world = backend.rank(), backend.world_size()
     share = share.contiguous()
     sending, incoming, mine = [], [], []
