@@ -254,9 +254,10 @@ def test_only_the_rosters_keys_join(tmp_path, free_port, case):
     if case == "roster keys":
         assert [p.returncode for p in procs] == [0, 0, 0, 0], outs[0][1][-2000:]
         return
-    assert time.monotonic() - start < 60
+    took = time.monotonic() - start
     assert all(p.returncode != 0 for p in procs)
     errors = [err.strip().splitlines()[-1] for _, err in outs]
+    assert took < 90, (took, errors)  # start-up, then the server waits out the timeout (20 s) for the real rank 1
     # the intruder knows it is not who the roster says; every other party names rank 1
     assert "this party's identity key is not the roster's key for client 0 (rank 1)" in errors[1]
     for r in (0, 2, 3):

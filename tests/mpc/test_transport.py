@@ -98,7 +98,7 @@ def _raw(mesh: Mesh, peer: int, wire: bytes) -> None:
 def _records(mesh: Mesh, peer: int, plain: bytes) -> bytes:
     """The TLS records ``mesh`` would send ``peer`` for the plaintext ``plain`` (advances its
     record counter, as a real send does)."""
-    with mesh._lock:
+    with mesh.links[peer].lock:
         return mesh.links[peer].encrypt(plain)
 
 

@@ -160,7 +160,7 @@ class Mesh:
         self._reading: dict[int, _Slot | None] = dict.fromkeys(links)
         self._scratch = memoryview(bytearray(1 << 16))  # a stashed frame's pieces pass through here
         self._events = dict.fromkeys(links, _IN)  # what the poll watches per peer
-        self._lock = threading.Lock()  # the send queues, and the TLS state of every link
+        self._lock = threading.Lock()  # the send queues and writing on the sockets (each link's TLS state: its own lock)
         self._pending = threading.Condition(self._lock)
         self._failed: dict[int, ChannelError] = {}  # peers whose link broke (closed, or a write failed)
         self._unwaited: dict[int, tuple[int, int, _Slot]] = {}  # posted receives not waited for yet
@@ -179,19 +179,20 @@ class Mesh:
         caller may reuse it)."""
         self._check(peer)
         head, body, c = _FRAME.pack(channel, data.size), memoryview(data).cast("B"), self.links[peer]
-        with self._lock:
+        with c.lock:  # the link's TLS state (the writer thread meanwhile writes what is queued)
             if len(body) <= _PIECE:  # a small message and its header: one record
                 wire = [memoryview(c.encrypt(head + body.tobytes()))]
             else:
                 wire = [memoryview(c.encrypt(head))]
                 wire += [memoryview(c.encrypt(body[i : i + _PIECE])) for i in range(0, len(body), _PIECE)]
             h = _Send(self, peer, wire)
-            q = self._out[peer]
-            q.append(h)
-            if len(q) == 1:
-                self._write(peer)
-            if q:
-                self._pending.notify()
+            with self._lock:
+                q = self._out[peer]
+                q.append(h)
+                if len(q) == 1:
+                    self._write(peer)
+                if q:
+                    self._pending.notify()
         return h
 
     def irecv(self, peer: int, channel: int, out: np.ndarray) -> _Recv:
@@ -235,8 +236,8 @@ class Mesh:
                     self._progress(lambda q=q: not q, p, "take")
         with self._lock:
             self._out = {p: collections.deque() for p in self.links}
-            for c in self.links.values():
-                c.close()
+        for c in self.links.values():
+            c.close()
 
     def _check(self, peer: int) -> None:
         if peer not in self.links:
@@ -401,7 +402,7 @@ class Mesh:
     def _plain(self, p: int, c: tls.Session, view: memoryview) -> int | None:
         """Plaintext from ``p``'s link into ``view``: the number of bytes, None if nothing is there."""
         while True:
-            with self._lock:
+            with c.lock:
                 try:
                     n = c.read_into(view)
                 except EOFError:  # close_notify
@@ -422,7 +423,7 @@ class Mesh:
                 raise self._gone(p, exc) from None
             if not raw:
                 raise self._gone(p, None)
-            with self._lock:
+            with c.lock:
                 c.feed(raw)
 
     def _gone(self, p: int, exc: OSError | None) -> ChannelError:
