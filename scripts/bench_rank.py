@@ -40,23 +40,74 @@ import numpy as np
 
 
 def _job(rank, part, sizes, method):
-    """One computing party: the rank step alone, with its seconds, bytes, rounds and peak memory."""
-    from secure_auc.mpc.comm import backend
+    """One computing party: the rank step alone, with its seconds, bytes, messages, peak memory,
+    its mesh's trace (the message rounds, :func:`rounds_by_step`) and where each step ended."""
+    from secure_auc.mpc import ranks
+    from secure_auc.mpc.comm import backend, secure
     from secure_auc.mpc.ranks import rank_step
 
-    comm = backend.comm()
+    comm, mesh = backend.comm(), secure.mesh()
     comm.barrier()
     comm.reset_communication_stats()
+    ends = []
+
+    def step(name):
+        if mesh is not None:
+            mesh.mark(name)
+        ends.append((name, time.perf_counter() - start, time.process_time() - cpu,
+                     int(comm.get_communication_stats()["bytes"])))
+
     start, cpu = time.perf_counter(), time.process_time()
-    twice = rank_step(part, sizes, rank, method=method)
+    step("start")
+    ranks.steps.append(step)
+    try:
+        twice = rank_step(part, sizes, rank, method=method)
+    finally:
+        ranks.steps.remove(step)
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     stats = comm.get_communication_stats()
-    return {"seconds": seconds, "cpu": cpu, "bytes": int(stats["bytes"]), "rounds": int(stats["rounds"]),
-            "twice": twice, "peak_rss": _peak_rss()}
+    return {"seconds": seconds, "cpu": cpu, "bytes": int(stats["bytes"]), "messages": int(stats["rounds"]),
+            "twice": twice, "peak_rss": _peak_rss(), "ends": ends,
+            "trace": None if mesh is None else mesh.trace}
 
 
 def _dealer_peak() -> dict:
-    return {"peak_rss": _peak_rss(), "cpu": time.process_time()}
+    from secure_auc.mpc.comm import secure
+
+    mesh = secure.mesh()
+    return {"peak_rss": _peak_rss(), "cpu": time.process_time(), "trace": None if mesh is None else mesh.trace}
+
+
+def rounds_by_step(done: dict, parties: int) -> tuple[list[int] | None, list[dict]]:
+    """(message rounds per computing party, the steps): each step's rounds, bytes, CPU
+    seconds and seconds per party, from the parties' step ends and the traces of every
+    process (:func:`secure_auc.mpc.comm.transport.message_depths`).  Rounds are None
+    where a process kept no trace."""
+    from secure_auc.mpc.comm.transport import message_depths
+
+    traces = {r: v["trace"] for r, v in done.items() if isinstance(v, dict) and v.get("trace") is not None}
+    depths = message_depths(traces) if len(traces) == len(done) else None
+    names = [e[0] for e in done[0]["ends"]]
+    steps = []
+    for i, name in enumerate(names[1:], start=1):
+        row = {"step": name, "rounds": None}
+        for key, col, kind in (("seconds", 1, float), ("cpu", 2, float), ("bytes", 3, int)):
+            row[key] = [kind(done[r]["ends"][i][col] - done[r]["ends"][i - 1][col]) for r in range(parties)]
+        if depths is not None:
+            marks = {r: [d for n, d in depths[r] if n != "end"] for r in range(parties)}
+            row["rounds"] = [marks[r][i] - marks[r][i - 1] for r in range(parties)]
+        steps.append(row)
+    total = None if depths is None else [sum(s["rounds"][r] for s in steps) for r in range(parties)]
+    return total, steps
+
+
+def modelled_seconds(row: dict, rtt_ms: float, gbit: float) -> float:
+    """The rank step's seconds over a network of round-trip time ``rtt_ms`` and bandwidth
+    ``gbit`` (Gbit/s) per party: rounds x RTT / 2 (each round is one message's one-way
+    latency) + the busiest party's bytes sent and received / bandwidth + the CPU seconds
+    of the slowest computing party."""
+    return (row["rounds"] * rtt_ms / 2e3 + max(row["bytes_per_party"]) * 8 / (gbit * 1e9)
+            + max(row["cpu_per_party"]))
 
 
 def _peak_rss() -> int:
@@ -105,6 +156,11 @@ def run(m: int, parties: int, provider: str, dtype: str, method: str = "radix", 
 
     if parties < 2:
         raise SystemExit("--parties: at least 2 (the server and one client)")
+    import os
+
+    from secure_auc.mpc.comm.transport import TRACE_ENV
+
+    os.environ.setdefault(TRACE_ENV, "1")  # the parties' traces give the rounds (started with the fork server)
     scores, labels = scores_for(m, dtype, seed)
     parts = np.array_split(scores, parties - 1)
     sizes = [len(p) for p in parts]
@@ -122,18 +178,22 @@ def run(m: int, parties: int, provider: str, dtype: str, method: str = "radix", 
         mine, ref = auc_from_twice_ranks(got, labels), float(roc_auc_score(labels, scores))
         auc = {"secure": mine, "sklearn": ref, "diff": mine - ref}
     peaks = [done[r]["peak_rss"] for r in range(parties)] + ([done[parties]["peak_rss"]] if provider == "ttp" else [])
+    rounds, steps = rounds_by_step(done, parties)
     return {
         "method": method, "samples": m, "parties": parties, "provider": provider, "dtype": dtype,
         "seconds_per_party": [round(done[r]["seconds"], 2) for r in range(parties)],
         "cpu_per_party": [round(done[r]["cpu"], 2) for r in range(parties)],
         "bytes_per_party": [done[r]["bytes"] for r in range(parties)],
-        "rounds_per_party": [done[r]["rounds"] for r in range(parties)],
+        "rounds_per_party": rounds,
+        "messages_per_party": [done[r]["messages"] for r in range(parties)],
         "peak_rss_per_party": [done[r]["peak_rss"] for r in range(parties)],
         "dealer_peak_rss": done[parties]["peak_rss"] if provider == "ttp" else None,
         "dealer_cpu": round(done[parties]["cpu"], 2) if provider == "ttp" else None,
         "seconds": max(done[r]["seconds"] for r in range(parties)),
         "bytes_per_score": max(done[r]["bytes"] for r in range(parties)) / m,
-        "rounds": max(done[r]["rounds"] for r in range(parties)),
+        "rounds": None if rounds is None else max(rounds),
+        "messages": max(done[r]["messages"] for r in range(parties)),
+        "steps": steps,
         "peak_bytes_per_score": max(peaks) / m,
         "wall_seconds": round(wall, 2), "exact": exact, "auc": auc,
     }
@@ -164,15 +224,48 @@ def print_failed(errors: list[dict]) -> None:
         print(f"failed: {e['method']}, M = {e['samples']:,}, {e['parties']} parties: {e['error']}")
 
 
-def markdown(rows: list[dict]) -> str:
+def _has_rounds(r: dict) -> bool:
+    """Whether the row counts message rounds (rows saved before counted messages there)."""
+    return "messages" in r and r.get("rounds") is not None
+
+
+def _rounds(r: dict) -> str:
+    return str(r["rounds"]) if _has_rounds(r) else ""
+
+
+def _modelled(r: dict, rtt_ms: float, gbit: float) -> str:
+    return f"{modelled_seconds(r, rtt_ms, gbit):.2f}" if _has_rounds(r) else ""
+
+
+def markdown(rows: list[dict], rtt_ms: float = 20.0, gbit: float = 1.0) -> str:
     head = ("| method | M | parties | seconds | CPU s (max party) | bytes per score (busiest) | rounds | "
-            "peak bytes per score | exact | AUC diff |\n|---|---:|---:|---:|---:|---:|---:|---:|---|---:|")
+            f"modelled s ({rtt_ms:g} ms, {gbit:g} Gbit/s) | peak bytes per score | exact | AUC diff |\n"
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|")
     lines = [head]
     for r in rows:
         auc = f"{r['auc']['diff']:.1e}" if r["auc"] else ""
         lines.append(f"| {r['method']} | {r['samples']:,} | {r['parties']} | {r['seconds']:.2f} | "
-                     f"{max(r['cpu_per_party']):.1f} | {r['bytes_per_score']:,.0f} | {r['rounds']} | "
+                     f"{max(r['cpu_per_party']):.1f} | {r['bytes_per_score']:,.0f} | {_rounds(r)} | "
+                     f"{_modelled(r, rtt_ms, gbit)} | "
                      f"{r['peak_bytes_per_score']:,.0f} | {'yes' if r['exact'] else 'NO'} | {auc} |")
+    return "\n".join(lines)
+
+
+def steps_markdown(r: dict) -> str:
+    """One run's steps: rounds, MB sent plus received, CPU seconds and seconds, per party
+    (rank 0, the server, first)."""
+    def per(values, fmt):
+        return " / ".join(fmt(v) for v in values)
+
+    lines = [f"{r['method']}, M = {r['samples']:,}, {r['parties']} parties (per party: server / clients)", "",
+             "| step | rounds | MB | CPU s | seconds |", "|---|---:|---:|---:|---:|"]
+    rows = r.get("steps", [])
+    total = {"step": "total", "rounds": r.get("rounds_per_party"), "bytes": r["bytes_per_party"],
+             "cpu": r["cpu_per_party"], "seconds": r["seconds_per_party"]}
+    for s in rows + [total]:
+        rounds = "" if s["rounds"] is None else per(s["rounds"], str)
+        lines.append(f"| {s['step']} | {rounds} | {per(s['bytes'], lambda b: f'{b / 1e6:,.1f}')} | "
+                     f"{per(s['cpu'], lambda c: f'{c:.2f}')} | {per(s['seconds'], lambda t: f'{t:.2f}')} |")
     return "\n".join(lines)
 
 
@@ -214,19 +307,30 @@ def main() -> int:
     p.add_argument("--provider", choices=("ttp", "tfp"), default="ttp")
     p.add_argument("--dtype", choices=("float32", "float64"), default="float32",
                    help="float32: one key limb; float64 (not float32-exact): two limbs")
+    p.add_argument("--rtt-ms", type=float, default=20.0, metavar="MS",
+                   help="the network model's round-trip time (default 20 ms; column 'modelled s')")
+    p.add_argument("--gbit", type=float, default=1.0, metavar="GBIT",
+                   help="the network model's bandwidth per party, Gbit/s (default 1)")
+    p.add_argument("--steps", action="store_true",
+                   help="also print each run's steps: rounds, bytes, CPU seconds and seconds per party")
     p.add_argument("--json", action="store_true", help="print one JSON object {rows, growth}")
     p.add_argument("--markdown", action="store_true", help="print the table in Markdown")
     p.add_argument("--plot", metavar="PNG", help="also plot seconds, bytes and peak memory per score against M")
     p.add_argument("--from-json", metavar="FILE", help="no run: print the table (--markdown) and the growth, and "
                    "draw --plot, from the rows of an earlier --json output")
     args = p.parse_args()
+    if not (args.rtt_ms >= 0 and args.gbit > 0):
+        p.error("--rtt-ms must be >= 0 and --gbit > 0")
     if args.from_json:
         with open(args.from_json) as f:
             saved = json.load(f)
         rows = saved["rows"]
         if args.plot:
             plot(rows, args.plot)
-        print(markdown(rows))
+        print(markdown(rows, args.rtt_ms, args.gbit))
+        if args.steps:
+            for r in rows:
+                print("\n" + steps_markdown(r))
         print_failed(saved.get("failed", []))
         for g in growth(rows):
             print(f"growth, {g['method']}, {g['parties']} parties (sizes >= 2^14): seconds ~ M^{g['exponent']:.2f}")
@@ -236,7 +340,8 @@ def main() -> int:
     rows, errors = [], []
     if not (args.json or args.markdown):
         print(f"{'method':>7} {'M':>9} {'parties':>7} {'seconds':>8} {'CPU s':>7} {'bytes/score':>11} "
-              f"{'rounds':>6} {'peak B/score':>12}  exact  AUC diff")
+              f"{'rounds':>6} {'modelled':>8} {'peak B/score':>12}  exact  AUC diff   "
+              f"(modelled: {args.rtt_ms:g} ms RTT, {args.gbit:g} Gbit/s)")
     for method in args.methods:
         for parties in args.parties:
             for m in sorted(args.sizes):
@@ -258,8 +363,10 @@ def main() -> int:
                 if not (args.json or args.markdown):
                     auc = f"{r['auc']['diff']:.1e}" if r["auc"] else ""
                     print(f"{method:>7} {m:>9} {parties:>7} {r['seconds']:>8.2f} {max(r['cpu_per_party']):>7.1f} "
-                          f"{r['bytes_per_score']:>11.0f} {r['rounds']:>6} {r['peak_bytes_per_score']:>12.0f}  "
-                          f"{str(r['exact']):>5}  {auc}", flush=True)
+                          f"{r['bytes_per_score']:>11.0f} {_rounds(r):>6} {_modelled(r, args.rtt_ms, args.gbit):>8} "
+                          f"{r['peak_bytes_per_score']:>12.0f}  {str(r['exact']):>5}  {auc}", flush=True)
+                    if args.steps:
+                        print(steps_markdown(r) + "\n", flush=True)
     fits = growth(rows)
     if args.plot:
         plot(rows, args.plot)
@@ -267,7 +374,10 @@ def main() -> int:
         print(json.dumps({"rows": rows, "growth": fits, "failed": errors}))
     else:
         if args.markdown:
-            print(markdown(rows))
+            print(markdown(rows, args.rtt_ms, args.gbit))
+            if args.steps:
+                for r in rows:
+                    print("\n" + steps_markdown(r))
         print_failed(errors)
         print("\ngrowth (sizes >= 2^14): seconds ~ M^b; ns per M*log2(M) at the smallest and largest size")
         for g in fits:

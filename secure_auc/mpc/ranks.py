@@ -64,8 +64,16 @@ from .primitives.randomness import dealer_randomness
 from .primitives.scan import copy_forward, scan_plan
 from .sort import BitonicSort, RadixSort, n_stages
 
-__all__ = ["secure_midranks", "radix_midranks", "key_digits", "twice_midranks_sorted", "reveal_to_owners", "agree_limbs", "limbs_from_shared_bits", "radix_midranks_shared", "rank_step", "DIGIT_BITS",
+__all__ = ["steps", "secure_midranks", "radix_midranks", "key_digits", "twice_midranks_sorted", "reveal_to_owners", "agree_limbs", "limbs_from_shared_bits", "radix_midranks_shared", "rank_step", "DIGIT_BITS",
            "next_pow2", "RANK_METHODS", "RANK_METHOD_HELP"]
+
+steps: list = []  # callables (name) told where each step of the rank step ends, in every party (benchmarks)
+
+
+def _step(name: str) -> None:
+    for tell in steps:
+        tell(name)
+
 
 DIGIT_BITS = 2  # bits per digit of the radix sort (one-hot columns per digit: 2^DIGIT_BITS - 1)
 
@@ -133,10 +141,13 @@ def secure_midranks(keys: torch.Tensor, progress=None) -> torch.Tensor:
     sorter = BitonicSort()
     with dealer_randomness() as rnd:
         keys_sorted = sorter.sort(keys, rnd, progress=report(0))
+        _step("sorting network")
         twice_sorted = twice_midranks_sorted(keys_sorted, rnd)
+        _step("mid-rank scan")
         if progress is not None:
             progress(s + 1, total)
         twice = sorter.unsort(twice_sorted, rnd, progress=report(s + 1))
+        _step("unsort")
     return twice[:m]
 
 
@@ -165,6 +176,7 @@ def radix_midranks(local_keys, sizes, sources, limbs: int, *, digit_bits: int = 
     sharing = SourceSharing(sizes, sources)
     mine = rank in sources
     keys = sharing.share(local_keys if mine else None, limbs, "keys")
+    _step("sharing")
 
     def digits(l):
         local = key_digits(local_keys, l, digit_bits) if mine else None
@@ -186,13 +198,16 @@ def radix_midranks_shared(keys: torch.Tensor, digits, limbs: int, *, digit_bits:
     total = rounds + 2
     keys_sorted = sorter.sort(digits, key_bits, keys, progress=None if progress is None else
                               (lambda r, _n: progress(r, total)))
+    _step("digit rounds")
     if keys.shape[0] >= TRIM_MIN_ROWS:  # memory, not time, limits runs this large
         release_free_memory()
     twice_sorted = twice_midranks_sorted(keys_sorted, sorter.randomness, dtype)
     del keys_sorted
+    _step("mid-rank scan")
     if progress is not None:
         progress(rounds + 1, total)
     twice = sorter.unsort(twice_sorted)
+    _step("unsort")
     if progress is not None:
         progress(total, total)
     return twice
@@ -248,5 +263,8 @@ def rank_step(scores, client_sizes: list[int], rank: int, *, method: str = RANK_
         twice = radix_midranks(local, client_sizes, sources, limbs, progress=progress)
     else:
         keys = share_keys(local, client_sizes, sources, limbs)
+        _step("sharing")
         twice = secure_midranks(keys, progress=progress)
-    return reveal_to_owners(twice, client_sizes, sources)
+    mine = reveal_to_owners(twice, client_sizes, sources)
+    _step("opening to owners")
+    return mine

@@ -31,7 +31,7 @@ from . import tls
 from .channel import ChannelError, public_bytes
 from .transport import connect
 
-__all__ = ["establish", "close", "unclaimed_frames", "ChannelError", "TAG_BCAST", "TAG_GATHER", "TAG_BARRIER"]
+__all__ = ["establish", "close", "mesh", "unclaimed_frames", "ChannelError", "TAG_BCAST", "TAG_GATHER", "TAG_BARRIER"]
 
 TAG_BCAST = 0x5B1  # a broadcast, as one message per peer
 TAG_GATHER = 0x5B2  # an all_gather, likewise
@@ -44,6 +44,11 @@ _MESH: list = []  # this process's mesh, once established
 def unclaimed_frames() -> list[tuple[int, int, bytes]]:
     """Frames this process received that no receive took (:meth:`.transport.Mesh.unclaimed`)."""
     return _MESH[0].unclaimed() if _MESH else []
+
+
+def mesh():
+    """This process's :class:`.transport.Mesh`, or None (no secure links)."""
+    return _MESH[0] if _MESH else None
 
 
 def close() -> None:

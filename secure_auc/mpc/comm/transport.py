@@ -42,6 +42,13 @@ arriving frame, so two parties that send each other large messages never block
 each other.  Every wait is bounded by the timeout and names the party waited
 for; a closed connection names the party that closed it.  :meth:`Mesh.close`
 ends every link with close_notify.
+
+Rounds.  With :data:`TRACE_ENV` set, a mesh keeps the order of its sends and of
+the receives its party waited for (:attr:`Mesh.trace`, :func:`message_depths`):
+from the traces of every process, the length of the longest chain of messages
+each party waited for, its message rounds.  Tests only: :data:`DELAY_ENV`
+holds every message for a fixed number of milliseconds before it is written, a
+network's one-way latency on loopback.
 """
 
 from __future__ import annotations
@@ -62,7 +69,7 @@ from . import tls
 from .channel import ChannelError
 
 __all__ = ["Mesh", "connect", "local_address", "route_address", "interface_address", "MAX_FRAME", "MAX_STASH",
-           "MAX_STASHED", "taps"]
+           "MAX_STASHED", "taps", "TRACE_ENV", "DELAY_ENV", "message_depths"]
 
 _FRAME = struct.Struct("<IQ")
 MAX_FRAME = 1 << 34  # bytes: a frame announcing more is refused
@@ -74,6 +81,12 @@ _KEY = "secure-auc/mesh/{}"
 _RUN = "secure-auc/mesh/run"
 
 taps: list = []  # callables (peer, bytes): every plaintext byte this process reads from a peer (the audit)
+TRACE_ENV = "SECURE_AUC_MESH_TRACE"  # set (to anything but "" or "0"): every mesh keeps its trace (benchmarks)
+DELAY_ENV = "SECURE_AUC_TEST_LINK_DELAY_MS"  # tests only: milliseconds every message waits before it is written
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "") not in ("", "0")
 
 
 class _Slot:
@@ -115,10 +128,10 @@ class _Recv:
     """A receive's handle: complete once the frame is in ``out`` (copied from the stash if it
     arrived before the receive was posted)."""
 
-    __slots__ = ("mesh", "peer", "slot", "out")
+    __slots__ = ("mesh", "peer", "slot", "out", "seq")
 
-    def __init__(self, mesh: "Mesh", peer: int, slot: _Slot, out: np.ndarray | None):
-        self.mesh, self.peer, self.slot, self.out = mesh, peer, slot, out
+    def __init__(self, mesh: "Mesh", peer: int, slot: _Slot, out: np.ndarray | None, seq=None):
+        self.mesh, self.peer, self.slot, self.out, self.seq = mesh, peer, slot, out, seq
 
     def is_completed(self) -> bool:
         return self.slot.done
@@ -127,6 +140,10 @@ class _Recv:
         if not self.slot.done:
             self.mesh._progress(lambda: self.slot.done, self.peer, "send")
         self.mesh._unwaited.pop(id(self.slot), None)
+        if self.seq is not None:  # the first wait for it, traced
+            if self.mesh.trace is not None:
+                self.mesh.trace.append(("r", self.peer, *self.seq))
+            self.seq = None
         if self.out is not None:  # it came before it was asked for
             if self.slot.size != self.out.size:
                 raise self.mesh._mismatch(self.peer, self.slot.size, self.out.size)
@@ -140,7 +157,12 @@ class _Recv:
 
 class Mesh:
     """This party's TLS connections to every peer (``links``: rank -> :class:`.tls.Session`
-    whose handshake is complete)."""
+    whose handshake is complete).
+
+    ``trace`` (with :data:`TRACE_ENV` set, else None): this party's messages in the order
+    it sent them and waited for them, ``("s", peer, channel, k, bytes)`` for its k-th
+    message to ``peer`` on ``channel`` and ``("r", peer, channel, k, bytes)`` when it first
+    waited for its k-th from ``peer`` there; :meth:`mark` adds ``("m", name)``."""
 
     def __init__(self, me: int, links: dict[int, tls.Session], timeout: float, describe):
         self.me, self.links, self.timeout, self.describe = me, links, timeout, describe
@@ -165,6 +187,12 @@ class Mesh:
         self._failed: dict[int, ChannelError] = {}  # peers whose link broke (closed, or a write failed)
         self._unwaited: dict[int, tuple[int, int, _Slot]] = {}  # posted receives not waited for yet
         self._fresh = True  # the handshakes may have left bytes in the links' buffers
+        self._count: collections.Counter = collections.Counter()  # messages so far per (direction, peer, channel)
+        self.trace: list | None = [] if _env_flag(TRACE_ENV) else None
+        self._delay = float(os.environ.get(DELAY_ENV, "0") or 0) / 1000  # seconds (tests only)
+        self._later: collections.deque = collections.deque()  # (due, peer, send) held back by the delay
+        if self._delay:
+            threading.Thread(target=self._delayer, name="secure-auc mesh delay", daemon=True).start()
         # the writer thread wakes a waiting main thread through this pipe when it completes a send
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
@@ -179,6 +207,7 @@ class Mesh:
         caller may reuse it)."""
         self._check(peer)
         head, body, c = _FRAME.pack(channel, data.size), memoryview(data).cast("B"), self.links[peer]
+        key = ("s", peer, channel)
         with c.lock:  # the link's TLS state (the writer thread meanwhile writes what is queued)
             if len(body) <= _PIECE:  # a small message and its header: one record
                 wire = [memoryview(c.encrypt(head + body.tobytes()))]
@@ -187,28 +216,45 @@ class Mesh:
                 wire += [memoryview(c.encrypt(body[i : i + _PIECE])) for i in range(0, len(body), _PIECE)]
             h = _Send(self, peer, wire)
             with self._lock:
+                self._count[key] += 1
+                if self.trace is not None:
+                    self.trace.append((*key, self._count[key], data.size))
+                if self._delay:  # written by the delay thread when due; the caller's send is done at once
+                    self._later.append((time.monotonic() + self._delay, peer, h))
+                    self._pending.notify_all()
+                    held = _Send(self, peer, [])
+                    held.done = True
+                    return held
                 q = self._out[peer]
                 q.append(h)
                 if len(q) == 1:
                     self._write(peer)
                 if q:
-                    self._pending.notify()
+                    self._pending.notify_all()
         return h
 
     def irecv(self, peer: int, channel: int, out: np.ndarray) -> _Recv:
         """Start receiving the next frame of ``channel`` from ``peer`` into ``out`` (uint8)."""
+        key = ("r", peer, channel)
+        self._count[key] += 1
+        seq = (channel, self._count[key], out.size)
         early = self._stash.get((peer, channel))
         if early:  # (even from a peer that has left since: it arrived whole, or its bytes go on arriving)
             slot = early.popleft()
             slot.stashed = False
             self._stashed[peer][0] -= 1
             self._stashed[peer][1] -= slot.got
-            return _Recv(self, peer, slot, out)
+            return _Recv(self, peer, slot, out, seq)
         self._check(peer)
         slot = _Slot(out.size, memoryview(out).cast("B"))
         self._posted[(peer, channel)].append(slot)
         self._unwaited[id(slot)] = (peer, channel, slot)
-        return _Recv(self, peer, slot, None)
+        return _Recv(self, peer, slot, None, seq)
+
+    def mark(self, name: str) -> None:
+        """Add ``("m", name)`` to the trace (if kept): where a step of this party ends."""
+        if self.trace is not None:
+            self.trace.append(("m", name))
 
     def unclaimed(self) -> list[tuple[int, int, bytes]]:
         """(peer, channel, plaintext) of every frame received, whole or in part, that no
@@ -230,6 +276,9 @@ class Mesh:
     def close(self) -> None:
         """Write what is queued (within the timeout), then end every link with close_notify
         and close it."""
+        end = time.monotonic() + self.timeout
+        while self._later and time.monotonic() < end:  # messages the delay still holds
+            time.sleep(0.001)
         for p, q in self._out.items():
             with contextlib.suppress(ChannelError):
                 if q and p not in self._failed:
@@ -318,6 +367,29 @@ class Mesh:
                                 os.write(self._wake_w, b"w")
                     except ChannelError as exc:
                         self._failed[p] = exc
+
+    def _delayer(self) -> None:
+        """The delay thread (tests only, :data:`DELAY_ENV`): queues each held message for
+        writing once its delay has passed, in the order they were sent."""
+        while True:
+            with self._lock:
+                while not self._later:
+                    self._pending.wait()
+                due = self._later[0][0]
+            time.sleep(max(0.0, due - time.monotonic()))
+            with self._lock:
+                now = time.monotonic()
+                while self._later and self._later[0][0] <= now:
+                    _, peer, h = self._later.popleft()
+                    q = self._out[peer]
+                    q.append(h)
+                    if len(q) == 1 and peer not in self._failed:
+                        try:
+                            self._write(peer)
+                        except ChannelError as exc:
+                            self._failed[peer] = exc
+                    if q:
+                        self._pending.notify_all()
 
     def _write(self, p: int) -> bool:
         """Write what the kernel takes of ``p``'s queue (the caller holds the lock); True if a
@@ -434,6 +506,48 @@ class Mesh:
     def _mismatch(self, p: int, length: int, expected: int | str) -> ChannelError:
         return ChannelError(f"a message from {self.describe(p)} to {self.describe(self.me)} does not fit "
                             f"(a frame of {length} bytes where {expected} were expected); the run stops")
+
+
+def message_depths(traces: dict[int, list]) -> dict[int, list[tuple[str, int]]]:
+    """Message rounds from the processes' traces (:attr:`Mesh.trace`, by rank): per rank,
+    ``(name, depth)`` at each of its marks and ``("end", depth)`` at the end of its trace.
+
+    A party's depth is the length of the longest chain of messages, each sent by a party
+    after it had waited for the previous one, that ends with a message it has waited for
+    (Lamport's clock, counting a hop per message): with every message taking the same
+    one-way latency and no computation, a party reaches each point of its trace after
+    depth x latency.  A message from a process without a trace counts as already there.
+    Raises ValueError if a trace waits for a message its sender's trace never sends."""
+    sent: dict[tuple, int] = {}
+    at, depth = dict.fromkeys(traces, 0), dict.fromkeys(traces, 0)
+    out: dict[int, list] = {r: [] for r in traces}
+    moved = True
+    while moved:
+        moved = False
+        for r, trace in traces.items():
+            i, d = at[r], depth[r]
+            while i < len(trace):
+                e = trace[i]
+                if e[0] == "s":
+                    sent[(r, e[1], e[2], e[3])] = d
+                elif e[0] == "r":
+                    key = (e[1], r, e[2], e[3])
+                    if key in sent:
+                        d = max(d, sent.pop(key) + 1)
+                    elif e[1] in traces:
+                        break  # its sender's trace has not got there yet
+                else:
+                    out[r].append((e[1], d))
+                i += 1
+            moved |= i != at[r]
+            at[r], depth[r] = i, d
+    stuck = [r for r, trace in traces.items() if at[r] < len(trace)]
+    if stuck:
+        r = stuck[0]
+        raise ValueError(f"rank {r} waited for a message that rank {traces[r][at[r]][1]}'s trace never sends")
+    for r in traces:
+        out[r].append(("end", depth[r]))
+    return out
 
 
 # ----------------------------------------------------------------- set-up
