@@ -64,11 +64,11 @@ def run(epochs: int, samples: int, clients: int, epsilon: float, budget: float, 
             scores = [x @ w for x in xs]
             plain = evaluate([ClientData(s, y) for s, y in zip(scores, ys)], mechanism, protocol="plain",
                              ledger=ledger)
-            estimate, _, cost = session.evaluate(scores)
+            result = session.evaluate(scores)
             spent = ledger.spent(label_commitment(ys[0]))
             rows.append({"epoch": epoch + 1, "plain_auc": plain.auc, "plain_std": plain.std,
-                         "mpc_auc": float(estimate.auc), "mpc_seconds": cost["seconds"],
-                         "rank_step_seconds": cost["rank_step_seconds"], "epsilon_spent": spent.epsilon,
+                         "mpc_auc": result.auc, "mpc_std": result.std, "mpc_seconds": round(result.seconds, 3),
+                         "rank_step_seconds": result.extra["rank_step_seconds"], "epsilon_spent": spent.epsilon,
                          "releases": spent.releases})
     return rows
 

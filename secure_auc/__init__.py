@@ -25,7 +25,11 @@ Where things live:
   when used: ``comm/`` (how parties talk), ``primitives/``, ``sort/``,
   ``encoding``, ``ranks``, ``party``, ``launch``, ``audit``.
 * :mod:`secure_auc.simulation` — vectorised simulation of the mechanisms.
-* :mod:`secure_auc.evaluate` — one evaluation end to end (:func:`evaluate`).
+* :mod:`secure_auc.evaluate` — one evaluation end to end (:func:`evaluate`) and the
+  result every path returns (:class:`EvaluationResult`).
+* :mod:`secure_auc.training` — the same in a training loop: a metric object
+  (:class:`FederatedAUC`: update / compute / reset) and :func:`dp_roc_auc_score`
+  (scikit-learn's argument order, a client grouping), locally or on a session.
 * :mod:`secure_auc.experiments` — the protocol comparison, the label-guessing
   attack, the paper's published tables.
 * :mod:`secure_auc.cli` — the command line, the only place that parses argv or
@@ -39,7 +43,7 @@ Examples
 >>> import secure_auc
 >>> clients = [secure_auc.ClientData(np.array([0.1, 0.4, 0.35, 0.8]), np.array([0, 0, 1, 1])),
 ...            secure_auc.ClientData(np.array([0.4, 0.4, 0.9, 0.2]), np.array([0, 1, 1, 0]))]
->>> secure_auc.evaluate(clients, secure_auc.make_mechanism("none")).auc
+>>> secure_auc.evaluate(clients, secure_auc.make_mechanism("none"), protocol="plain").auc
 0.8125
 """
 
@@ -51,6 +55,7 @@ from .dp.mechanisms import NoNoise, RandomizedResponse, StatisticsMechanism
 from .dp.registry import FAMILIES, METHODS, make_mechanism
 from .evaluate import EvaluationResult, builtin_clients, evaluate, load_clients
 from .metrics import auc_from_sums, midranks, rank_auc
+from .training import FederatedAUC, dp_roc_auc_score
 from .mpc import MPCError
 from .validation import InputError
 
@@ -58,6 +63,8 @@ __version__ = "0.1.0"
 __all__ = [
     "evaluate",
     "EvaluationResult",
+    "dp_roc_auc_score",
+    "FederatedAUC",
     "load_clients",
     "read_client_csv",
     "ClientData",

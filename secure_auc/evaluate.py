@@ -25,10 +25,10 @@ from .protocol.client import Client
 from .protocol.server import Server
 from .protocol.plain import run_plain
 from .local_stats import LocalStatistics
-from .validation import InputError
+from .validation import InputError, check_secret_seed
 
 __all__ = ["EvaluationResult", "builtin_clients", "load_clients", "check_clients", "evaluate", "describe",
-           "error_bars", "check_fixed_point_range"]
+           "error_bars", "check_fixed_point_range", "make_result", "privacy_spent"]
 
 Z95 = 1.959963984540054  # the standard normal's 97.5 % quantile
 
@@ -79,7 +79,7 @@ class EvaluationResult:
     >>> import numpy as np
     >>> from secure_auc import ClientData, evaluate
     >>> from secure_auc import make_mechanism
-    >>> result = evaluate([ClientData(np.array([0.2, 0.7]), np.array([0, 1]))], make_mechanism("none"))
+    >>> result = evaluate([ClientData(np.array([0.2, 0.7]), np.array([0, 1]))], make_mechanism("none"), protocol="plain")
     >>> result.auc, result.mechanism, result.samples
     (1.0, 'none', 2)
     >>> sorted(result.to_dict())[:4]
@@ -106,6 +106,9 @@ class EvaluationResult:
     ci_high: float | None = None
     extra: dict = field(default_factory=dict)
 
+    def __float__(self) -> float:
+        return self.auc
+
     def to_dict(self) -> dict:
         """The fields as a flat dict: the entries of ``extra`` replace the key ``extra``.
 
@@ -118,7 +121,7 @@ class EvaluationResult:
         --------
         >>> import numpy as np
         >>> from secure_auc import ClientData, evaluate, make_mechanism
-        >>> d = evaluate([ClientData(np.array([0.2, 0.7]), np.array([0, 1]))], make_mechanism("none")).to_dict()
+        >>> d = evaluate([ClientData(np.array([0.2, 0.7]), np.array([0, 1]))], make_mechanism("none"), protocol="plain").to_dict()
         >>> d["auc"], "extra" in d
         (1.0, False)
         """
@@ -334,7 +337,7 @@ def error_bars(mechanism, auc: float, positives: float, total: int, sizes) -> tu
     --------
     >>> from secure_auc import make_mechanism
     >>> from secure_auc.evaluate import error_bars
-    >>> std, lo, hi = error_bars(make_mechanism("laplace", 1.0), 0.75, 25_000.0, 100_000, [50_000, 50_000])
+    >>> std, lo, hi = error_bars(make_mechanism("laplace", 1.0, allocation="split"), 0.75, 25_000.0, 100_000, [50_000, 50_000])
     >>> f"{std:.2e}", round(lo, 4), round(hi, 4)
     ('2.52e-04', 0.7495, 0.7505)
     >>> error_bars(make_mechanism("none"), 0.75, 25_000.0, 100_000, [100_000])
@@ -389,8 +392,8 @@ def check_fixed_point_range(mechanism, total: int, sizes) -> None:
     --------
     >>> from secure_auc import make_mechanism
     >>> from secure_auc.evaluate import check_fixed_point_range
-    >>> check_fixed_point_range(make_mechanism("laplace", 1e-6), 458_407, [45_841] * 10)
-    >>> check_fixed_point_range(make_mechanism("laplace", 1e-6), 10**8, [10**7] * 10)
+    >>> check_fixed_point_range(make_mechanism("laplace", 1e-6, allocation="split"), 458_407, [45_841] * 10)
+    >>> check_fixed_point_range(make_mechanism("laplace", 1e-6, allocation="split"), 10**8, [10**7] * 10)
     Traceback (most recent call last):
         ...
     secure_auc.validation.InputError: eps = 1e-06 needs noise of standard deviation 8.9e+14 on the rank sum ...
@@ -429,7 +432,7 @@ def evaluate(
     clients: list[ClientData],
     mechanism=None,
     *,
-    protocol: str = "plain",
+    protocol: str = "mpc",
     seed: int | None = None,
     reference: bool = False,
     mpc_options: dict | None = None,
@@ -460,14 +463,17 @@ def evaluate(
         From :func:`secure_auc.make_mechanism`; default the command line's:
         Laplace noise with the adaptive allocation, eps = 1 (``make_mechanism("none")``
         is the exact, non-private computation).
-    protocol : {"plain", "mpc"}, default "plain"
-        ``plain``: the plain-sort protocol in this process (the server sees
-        every score).  ``mpc``: the CrypTen protocol with one local process
-        per party (imports torch and CrypTen only then).
+    protocol : {"mpc", "plain"}, default "mpc"
+        ``mpc`` (as on the command line): the secret-shared protocol with one local
+        process per party (imports torch and CrypTen only then).  ``plain``: the
+        paper's plain-sort protocol in this process (the server sees every score).
     seed : int, optional
         Seed of the clients' noise keys; None draws fresh keys from
         :mod:`secrets`.  Never reuse a seed for two noisy releases
-        (:class:`secure_auc.Ledger` refuses it).
+        (:class:`secure_auc.Ledger` refuses it).  With ``protocol="mpc"`` it
+        must be a secret in [2^128, 2^256) (``secrets.randbits(256)``;
+        :func:`secure_auc.validation.check_secret_seed`): the server could find
+        a smaller one from the aggregate, and with it the exact statistics.
     reference : bool, default False
         Also compute the exact AUC of the pooled data (``reference_auc``,
         ``abs_error``): a non-private number, for local experiments only; a real
@@ -503,7 +509,7 @@ def evaluate(
     >>> from secure_auc import ClientData, builtin_clients, evaluate, make_mechanism
     >>> clients = [ClientData(np.array([0.1, 0.4, 0.35, 0.8]), np.array([0, 0, 1, 1])),
     ...            ClientData(np.array([0.4, 0.4, 0.9, 0.2]), np.array([0, 1, 1, 0]))]
-    >>> exact = evaluate(clients, make_mechanism("none"), reference=True)
+    >>> exact = evaluate(clients, make_mechanism("none"), protocol="plain", reference=True)
     >>> exact.auc, exact.reference_auc, exact.samples, exact.estimated_positives
     (0.8125, 0.8125, 8, 4.0)
 
@@ -511,17 +517,17 @@ def evaluate(
     same ``seed`` gives the same noise, hence the same estimate:
 
     >>> clients = builtin_clients(3, samples=2000)
-    >>> noisy = evaluate(clients, make_mechanism("laplace", 1.0), seed=0, reference=True)
+    >>> noisy = evaluate(clients, make_mechanism("laplace", 1.0), protocol="plain", seed=0, reference=True)
     >>> round(noisy.reference_auc, 4), noisy.abs_error < 0.1
     (0.7711, True)
-    >>> evaluate(clients, make_mechanism("laplace", 1.0), seed=0).auc == noisy.auc
+    >>> evaluate(clients, make_mechanism("laplace", 1.0), protocol="plain", seed=0).auc == noisy.auc
     True
     >>> noisy.mechanism, noisy.epsilon, noisy.allocation, noisy.sensitivity, noisy.seed
-    ('laplace', 1.0, 'split', 'local', 0)
+    ('laplace', 1.0, 'adaptive', None, 0)
 
     Noise on the aggregate protects only the sum, so it needs the MPC protocol:
 
-    >>> evaluate(clients, make_mechanism("distributed", 1.0, clients=3))
+    >>> evaluate(clients, make_mechanism("distributed", 1.0, clients=3), protocol="plain")
     Traceback (most recent call last):
         ...
     secure_auc.validation.InputError: distributed noise protects only the aggregate: ...
@@ -543,6 +549,8 @@ def evaluate(
     if protocol not in ("plain", "mpc"):
         raise InputError(f"protocol must be 'plain' or 'mpc', got {protocol!r}")
     mechanism.check_release()
+    if protocol == "mpc" and seed is not None:
+        check_secret_seed(seed)
     reservation = None
     if ledger is not None:
         reservation = ledger.reserve(clients, mechanism, seed=seed,
@@ -565,32 +573,74 @@ def evaluate(
         raise
     if reservation is not None:
         ledger.finish(reservation)
-        worst = max(reservation.spent, key=lambda sp: sp.epsilon)
-        extra["privacy_spent"] = (f"eps = {worst.epsilon:.6g}, delta = {worst.delta:g} ({worst.accountant}) "
-                                  f"by the most charged record (or dataset), {worst.releases} release(s)")
-        extra["total_epsilon_spent"] = round(worst.epsilon, 12)
-        extra["total_delta_spent"] = worst.delta
-    seconds = time.perf_counter() - start
-    ref = _reference_auc(clients) if reference else None
+        extra |= privacy_spent(reservation)
+    return make_result(mechanism, estimate, aggregate, sizes, protocol=protocol, seconds=time.perf_counter() - start,
+                       seed=seed if protocol == "plain" else None,  # an MPC report keeps nothing to recompute noise from
+                       reference_auc=_reference_auc(clients) if reference else None, extra=extra)
+
+
+def privacy_spent(reservation) -> dict:
+    """What a finished ledger reservation spent, as a result's ``extra`` reports it: the most
+    charged client's total and every client's (``privacy_spent_per_client``: eps per client).
+
+    Parameters
+    ----------
+    reservation : secure_auc.dp.accountant.Reservation
+
+    Returns
+    -------
+    dict
+    """
+    worst = max(reservation.spent, key=lambda sp: sp.epsilon)
+    return {"privacy_spent": (f"eps = {worst.epsilon:.6g}, delta = {worst.delta:g} ({worst.accountant}) "
+                              f"by the most charged record (or dataset), {worst.releases} release(s)"),
+            "total_epsilon_spent": round(worst.epsilon, 12), "total_delta_spent": worst.delta,
+            "privacy_spent_per_client": [round(sp.epsilon, 12) for sp in reservation.spent]}
+
+
+def make_result(mechanism, estimate, aggregate, sizes, *, protocol: str, seconds: float, seed: int | None = None,
+                reference_auc: float | None = None, extra: dict | None = None) -> EvaluationResult:
+    """The one result of every path (:func:`evaluate`, a session, the command line, the
+    torchrun entries): the server's estimate with its standard deviation and 95 % interval
+    (:func:`error_bars`, from public quantities and the aggregate only) and the run's details.
+
+    Parameters
+    ----------
+    mechanism : Mechanism
+    estimate : secure_auc.protocol.messages.Estimate
+    aggregate : secure_auc.protocol.messages.Aggregate
+        What the server opened: the summed noisy statistics and M.
+    sizes : list of int
+        Each client's number of samples (public).
+    protocol : {"plain", "mpc"}
+    seconds : float
+        Wall time of the evaluation (a session's start-up is reported apart, in ``extra``).
+    seed, reference_auc, extra
+        As in :class:`EvaluationResult`.
+
+    Returns
+    -------
+    EvaluationResult
+    """
+    extra = dict(extra or {})
     auc = float(estimate.auc)
-    desc = describe(mechanism)
     std, lo, hi = error_bars(mechanism, auc, float(aggregate.positives), aggregate.total, sizes)
     if "bytes_sent_per_party" in extra:  # each party's counter holds what it sent and what it received
         extra["bytes_sent_received_per_party"] = extra.pop("bytes_sent_per_party")
     return EvaluationResult(
         auc=auc,
-        reference_auc=ref,
-        abs_error=None if ref is None else abs(auc - ref),
+        reference_auc=reference_auc,
+        abs_error=None if reference_auc is None else abs(auc - reference_auc),
         raw_auc=float(estimate.raw_auc),
         estimated_positives=float(aggregate.positives),
         protocol=protocol,
-        clients=len(clients),
+        clients=len(sizes),
         samples=aggregate.total,
         seconds=seconds,
-        seed=seed if protocol == "plain" else None,  # an MPC report keeps nothing to recompute noise from
+        seed=seed,
         std=std,
         ci_low=lo,
         ci_high=hi,
         extra=extra,
-        **desc,
+        **describe(mechanism),
     )

@@ -8,11 +8,13 @@ import numpy as np
 
 __all__ = [
     "InputError",
+    "as_vector",
     "check_scores",
     "check_binary_labels",
     "check_epsilon",
     "check_delta",
     "check_fraction",
+    "check_secret_seed",
 ]
 
 
@@ -33,11 +35,36 @@ class InputError(ValueError):
     """
 
 
-def check_scores(scores, *, name: str = "scores") -> np.ndarray:
-    """Return ``scores`` as a 1-D float array; reject NaN and infinities."""
-    arr = np.asarray(scores)
+def as_vector(values, *, name: str) -> np.ndarray:
+    """``values`` as a 1-D numpy array: torch tensors detached and moved to the CPU,
+    pandas objects and lists converted, a column ``(n, 1)`` or a row ``(1, n)`` flattened.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from secure_auc.validation import as_vector
+    >>> as_vector(np.array([[0.2], [0.7]]), name="scores")
+    array([0.2, 0.7])
+    >>> as_vector(np.zeros((2, 2)), name="client 1: scores")
+    Traceback (most recent call last):
+        ...
+    secure_auc.validation.InputError: client 1: scores must be one-dimensional (or one column), got shape (2, 2)
+    """
+    if hasattr(values, "detach") and hasattr(values, "cpu"):  # a torch tensor, maybe requiring grad or on a GPU
+        values = values.detach().cpu().numpy()
+    elif hasattr(values, "to_numpy"):  # pandas Series / one-column DataFrame
+        values = values.to_numpy()
+    arr = np.asarray(values)
+    if arr.ndim == 2 and 1 in arr.shape:
+        arr = arr.reshape(-1)
     if arr.ndim != 1:
-        raise InputError(f"{name} must be one-dimensional, got shape {arr.shape}")
+        raise InputError(f"{name} must be one-dimensional (or one column), got shape {arr.shape}")
+    return arr
+
+
+def check_scores(scores, *, name: str = "scores") -> np.ndarray:
+    """Return ``scores`` as a 1-D float array (:func:`as_vector`); reject NaN and infinities."""
+    arr = as_vector(scores, name=name)
     if arr.dtype.kind not in "fiub":
         raise InputError(f"{name} must be numeric, got dtype {arr.dtype}")
     if arr.dtype.kind == "f":
@@ -51,10 +78,8 @@ def check_scores(scores, *, name: str = "scores") -> np.ndarray:
 
 
 def check_binary_labels(labels, *, name: str = "labels") -> np.ndarray:
-    """Return ``labels`` as a 1-D int8 array of 0/1; reject anything else."""
-    arr = np.asarray(labels)
-    if arr.ndim != 1:
-        raise InputError(f"{name} must be one-dimensional, got shape {arr.shape}")
+    """Return ``labels`` as a 1-D int8 array of 0/1 (:func:`as_vector`); reject anything else."""
+    arr = as_vector(labels, name=name)
     if arr.dtype == bool:
         return arr.astype(np.int8)
     if arr.dtype.kind not in "fiu":
@@ -70,16 +95,30 @@ EPSILON_RANGE = (1e-6, 1e4)  # smaller budgets give noise beyond any float's pre
 
 
 def check_epsilon(epsilon: float, *, name: str = "epsilon") -> float:
+    """Return ``epsilon`` as a float in :data:`EPSILON_RANGE`; refuse anything else, inf and
+    NaN included (the exact, non-private computation is the mechanism ``none``).
+
+    Examples
+    --------
+    >>> from secure_auc.validation import check_epsilon
+    >>> check_epsilon(2)
+    2.0
+    >>> check_epsilon(float("inf"))
+    Traceback (most recent call last):
+        ...
+    secure_auc.validation.InputError: epsilon must be a finite number between 1e-06 and 10000 (the mechanism 'none' is the exact, non-private computation), got inf
+    """
     eps = float(epsilon)
-    if math.isinf(eps) and eps > 0:
-        return eps  # no privacy (the exact computation)
-    if not (eps > 0) or math.isnan(eps):
-        raise InputError(f"{name} must be > 0, got {epsilon}")
     lo, hi = EPSILON_RANGE
+    if math.isnan(eps) or math.isinf(eps):
+        raise InputError(f"{name} must be a finite number between {lo:g} and {hi:g} (the mechanism 'none' is the "
+                         f"exact, non-private computation), got {epsilon}")
+    if not eps > 0:
+        raise InputError(f"{name} must be > 0, got {epsilon}")
     if not (lo <= eps <= hi):
         why = ("smaller budgets need noise beyond the range of the released fixed-point statistics, "
                "which would give a meaningless estimate" if eps < lo else "larger ones protect nothing")
-        raise InputError(f"{name} must be between {lo:g} and {hi:g} (or inf for no privacy; {why}), got {epsilon}")
+        raise InputError(f"{name} must be between {lo:g} and {hi:g} ({why}), got {epsilon}")
     return eps
 
 
@@ -97,3 +136,41 @@ def check_fraction(value: float, *, name: str) -> float:
     if not (0.0 < v < 1.0):
         raise InputError(f"{name} must be in (0, 1), got {value}")
     return v
+
+
+SEED_BOUND = 2**256  # seeds of the clients' noise keys are below it
+SECRET_SEED_MIN = 2**128  # a seed of an MPC run is at least this: more than 128 bits
+
+
+def check_secret_seed(seed, *, name: str = "seed") -> int:
+    """Return ``seed`` if it can seed the noise of a release that another party sees (the MPC
+    protocol): an integer in [2^128, 2^256), as drawn by ``secrets.randbits(256)``.
+
+    The server of an MPC run sees the noisy aggregate; the noise comes from the clients' keys,
+    which a seed determines.  A small seed (1234, a date, any number someone might pick) can be
+    found by trying candidates until the aggregate minus their noise is consistent, and gives
+    the exact rank sum and P.  A value cannot show its entropy; refusing every seed below
+    2^128 refuses the seeds people pick, and one drawn from 256 random bits is never refused.
+
+    Examples
+    --------
+    >>> import secrets
+    >>> from secure_auc.validation import check_secret_seed
+    >>> s = secrets.randbits(256) | 1 << 255
+    >>> check_secret_seed(s) == s
+    True
+    >>> check_secret_seed(1234)
+    Traceback (most recent call last):
+        ...
+    secure_auc.validation.InputError: seed must be a secret of more than 128 bits with the MPC protocol, ...
+    """
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise InputError(f"{name} must be an integer, got {seed!r}")
+    seed = int(seed)
+    if not SECRET_SEED_MIN <= seed < SEED_BOUND:
+        raise InputError(
+            f"{name} must be a secret of more than 128 bits with the MPC protocol, an integer in [2^128, 2^256) "
+            "(python3 -c 'import secrets; print(secrets.randbits(256))'): a smaller seed can be found by trying "
+            "candidates against the noisy aggregate, which then gives the server the exact rank sum and P; got "
+            + (str(seed) if seed < SECRET_SEED_MIN else f"a number of {seed.bit_length()} bits"))
+    return seed

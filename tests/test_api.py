@@ -15,6 +15,7 @@ DOCTEST_MODULES = [
     "secure_auc.metrics",
     "secure_auc.validation",
     "secure_auc.evaluate",
+    "secure_auc.training",
     "secure_auc.data.io",
     "secure_auc.dp.base",
     "secure_auc.dp.registry",

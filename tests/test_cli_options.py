@@ -64,9 +64,12 @@ def test_large_fixes_the_built_in_set(capsys, option):
     (["--timeout", "inf"], "--timeout must be"),
     (["--port", "65535"], "--port must be in 1..65534"),
     (["--port", "-1"], "--port must be in 1..65534"),
-    (["--seed", str(2**63)], "--seed must be between 0 and 2^63 - 1"),
+    (["--seed", "1234"], "--seed must be a secret of more than 128 bits with the MPC protocol"),
+    (["--seed", str(2**128 - 1)], "--seed must be a secret of more than 128 bits with the MPC protocol"),
+    (["--seed", str(2**256)], "--seed must be between 0 and 2^256 - 1"),
     (["--epsilon", "1e-16"], "beyond the range of the released fixed-point statistics"),
-    (["--epsilon", "nan"], "epsilon must be > 0"),
+    (["--epsilon", "nan"], "epsilon must be a finite number between 1e-06 and 10000"),
+    (["--epsilon", "inf"], "epsilon must be a finite number between 1e-06 and 10000"),
     (["--data-seed", "-1"], "--data-seed must be between 0 and 2^63 - 1"),
 ])
 def test_mpc_ranges_checked_before_any_party_starts(capsys, args, match):

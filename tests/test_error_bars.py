@@ -38,7 +38,7 @@ def test_reported_std_matches_the_spread_of_estimates(name, kwargs):
     truth = roc_auc_score(np.concatenate([c.labels for c in clients]), np.concatenate([c.scores for c in clients]))
     eps = 2.0 if name == "rr" else 0.2  # noise far above the fixed-point rounding, std 0.01 to 0.1
     mech = make_mechanism(name, eps, **kwargs)
-    results = [evaluate(clients, mech, seed=s, reference=False) for s in range(REPS)]
+    results = [evaluate(clients, mech, protocol="plain", seed=s, reference=False) for s in range(REPS)]
     print(name, kwargs, _check([r.auc for r in results], [(r.std, r.ci_low, r.ci_high) for r in results], truth))
     assert all(r.ci_low <= r.auc <= r.ci_high for r in results)
 
@@ -60,7 +60,7 @@ def test_distributed_noise_std_matches_simulation(delta):
 
 
 def test_no_noise_has_no_error_bar():
-    r = evaluate(builtin_clients(2, samples=500), make_mechanism("none"))
+    r = evaluate(builtin_clients(2, samples=500), make_mechanism("none"), protocol="plain")
     assert (r.std, r.ci_low, r.ci_high) == (None, None, None)
 
 
@@ -79,7 +79,7 @@ def test_clients_holding_score_bands_get_a_conservative_std(kwargs):
     # a client's rank summary is private, so the server calibrates as for spread-out ranks; clients holding
     # bands of scores add less noise than that, and the reported std is then larger than the true one
     clients = builtin_clients(5, "noniid", samples=6000, data_seed=1)
-    results = [evaluate(clients, make_mechanism("laplace", 0.2, **kwargs), seed=s, reference=False)
+    results = [evaluate(clients, make_mechanism("laplace", 0.2, **kwargs), protocol="plain", seed=s, reference=False)
                for s in range(REPS)]
     ratio = np.median([r.std for r in results]) / np.std([r.auc for r in results], ddof=1)
     assert 1.0 < ratio < 1.7, ratio

@@ -87,13 +87,13 @@ def test_rr_protocol_debiases_the_flipped_label_auc():
 def test_same_seed_same_estimate_and_different_seed_differs():
     clients = builtin_clients(10, samples=5000)
     mech = StatisticsMechanism(1.0, allocation="adaptive")
-    a = evaluate(clients, mech, seed=1).auc
-    b = evaluate(clients, mech, seed=1).auc
-    c = evaluate(clients, mech, seed=2).auc
+    a = evaluate(clients, mech, protocol="plain", seed=1).auc
+    b = evaluate(clients, mech, protocol="plain", seed=1).auc
+    c = evaluate(clients, mech, protocol="plain", seed=2).auc
     assert a == b and a != c
 
 
 def test_unseeded_runs_differ():
     clients = builtin_clients(10, samples=5000)
     mech = StatisticsMechanism(1.0)
-    assert evaluate(clients, mech).auc != evaluate(clients, mech).auc
+    assert evaluate(clients, mech, protocol="plain").auc != evaluate(clients, mech, protocol="plain").auc

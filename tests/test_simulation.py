@@ -115,7 +115,7 @@ def test_simulated_repetition_equals_a_protocol_run():
         est = s.mechanism_estimates(mech, 50, "noniid", reps=300, seed=4)
         parts = partition_indices(scores, 50, "noniid")
         clients = [ClientData(scores[i], labels[i]) for i in parts]
-        protocol = np.array([evaluate(clients, mech, seed=r).auc for r in range(60)])
+        protocol = np.array([evaluate(clients, mech, protocol="plain", seed=r).auc for r in range(60)])
         # same distribution: compare the spreads (different streams, so not the same draws)
         assert protocol.std(ddof=1) == pytest.approx(est.std(ddof=1), rel=0.3)
 
@@ -135,14 +135,19 @@ def test_one_client_per_sample(sim):
 
 def test_cli_json(capsys):
     code = main(["simulate", "--samples", "5000", "--methods", "rr", "local", "--clients", "10", "5000",
-                 "--partition", "noniid", "--epsilon", "1", "inf", "--reps", "10", "--json"])
+                 "--partition", "noniid", "--epsilon", "1", "2", "--reps", "10", "--json"])
     captured = capsys.readouterr()
     assert code == 0, captured.err
     r = json.loads(captured.out)
     assert r["samples"] == 5000 and r["reps"] == 10
-    cells = r["cells"]
-    assert len(cells) == 2 * (1 + 2)
-    inf_rr = [c for c in cells if c["method"] == "rr" and c["epsilon"] is None][0]  # JSON has no inf: null
+    assert len(r["cells"]) == 2 * (1 + 2)
+    assert captured.err == ""  # no progress with --json
+    # eps = inf, the no-noise limit of randomized response (the paper's table): rr only
+    code = main(["simulate", "--samples", "5000", "--methods", "rr", "--epsilon", "inf", "--reps", "10", "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    r = json.loads(captured.out)
+    inf_rr = [c for c in r["cells"] if c["method"] == "rr" and c["epsilon"] is None][0]  # JSON has no inf: null
     assert inf_rr["std"] == 0 and inf_rr["mean"] == pytest.approx(r["true_auc"], abs=1e-12)
     assert captured.err == ""  # no progress with --json
 

@@ -12,7 +12,7 @@ from ..data.partition import SCHEMES
 from ..dp.mechanisms import ALLOCATIONS, SENSITIVITIES
 from ..dp.registry import make_mechanism
 from ..mpc import RANK_METHODS, MPCError, rank_method_help
-from ..validation import InputError
+from ..validation import SEED_BOUND, InputError, check_secret_seed
 from .ledger import add_ledger_options, add_planning_options
 from .ledger import add_parser as add_ledger_parser
 from .output import (add_output_options, json_safe, apply_verbosity, check_writable_dir, human_bytes, progress_bar,
@@ -158,10 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ev.add_argument("files", nargs="*", metavar="CLIENT.csv",
                     help="one file per client: CSV (UTF-8, with or without BOM), CSV.gz, or Parquet")
-    ev.add_argument("--score-column", default=None, metavar="NAME",
-                    help="the column holding the scores in every client file (default: score)")
-    ev.add_argument("--label-column", default=None, metavar="NAME",
-                    help="the column holding the labels in every client file (default: label)")
+    add_column_options(ev, "every client file")
     ev.add_argument("--protocol", choices=("plain", "mpc"), default="mpc",
                     help="plain: the paper's plain-sort protocol (the server sees every score); "
                          "mpc: CrypTen secret-shared ranks (the server sees only the aggregate). Default: mpc")
@@ -171,7 +168,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="fix the DP randomness for reproducibility (default: a fresh key from the OS's "
                          "cryptographic source for every client). Client k's noise key is derived from (seed, k) "
                          "by a one-way hash; with --protocol mpc each key is handed to its client's process only, "
-                         "but whoever knows the seed can recompute every client's noise")
+                         "and the seed must be a secret in [2^128, 2^256) (python3 -c 'import secrets; "
+                         "print(secrets.randbits(256))'): whoever knows or guesses it can recompute every client's "
+                         "noise")
     ev.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     add_output_options(ev)
     add_mpc_options(ev)
@@ -232,7 +231,7 @@ def build_parser() -> argparse.ArgumentParser:
         "keygen",
         help="write a party's identity key (mode 0600) and print its public key for the roster",
         description="Write a new Ed25519 identity key to FILE (PKCS#8 PEM, created with mode 0600, never "
-        "overwritten) and print its public key (64 hex digits), which goes into the roster of every party "
+        "overwritten; a missing folder is made with mode 0700) and print its public key (64 hex digits), which goes into the roster of every party "
         "under this party's role.",
     )
     kg.add_argument("file", metavar="FILE", help="where to write the private key")
@@ -247,6 +246,13 @@ def add_party_options(p: argparse.ArgumentParser) -> None:
                         "tfp: the server deals it and could unmask every score (single-operator testing only)")
     p.add_argument("--sort", choices=RANK_METHODS, default=RANK_METHODS[0], help=rank_method_help())
     p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for another party (default 60)")
+
+
+def add_column_options(p: argparse.ArgumentParser, where: str) -> None:
+    p.add_argument("--score-column", default=None, metavar="NAME",
+                   help=f"the column holding the scores in {where} (default: score)")
+    p.add_argument("--label-column", default=None, metavar="NAME",
+                   help=f"the column holding the labels in {where} (default: label)")
 
 
 def add_helpers_options(p: argparse.ArgumentParser) -> None:
@@ -264,7 +270,8 @@ def add_client_parser(sub) -> None:
         description="Run one client (an input party) of an MPC evaluation whose computing parties run "
                     "'python -m secure_auc.cli.compute' under torchrun. The client reads only its own file, "
                     "sends only shares, and receives only the shares of its own ranks.")
-    c.add_argument("file", metavar="CLIENT.csv", help="this client's scores and labels")
+    c.add_argument("file", metavar="CLIENT.csv", help="this client's scores and labels (CSV, CSV.gz or Parquet)")
+    add_column_options(c, "the file")
     c.add_argument("--client", type=int, required=True, help="this client's index (0..K-1), its place in the roster")
     add_helpers_options(c)
     c.add_argument("--parties", nargs="+", required=True, metavar="HOST:PORT",
@@ -287,7 +294,7 @@ def _address(text: str) -> tuple[str, int]:
 def cmd_client(args) -> int:
     import logging
 
-    from ..data.io import read_client_csv
+    from ..data.io import read_client_file
     from ..mpc.comm.roster import read_identity
     from ..mpc.input_parties import run_client_host
     from ..mpc.party import PartyConfig
@@ -305,7 +312,8 @@ def cmd_client(args) -> int:
     identity = read_identity(args.identity)
     if identity.public_key().public_bytes_raw() != roster.clients[args.client]:
         raise InputError(f"{args.identity} is not the key the roster lists for client {args.client}")
-    data = read_client_csv(args.file, id_column=args.id_column)
+    data = read_client_file(args.file, score_column=args.score_column or "score",
+                            label_column=args.label_column or "label", id_column=args.id_column)
     key = read_noise_key_file(args.noise_key_file, args.client)
     mechanism = mechanism_from_args(args, clients=args.clients)
     config = PartyConfig(mechanisms=(mechanism,), clients=args.clients, provider=args.provider, sort=args.sort,
@@ -423,10 +431,15 @@ def check_run_options(args) -> None:
     """Numbers that would fail (or overflow) only after the parties started: checked first."""
     import math
 
-    for name in ("seed", "data_seed"):
-        value = getattr(args, name, None)
-        if value is not None and not 0 <= value < 2**63:
-            raise InputError(f"--{name.replace('_', '-')} must be between 0 and 2^63 - 1, got {value}")
+    data_seed = getattr(args, "data_seed", None)
+    if data_seed is not None and not 0 <= data_seed < 2**63:
+        raise InputError(f"--data-seed must be between 0 and 2^63 - 1, got {data_seed}")
+    seed = getattr(args, "seed", None)
+    if seed is not None:
+        if not 0 <= seed < SEED_BOUND:
+            raise InputError(f"--seed must be between 0 and 2^256 - 1, got {seed if seed < 0 else 'a larger number'}")
+        if getattr(args, "protocol", None) == "mpc":
+            check_secret_seed(seed, name="--seed")
     timeout = getattr(args, "timeout", None)
     if timeout is not None and not (math.isfinite(timeout) and 0 < timeout <= 86400):
         raise InputError(f"--timeout must be a number of seconds in (0, 86400], got {timeout}")
@@ -540,8 +553,16 @@ def cmd_make_data(args) -> int:
 
 
 def cmd_keygen(args) -> int:
+    from pathlib import Path
+
     from ..mpc.comm.roster import generate_identity, write_identity
 
+    folder = Path(args.file).parent
+    if not folder.exists():  # keys/server.pem: keys/ made for this user only
+        try:
+            folder.mkdir(mode=0o700, parents=True)
+        except OSError as exc:
+            raise InputError(f"cannot make the folder {folder} for {args.file}: {exc.strerror or exc}") from None
     print(write_identity(args.file, generate_identity()))
     return 0
 
@@ -620,7 +641,38 @@ def _terminate_as_interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
+BROKEN_PIPE = 141  # the shell's status of a program ended by SIGPIPE (128 + 13), as `yes | head` gives
+
+
+def _quiet_after_broken_pipe() -> int:
+    """The reader of our output went away (``secure-auc ... | head``): no traceback, nothing
+    more written (the interpreter's last flush would raise again), exit status 141."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            os.dup2(devnull, stream.fileno())
+        except (OSError, ValueError, AttributeError):  # a stream without a descriptor (captured)
+            pass
+    os.close(devnull)
+    return BROKEN_PIPE
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; returns its exit status (0 done, 1 an MPC run failed, 2 bad input,
+    130 interrupted, 141 the reader of the output went away)."""
+    try:
+        try:
+            code = _main(argv)
+        except SystemExit:  # --help, --version, a usage error: their text flushed here too
+            sys.stdout.flush()
+            raise
+        sys.stdout.flush()  # a broken pipe shows here, not in the interpreter's last flush
+        return code
+    except BrokenPipeError:
+        return _quiet_after_broken_pipe()
+
+
+def _main(argv: list[str] | None) -> int:
     import signal
 
     setup_logging()

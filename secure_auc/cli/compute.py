@@ -47,10 +47,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    import time
+
+    started = time.perf_counter()
     setup_logging()
     args = build_parser().parse_args(argv)
     try:
-        return _run_computing(args)
+        return _run_computing(args, started)
     except InputError as exc:
         print(f"secure-auc compute: error: {exc}", file=sys.stderr)
         return 2
@@ -64,10 +67,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
-def _run_computing(args) -> int:
+def _run_computing(args, started: float) -> int:
     import time
 
-    from ..evaluate import EvaluationResult, describe
+    from ..evaluate import make_result
     from ..mpc.audit import forbid_crypten_randomness
     from ..mpc.comm.roster import describe_helpers_rank, read_identity
     from ..mpc.comm.runtime import init_party, shutdown_party
@@ -109,15 +112,12 @@ def _run_computing(args) -> int:
     shutdown_party()
     if rank != 0:
         return 0
-    est = result.estimate
-    report = EvaluationResult(
-        auc=float(est.auc), reference_auc=None, abs_error=None, raw_auc=float(est.raw_auc),
-        estimated_positives=float(result.aggregate.positives), protocol="mpc", clients=args.clients,
-        samples=result.aggregate.total, seconds=time.perf_counter() - start, seed=None,
-        extra={"layout": "helpers", "computing_parties": w, "provider": args.provider, "sort": args.sort,
-               "rank_step_seconds": round(result.rank_seconds, 3), "server_bytes": result.bytes_sent},
-        **describe(mechanism),
-    )
+    report = make_result(mechanism, result.estimate, result.aggregate, result.sizes, protocol="mpc",
+                         seconds=time.perf_counter() - start,
+                         extra={"startup_seconds": round(start - started, 3), "layout": "helpers",
+                                "computing_parties": w, "provider": args.provider, "sort": args.sort,
+                                "rank_step_seconds": round(result.rank_seconds, 3),
+                                "server_bytes": result.bytes_sent})
     print_report(report, f"{args.clients} clients, {describe_helpers_rank(0, w - 1)} of {w} computing parties", args.json)
     return 0
 

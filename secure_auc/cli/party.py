@@ -60,13 +60,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     import signal
+    import time
 
+    started = time.perf_counter()
     setup_logging()
     for sig in (signal.SIGTERM, signal.SIGHUP):  # torchrun stops the other ranks with SIGTERM: a clean exit
         signal.signal(sig, _terminate_as_interrupt)
     args = build_parser().parse_args(argv)
     try:
-        return _run(args)
+        return _run(args, started)
     except InputError as exc:
         _leave(2, f"secure-auc party: error: {exc}")
     except KeyboardInterrupt:  # Ctrl-C reaches every rank: one line, from the server only
@@ -136,10 +138,10 @@ def _identity_and_roster(args, rank: int, clients: int):
     return read_identity(args.identity), roster
 
 
-def _run(args) -> int:
+def _run(args, started: float) -> int:
     import time
 
-    from ..evaluate import EvaluationResult, describe
+    from ..evaluate import make_result
     from ..mpc.audit import forbid_crypten_randomness
     from ..mpc.comm.runtime import init_party, shutdown_party
     from ..mpc.primitives.dealer import run_dealer
@@ -185,20 +187,11 @@ def _run(args) -> int:
     shutdown_party()
     if rank != 0:
         return 0
-    est = result.estimate
-    from ..evaluate import error_bars
-
-    total = result.aggregate.total
-    std, lo, hi = error_bars(mechanism, float(est.auc), float(result.aggregate.positives), total, [total / k] * k)
-    report = EvaluationResult(
-        auc=float(est.auc), reference_auc=None, abs_error=None, raw_auc=float(est.raw_auc),
-        estimated_positives=float(result.aggregate.positives), protocol="mpc", clients=k,
-        samples=result.aggregate.total, seconds=time.perf_counter() - start, seed=None, std=std, ci_low=lo, ci_high=hi,
-        extra={"provider": args.provider, "sort": args.sort,
-               "rank_step_seconds": round(result.rank_seconds, 3),
-               "server_bytes_sent_received": result.bytes_sent, "server_rounds": result.rounds},
-        **describe(mechanism),
-    )
+    report = make_result(mechanism, result.estimate, result.aggregate, [result.aggregate.total / k] * k, protocol="mpc",
+                         seconds=time.perf_counter() - start,
+                         extra={"startup_seconds": round(start - started, 3), "provider": args.provider,
+                                "sort": args.sort, "rank_step_seconds": round(result.rank_seconds, 3),
+                                "server_bytes_sent_received": result.bytes_sent, "server_rounds": result.rounds})
     print_report(report, f"{k} client files (torchrun)", args.json)
     return 0
 

@@ -41,7 +41,8 @@ def add_parser(sub) -> None:
                    help="how samples are split over K clients: iid (uniform), noniid (consecutive score blocks), "
                         "files (each input file one client; K = the number of files). Default: files with input "
                         "files, else iid noniid")
-    p.add_argument("--epsilon", type=float, nargs="+", default=[1.0], help="values of eps (default 1)")
+    p.add_argument("--epsilon", type=float, nargs="+", default=[1.0], help="values of eps, each in [1e-6, 1e4]; with --methods rr "
+                        "only, also inf (the no-noise limit, as in the paper's table). Default: 1")
     p.add_argument("--alpha", type=float, default=None,
                    help="global/local only: share of eps on localSum (default 0.5)")
     p.add_argument("--beta", type=float, default=None, help="orthogonal only: share of eps on localP (default 0.5)")
@@ -140,7 +141,11 @@ def _check_applicable(args) -> None:
 def _cmd(args) -> int:
     _check_applicable(args)
     for e in args.epsilon:
-        if e != float("inf"):
+        if e == float("inf"):  # the no-noise limit of randomized response (the paper's table), nothing else
+            others = [m for m in args.methods if m != "rr"]
+            if others:
+                raise InputError(f"--epsilon inf (the no-noise limit) applies to --methods rr only, not to {others[0]}")
+        else:
             check_epsilon(e)
     check_fraction(args.alpha, name="alpha")
     check_fraction(args.beta, name="beta")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..validation import InputError
+from ..validation import InputError, check_binary_labels, check_scores
 
 __all__ = ["ClientData", "read_client_file", "read_client_csv", "write_client_csv", "same_files", "write_client_file"]
 
@@ -43,10 +43,11 @@ class ClientData:
     Raises
     ------
     InputError
-        If ``scores`` and ``labels`` (or ``ids``) differ in length.  Nothing else is checked
-        here: :func:`read_client_csv` produces float64 scores and int8 labels,
-        and :func:`secure_auc.rank_auc` validates them when :func:`secure_auc.evaluate`
-        computes the reference AUC.
+        If a score is not finite, a label is not 0/1 (or boolean), either is not
+        one-dimensional (a column ``(n, 1)`` is flattened; torch tensors are detached),
+        or ``scores`` and ``labels`` (or ``ids``) differ in length.  Every path (files, the
+        built-in data, :func:`secure_auc.evaluate`, a session) builds its clients through this
+        class, so nothing unchecked reaches a party.
 
     Examples
     --------
@@ -59,6 +60,14 @@ class ClientData:
     Traceback (most recent call last):
         ...
     secure_auc.validation.InputError: clinic B: 2 scores but 1 labels
+    >>> ClientData(np.array([0.9, 0.2]), np.array([1, 2]), "clinic C")
+    Traceback (most recent call last):
+        ...
+    secure_auc.validation.InputError: clinic C: labels[1] is 2: labels must be 0 or 1
+    >>> ClientData(np.array([0.9, np.nan]), np.array([1, 0]), "clinic D")
+    Traceback (most recent call last):
+        ...
+    secure_auc.validation.InputError: clinic D: scores[1] is nan: scores must be finite
     """
 
     scores: np.ndarray  # float64, finite
@@ -67,12 +76,16 @@ class ClientData:
     ids: np.ndarray | None = None  # record identifiers, for the privacy ledger
 
     def __post_init__(self):
-        if len(self.scores) != len(self.labels):
+        scores = check_scores(self.scores, name=f"{self.source}: scores").astype(np.float64, copy=False)
+        labels = check_binary_labels(self.labels, name=f"{self.source}: labels")
+        if len(scores) != len(labels):
             raise InputError(
-                f"{self.source}: {len(self.scores)} scores but {len(self.labels)} labels"
+                f"{self.source}: {len(scores)} scores but {len(labels)} labels"
             )
-        if self.ids is not None and len(self.ids) != len(self.labels):
-            raise InputError(f"{self.source}: {len(self.ids)} record identifiers but {len(self.labels)} labels")
+        object.__setattr__(self, "scores", scores)
+        object.__setattr__(self, "labels", labels)
+        if self.ids is not None and len(self.ids) != len(labels):
+            raise InputError(f"{self.source}: {len(self.ids)} record identifiers but {len(labels)} labels")
 
     def __len__(self) -> int:
         return len(self.scores)

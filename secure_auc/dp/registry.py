@@ -43,7 +43,7 @@ def make_mechanism(
     *,
     noise: str | None = None,
     delta: float | None = None,
-    allocation: str = "split",
+    allocation: str = "adaptive",
     sensitivity: str = "local",
     alpha: float = 0.5,
     beta: float = 0.5,
@@ -70,7 +70,9 @@ def make_mechanism(
     delta : float, optional
         For Gaussian noise, and for discrete Gaussian or Skellam shares with ``distributed``.
     allocation, sensitivity, alpha, beta
-        Options of the Laplace/Gaussian family (:class:`.mechanisms.StatisticsMechanism`).
+        Options of the Laplace/Gaussian family (:class:`.mechanisms.StatisticsMechanism`);
+        ``allocation`` defaults to ``adaptive``, as on the command line and in
+        :func:`secure_auc.evaluate` (``split`` with ``alpha`` is LocalLaplace).
     clients : int, optional
         K, required for ``distributed``.
     honest_fraction, split

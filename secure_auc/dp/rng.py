@@ -211,8 +211,14 @@ def read_noise_key_file(template: str | None, client: int) -> int | None:
     Raises
     ------
     secure_auc.validation.InputError
-        If the file cannot be read or does not hold 32 hexadecimal digits.
+        If the file cannot be read, others than its owner may read or write it
+        (like identity keys: whoever reads a noise key can subtract the client's
+        noise from its release; ``chmod 600``), or it does not hold 32
+        hexadecimal digits.
     """
+    import os
+    import stat
+
     from ..validation import InputError
 
     if template is None:
@@ -220,6 +226,10 @@ def read_noise_key_file(template: str | None, client: int) -> int | None:
     path = template.replace("{client}", str(client))
     try:
         with open(path, encoding="ascii") as f:
+            mode = os.fstat(f.fileno()).st_mode  # of the file read, not of whatever the path names later
+            if stat.S_IMODE(mode) & 0o077:
+                raise InputError(f"client {client}: noise key file {path} is readable by others "
+                                 f"(mode {stat.S_IMODE(mode):04o}): chmod 600 it")
             text = f.read()
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"client {client}: cannot read its noise key file {path}: {getattr(exc, 'strerror', exc)}") from None

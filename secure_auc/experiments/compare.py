@@ -126,7 +126,9 @@ def _torchrun(clients, mechanism_args, seed, provider, sort, timeout):
             p = Path(tmp) / f"client{k}.csv"
             write_client_csv(p, c.scores, c.labels)
             paths.append(str(p))
-            (Path(tmp) / f"client{k}.key").write_text(f"{client_key(seed, k):032x}\n")
+            fd = os.open(Path(tmp) / f"client{k}.key", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(f"{client_key(seed, k):032x}\n")
         from ..mpc.launch import free_port
 
         nproc = len(clients) + 1 + (provider == "ttp")

@@ -57,6 +57,8 @@ log = logging.getLogger(__name__)
 __all__ = ["run_computing_party", "run_client_host", "computing_job", "host_job", "session_computing_job",
            "session_host_job", "HostResult", "input_columns"]
 
+READY = "ready"  # what the server of a session puts on its queue once every link is up
+
 CH_HELLO, CH_PUBLIC, CH_BIT, CH_INPUTS, CH_RANKS, CH_STATS, CH_ALIVE = range(1, 8)
 
 
@@ -114,6 +116,8 @@ def run_computing_party(rank: int, config: PartyConfig, endpoint: tuple[str, int
             hellos = {h: links[h].recv_obj(CH_HELLO) for h in range(len(links))}
             return _compute(rank, config, links, describe, is_server, start, hellos)
         done = 0
+        if session is not None:
+            session.put(READY)  # every link is up: the session's start-up ends here
         while True:
             hellos = _next_hellos(links, keep_dealer_alive=is_server, interval=max(1.0, timeout / 3))
             if any(hello.get("stop") for hello in hellos.values()):
@@ -227,7 +231,7 @@ def _compute(rank, config, links, describe, is_server, start, hellos) -> PartyRe
     opened = open_to(summed, 0)
 
     result = PartyResult(rank=rank, role=describe(rank).split(" (")[0], seconds=0.0, bytes_sent=0, rounds=0,
-                         rank_seconds=rank_seconds)
+                         rank_seconds=rank_seconds, sizes=rows)
     if is_server:
         agg = opened.numpy().astype(np.int64)
         for i, mechanism in enumerate(config.mechanisms):

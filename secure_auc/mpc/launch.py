@@ -21,6 +21,7 @@ import os
 import queue as queue_mod
 import signal
 import socket
+import threading
 import time
 import traceback
 
@@ -141,12 +142,57 @@ def _context():
     return ctx
 
 
+_KEEPER_LOCK = threading.Lock()
+_keeper: threading.Thread | None = None
+
+
+def _ensure_fork_server(ctx) -> None:
+    """Start the fork server (under the executable set now) from a thread that lives as long as
+    this process.  The kernel's parent-death signal (``setpriv --pdeathsig``) fires when the
+    *thread* that started a child ends: a fork server started from a session's own thread died
+    when that session closed, and the next session in the process could not start a party."""
+    global _keeper
+    if ctx.get_start_method() != "forkserver":
+        return
+    from multiprocessing import forkserver
+
+    with _KEEPER_LOCK:
+        if _keeper is not None and _keeper.is_alive():
+            forkserver.ensure_running()  # restarts it (from here) only if it died
+            return
+        started: list = []
+        ready = threading.Event()
+
+        def keep():
+            try:
+                forkserver.ensure_running()
+            except BaseException as exc:  # noqa: BLE001 - re-raised by the caller below
+                started.append(exc)
+            ready.set()
+            threading.Event().wait()  # never ends: the fork server's parent thread
+
+        _keeper = threading.Thread(target=keep, name="secure-auc-fork-server", daemon=True)
+        _keeper.start()
+        ready.wait()
+        if started:
+            raise started[0]
+
+
+_WRAPPERS: dict = {}  # (setpriv, python) -> the wrapper script of this process
+
+
 def _spawn_executable() -> str | None:
     """A wrapper that starts the party's Python under ``setpriv --pdeathsig KILL`` (util-linux),
     so that the kernel kills the party when the launcher dies even while the party is still
     importing its modules (seconds on a busy machine), before :func:`_die_with_parent` runs.
     None where there is no ``setpriv`` (not Linux); the parties then rely on
-    :func:`_die_with_parent` alone."""
+    :func:`_die_with_parent` alone.
+
+    The script is written, once per launcher process, into a folder of its own made by
+    :func:`tempfile.mkdtemp` (a new name, created by this process with mode 0700, so no
+    other local user can have made it first, nor replace the script in it), and removed
+    when the process exits.  No fixed, guessable path is ever used."""
+    import atexit
     import shutil
     import sys
     import tempfile
@@ -154,21 +200,17 @@ def _spawn_executable() -> str | None:
     setpriv = shutil.which("setpriv")
     if not sys.platform.startswith("linux") or setpriv is None:
         return None
-    folder = os.path.join(tempfile.gettempdir(), f"secure-auc-{os.getuid()}")
-    os.makedirs(folder, mode=0o700, exist_ok=True)
-    script = f"#!/bin/sh\nexec {setpriv} --pdeathsig KILL -- {sys.executable} \"$@\"\n"
-    path = os.path.join(folder, f"party-python-{abs(hash(script)):x}")
-    try:
-        with open(path) as f:
-            if f.read() == script:
-                return path
-    except OSError:
-        pass
-    tmp = f"{path}.{os.getpid()}"
-    with open(tmp, "w") as f:
-        f.write(script)
-    os.chmod(tmp, 0o700)
-    os.replace(tmp, path)
+    key = (setpriv, sys.executable)
+    path = _WRAPPERS.get(key)
+    if path is not None and os.path.isfile(path):
+        return path
+    folder = tempfile.mkdtemp(prefix="secure-auc-")
+    atexit.register(shutil.rmtree, folder, True)
+    path = os.path.join(folder, "party-python")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o700)
+    with os.fdopen(fd, "w") as f:
+        f.write(f"#!/bin/sh\nexec {setpriv} --pdeathsig KILL -- {sys.executable} \"$@\"\n")
+    _WRAPPERS[key] = path
     return path
 
 
@@ -607,6 +649,7 @@ def spawn_parties(job, per_rank: dict[int, tuple], parties: int, *, provider: st
             os.environ["TORCH_CPP_LOG_LEVEL"] = "ERROR"
         if wrapper is not None:
             mp_spawn.set_executable(wrapper)  # only for these starts (restored below)
+        _ensure_fork_server(ctx)
         # the client hosts first: their start messages (the clients' data) are the long ones, and a stop
         # while one is being written would leave the host reading a cut-off message
         for h, args in enumerate(per_host or []):

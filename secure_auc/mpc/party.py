@@ -97,6 +97,7 @@ class PartyResult:
     aggregates: list = field(default_factory=list)  # server only, one per mechanism
     rank_seconds: float = 0.0
     client_bytes: int = 0  # helpers layout: bytes sent and received over the links to client hosts
+    sizes: list = field(default_factory=list)  # helpers layout: each client host's number of samples (public)
 
     @property
     def estimate(self):

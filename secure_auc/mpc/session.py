@@ -23,8 +23,9 @@ import time
 import numpy as np
 
 from ..data.io import ClientData
-from ..validation import InputError
+from ..validation import InputError, check_binary_labels
 from . import RANK_METHODS, MPCError
+from .input_parties import READY
 from .party import PartyConfig
 
 log = logging.getLogger(__name__)
@@ -60,7 +61,8 @@ class MPCSession:
         with MPCSession([y0, y1], make_mechanism("laplace", 1.0, allocation="adaptive")) as session:
             for epoch in range(10):
                 train_one_epoch(model)
-                estimate, aggregate, cost = session.evaluate([model(x0), model(x1)])
+                result = session.evaluate([model(x0), model(x1)])
+                print(result.auc, result.ci_low, result.ci_high)
     """
 
     def __init__(self, labels, mechanism, *, computing: int = 3, provider: str = "ttp", sort: str = RANK_METHODS[0],
@@ -68,7 +70,7 @@ class MPCSession:
                  dataset_name: str | None = None):
         if computing not in (2, 3):
             raise InputError(f"a session has 2 or 3 computing parties, got {computing}")
-        self.labels = [np.asarray(y) for y in labels]
+        self.labels = [check_binary_labels(y, name=f"client {k}: labels") for k, y in enumerate(labels)]
         if not self.labels or any(len(y) == 0 for y in self.labels):
             raise InputError("every client needs at least one sample")
         self.sizes = [len(y) for y in self.labels]
@@ -84,6 +86,8 @@ class MPCSession:
             self._datasets = [label_commitment(y) for y in self.labels]
         self._closed = False
         self._error: BaseException | None = None
+        self._started = time.perf_counter()
+        self.startup_seconds: float | None = None  # known once the first evaluation has waited for the parties
         self._start(hosts, port)
 
     # ------------------------------------------------------------------ processes
@@ -130,20 +134,40 @@ class MPCSession:
     def evaluate(self, scores, noise_keys: list[int] | None = None):
         """One evaluation of new ``scores`` (one array per client, aligned with its labels).
 
-        Returns ``(estimate, aggregate, cost)`` as :func:`secure_auc.mpc.launch.run_mpc_local`;
-        ``cost`` has ``seconds``, ``rank_step_seconds`` and the bytes of each computing party."""
+        Parameters
+        ----------
+        scores : list of array-like
+            Client k's scores, in the order of its labels: numpy arrays, lists or torch
+            tensors (detached; a column ``(n, 1)`` is flattened).  Checked before anything
+            is charged or sent.
+        noise_keys : list of int, optional
+            Each client's noise key (reproducibility); default fresh keys from :mod:`secrets`.
+
+        Returns
+        -------
+        secure_auc.EvaluationResult
+            As :func:`secure_auc.evaluate` returns it: the estimate, its std and 95 % interval,
+            the privacy spent (with a ledger) and the cost in ``extra``: ``rank_step_seconds``,
+            ``server_bytes`` and, for the first evaluation only, ``startup_seconds`` (starting
+            the parties and their links, not included in ``seconds``).
+        """
+        from ..evaluate import make_result, privacy_spent
+
         if self._closed:
             raise InputError("the session is closed")
         if self._error is not None:
             raise self._error
-        scores = [np.asarray(s, dtype=np.float64) for s in scores]
-        if len(scores) != len(self.sizes) or any(len(s) != n for s, n in zip(scores, self.sizes)):
-            raise InputError(f"expected {len(self.sizes)} score arrays of sizes {self.sizes}, got "
-                             f"{[len(s) for s in scores]}")
-        for k, s in enumerate(scores):
-            if not np.isfinite(s).all():
-                raise InputError(f"client {k}: scores must be finite")
-        keys = list(noise_keys) if noise_keys is not None else [None] * len(scores)
+        if len(scores) != len(self.sizes):
+            raise InputError(f"expected {len(self.sizes)} score arrays (one per client), got {len(scores)}")
+        clients = [ClientData(s, y, f"client {k}") for k, (s, y) in enumerate(zip(scores, self.labels))]
+        keys = list(noise_keys) if noise_keys is not None else [None] * len(clients)
+        if len(keys) != len(clients):
+            raise InputError(f"expected {len(clients)} noise keys (one per client), got {len(keys)}")
+        extra = {}
+        if self.startup_seconds is None:  # the first evaluation waits for the parties first
+            self._wait(ready=True)
+            self.startup_seconds = time.perf_counter() - self._started
+            extra["startup_seconds"] = round(self.startup_seconds, 3)
         reservation = None
         if self.ledger is not None:
             reservation = self.ledger.reserve(self._datasets, self.mechanism, total=sum(self.sizes), sizes=self.sizes,
@@ -151,7 +175,7 @@ class MPCSession:
         start = time.perf_counter()
         try:
             for h, (a, b) in enumerate(self.groups):
-                self._tasks[h].put(([ClientData(scores[i], self.labels[i]) for i in range(a, b)], keys[a:b]))
+                self._tasks[h].put((clients[a:b], keys[a:b]))
             result = self._wait()
         except BaseException:
             if reservation is not None:
@@ -159,17 +183,24 @@ class MPCSession:
             raise
         if reservation is not None:
             self.ledger.finish(reservation)
-        seconds = time.perf_counter() - start
-        cost = {"seconds": round(seconds, 3), "rank_step_seconds": round(result.rank_seconds, 3),
-                "server_bytes": result.bytes_sent}
-        return result.estimates[0], result.aggregates[0], cost
+            extra |= privacy_spent(reservation)
+        extra |= {"rank_step_seconds": round(result.rank_seconds, 3), "server_bytes": result.bytes_sent,
+                  "layout": "helpers", "computing_parties": self.config.computing, "sort": self.config.sort}
+        return make_result(self.mechanism, result.estimates[0], result.aggregates[0], self.sizes, protocol="mpc",
+                           seconds=time.perf_counter() - start, extra=extra)
 
-    def _wait(self):
+    def _wait(self, ready: bool = False):
+        """The server's next result (or, with ``ready``, its signal that every link is up)."""
         while True:
             try:
-                return self._results.get(timeout=0.2)
+                item = self._results.get(timeout=0.2)
             except queue_mod.Empty:
-                pass
+                item = None
+            if item is not None:
+                if (item == READY) != ready:
+                    raise MPCError(f"the session's server sent {'a result' if ready else 'a second ready signal'} "
+                                   "out of turn")
+                return item
             if self._error is not None:
                 raise self._error
             if not self._thread.is_alive():

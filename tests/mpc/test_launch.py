@@ -338,3 +338,34 @@ def test_the_parties_die_with_the_launcher(tmp_path, how):
     assert alive == []
     if how == "SIGTERM":
         assert "secure-auc: interrupted" in proc.stderr.read()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or shutil.which("setpriv") is None, reason="needs setpriv")
+@pytest.mark.parametrize("owner", ["this user", "another user"])
+def test_a_run_folder_made_by_someone_else_is_not_used(tmp_path, monkeypatch, owner):
+    """Another local user who made the launcher's folder first (mode 0777, or owned by them)
+    must not get to write, read or swap the script the parties start with."""
+    import os
+    import stat
+    import tempfile
+
+    from secure_auc.mpc import launch
+
+    trap = tmp_path / f"secure-auc-{os.getuid()}"
+    trap.mkdir()
+    trap.chmod(0o777)
+    if owner == "another user":
+        if os.geteuid() != 0:
+            pytest.skip("only root can make a folder owned by another user")
+        os.chown(trap, 4242, 4242)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(launch, "_WRAPPERS", {}, raising=False)
+    path = launch._spawn_executable()
+    assert list(trap.iterdir()) == []  # nothing written into the folder someone else made
+    folder = os.path.dirname(path)
+    st = os.stat(folder, follow_symlinks=False)
+    assert stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) == 0o700
+    assert os.stat(path).st_uid == os.geteuid() and not os.stat(path).st_mode & 0o077
+    assert launch._spawn_executable() == path  # made once per process
+    out = subprocess.run([path, "-c", "import sys; print(sys.executable)"], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == sys.executable

@@ -1,0 +1,224 @@
+"""The label-DP AUC in a training loop: a metric object and a scikit-learn-style function.
+
+Both are thin layers over :func:`secure_auc.evaluate` (one evaluation, the parties started
+for it) or over an open :class:`secure_auc.mpc.session.MPCSession` (the parties started
+once, every epoch evaluated on the same links), and return the same
+:class:`secure_auc.EvaluationResult`:
+
+* :class:`FederatedAUC` -- ``update`` with a batch of each client's scores, ``compute`` at the
+  end of the epoch, ``reset`` (the torchmetrics pattern);
+* :func:`dp_roc_auc_score` -- ``(y_true, y_score)`` as scikit-learn's ``roc_auc_score``,
+  with a ``client`` grouping array (or column of a DataFrame) saying which client holds
+  each sample.
+
+Every input is checked where it comes in (:class:`secure_auc.ClientData`): torch tensors
+detached and flattened, labels 0/1, scores finite, sizes matching; nothing starts and
+nothing is charged to a ledger before that.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .data.io import ClientData
+from .evaluate import EvaluationResult, evaluate
+from .validation import InputError, as_vector, check_binary_labels, check_scores
+
+__all__ = ["FederatedAUC", "dp_roc_auc_score"]
+
+
+def _groups(client, n: int) -> list[np.ndarray]:
+    """The row indices of each client, clients in sorted order of their ids (stable within one)."""
+    if client is None:
+        return [np.arange(n)]
+    ids = as_vector(client, name="client")
+    if len(ids) != n:
+        raise InputError(f"client has {len(ids)} entries but there are {n} samples")
+    _, inverse = np.unique(ids, return_inverse=True)
+    order = np.argsort(inverse, kind="stable")
+    return np.split(order, np.flatnonzero(np.diff(inverse[order])) + 1)
+
+
+def _columns(data, y_true, y_score, client):
+    """Columns of ``data`` named by ``y_true``, ``y_score`` and ``client`` (a DataFrame or a dict)."""
+    if data is None:
+        return y_true, y_score, client
+
+    def column(name, what):
+        if name is None or not isinstance(name, str):
+            return name
+        try:
+            return data[name]
+        except (KeyError, IndexError):
+            raise InputError(f"data has no column {name!r} (the {what})") from None
+
+    return column(y_true, "labels"), column(y_score, "scores"), column(client, "client ids")
+
+
+def dp_roc_auc_score(y_true, y_score, *, client=None, data=None, mechanism=None, session=None,
+                     protocol: str = "mpc", seed: int | None = None, ledger=None,
+                     mpc_options: dict | None = None) -> EvaluationResult:
+    """Label-DP ROC AUC with scikit-learn's argument order.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n,) or str
+        The labels (0/1), or a column name of ``data``.  With ``session`` it may be None:
+        the session's clients hold their labels.
+    y_score : array-like of shape (n,) or str
+        The scores (numpy, list, pandas or a torch tensor), or a column name of ``data``.
+    client : array-like of shape (n,) or str, optional
+        Which client holds each sample (any sortable ids; client k is the k-th smallest
+        id), or a column name of ``data``; default: one client.  Each client's rows keep
+        their order.
+    data : DataFrame or dict of columns, optional
+        Where the column names above are looked up.
+    mechanism : Mechanism, optional
+        Default: Laplace noise with the adaptive allocation, eps = 1.  Ignored with a
+        ``session`` (the session's mechanism).
+    session : MPCSession, optional
+        Evaluate on an open session: its labels stay where they are, and ``y_true``, when
+        given, must equal them client by client.
+    protocol, seed, ledger, mpc_options
+        As in :func:`secure_auc.evaluate` (without a session).
+
+    Returns
+    -------
+    EvaluationResult
+        ``float(result)`` is the estimate.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from secure_auc import make_mechanism
+    >>> from secure_auc.training import dp_roc_auc_score
+    >>> y = [0, 1, 1, 0, 1, 0]
+    >>> s = [0.1, 0.9, 0.4, 0.4, 0.8, 0.2]
+    >>> r = dp_roc_auc_score(y, s, client=["b", "a", "a", "b", "b", "a"], mechanism=make_mechanism("none"),
+    ...                      protocol="plain")
+    >>> float(r), r.clients
+    (0.9444444444444444, 2)
+    >>> from sklearn.metrics import roc_auc_score
+    >>> roc_auc_score(y, s)
+    0.9444444444444444
+    >>> dp_roc_auc_score(y, s[:5], protocol="plain")
+    Traceback (most recent call last):
+        ...
+    secure_auc.validation.InputError: y_true has 6 entries but y_score has 5
+    """
+    y_true, y_score, client = _columns(data, y_true, y_score, client)
+    scores = check_scores(y_score, name="y_score")
+    labels = None if y_true is None else check_binary_labels(y_true, name="y_true")
+    if labels is not None and len(labels) != len(scores):
+        raise InputError(f"y_true has {len(labels)} entries but y_score has {len(scores)}")
+    groups = _groups(client, len(scores))
+    if session is not None:
+        if labels is not None:
+            for k, (idx, held) in enumerate(zip(groups, session.labels)):
+                if len(idx) != len(held) or not np.array_equal(labels[idx], held):
+                    raise InputError(f"client {k}: y_true differs from the labels the session holds")
+        return session.evaluate([scores[idx] for idx in groups])
+    if labels is None:
+        raise InputError("y_true is needed without a session")
+    clients = [ClientData(scores[idx], labels[idx], f"client {k}") for k, idx in enumerate(groups)]
+    return evaluate(clients, mechanism, protocol=protocol, seed=seed, ledger=ledger, mpc_options=mpc_options)
+
+
+class FederatedAUC:
+    """Label-DP AUC as a metric object: ``update`` per batch, ``compute`` per epoch, ``reset``.
+
+    Parameters
+    ----------
+    mechanism : Mechanism, optional
+        Default: Laplace noise with the adaptive allocation, eps = 1.  Ignored with a
+        ``session`` (the session's mechanism).
+    session : MPCSession, optional
+        Evaluate on an open session (the parties started once): ``update`` then takes only
+        scores, in the order of each client's labels in the session.
+    protocol, seed, ledger, mpc_options
+        As in :func:`secure_auc.evaluate` (without a session).
+
+    Examples
+    --------
+    Two clients, each scoring its samples batch by batch:
+
+    >>> import numpy as np
+    >>> from secure_auc import make_mechanism
+    >>> from secure_auc.training import FederatedAUC
+    >>> metric = FederatedAUC(make_mechanism("none"), protocol="plain")
+    >>> metric.update([0.1, 0.9], [0, 1], client=0)
+    >>> metric.update([0.4, 0.3], [1, 0], client=1)
+    >>> metric.update([0.35, 0.8], [0, 1], client=0)
+    >>> result = metric.compute()
+    >>> result.auc, result.clients, result.samples
+    (1.0, 2, 6)
+    >>> metric.reset()
+    >>> metric.compute()
+    Traceback (most recent call last):
+        ...
+    secure_auc.validation.InputError: nothing to evaluate: update() was not called since the last reset()
+    """
+
+    def __init__(self, mechanism=None, *, session=None, protocol: str = "mpc", seed: int | None = None,
+                 ledger=None, mpc_options: dict | None = None):
+        self.mechanism, self.session = mechanism, session
+        self.options = {"protocol": protocol, "seed": seed, "ledger": ledger, "mpc_options": mpc_options}
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget every batch (the next epoch starts)."""
+        self._scores: dict[int, list[np.ndarray]] = {}
+        self._labels: dict[int, list[np.ndarray]] = {}
+
+    def update(self, scores, labels=None, *, client=0) -> None:
+        """Add a batch of one client's scores (and labels, without a session).
+
+        Parameters
+        ----------
+        scores : array-like of shape (b,)
+            numpy, list, pandas or a torch tensor (detached, a column flattened).
+        labels : array-like of shape (b,), optional
+            Required without a session; with one, the session's clients hold them.
+        client : int or array-like of shape (b,), default 0
+            The client of the whole batch, or of each row.
+        """
+        s = check_scores(scores, name="scores")
+        if self.session is None and labels is None:
+            raise InputError("labels are needed without a session")
+        if self.session is not None and labels is not None:
+            raise InputError("the session's clients hold the labels: update() takes only scores")
+        y = None if labels is None else check_binary_labels(labels, name="labels")
+        if y is not None and len(y) != len(s):
+            raise InputError(f"{len(s)} scores but {len(y)} labels")
+        if np.ndim(client) == 0:
+            rows = {int(client): np.arange(len(s))}
+        else:
+            ids = as_vector(client, name="client")
+            if len(ids) != len(s):
+                raise InputError(f"client has {len(ids)} entries but the batch has {len(s)} scores")
+            rows = {int(k): np.flatnonzero(ids == k) for k in np.unique(ids)}
+        for k, idx in rows.items():
+            if k < 0 or (self.session is not None and k >= len(self.session.labels)):
+                raise InputError(f"client {k} is not a client of this evaluation")
+            self._scores.setdefault(k, []).append(s[idx])
+            if y is not None:
+                self._labels.setdefault(k, []).append(y[idx])
+
+    def compute(self) -> EvaluationResult:
+        """Evaluate every batch since the last :meth:`reset` (one release, charged to the ledger).
+
+        Returns
+        -------
+        EvaluationResult
+        """
+        if not self._scores:
+            raise InputError("nothing to evaluate: update() was not called since the last reset()")
+        count = len(self.session.labels) if self.session is not None else max(self._scores) + 1
+        missing = [k for k in range(count) if k not in self._scores]
+        if missing:
+            raise InputError(f"no scores for client(s) {', '.join(map(str, missing))}")
+        scores = [np.concatenate(self._scores[k]) for k in range(count)]
+        if self.session is not None:
+            return self.session.evaluate(scores)
+        clients = [ClientData(scores[k], np.concatenate(self._labels[k]), f"client {k}") for k in range(count)]
+        return evaluate(clients, self.mechanism, **self.options)
