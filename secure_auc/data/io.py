@@ -45,8 +45,8 @@ class ClientData:
     InputError
         If a score is not finite, a label is not 0/1 (or boolean), either is not
         one-dimensional (a column ``(n, 1)`` is flattened; torch tensors are detached),
-        or ``scores`` and ``labels`` (or ``ids``) differ in length.  Every path (files, the built-in
-        data, :func:`secure_auc.evaluate`, a session) builds its clients through this
+        or ``scores`` and ``labels`` (or ``ids``) differ in length.  Every path (files, the
+        built-in data, :func:`secure_auc.evaluate`, a session) builds its clients through this
         class, so nothing unchecked reaches a party.
 
     Examples
@@ -84,8 +84,8 @@ class ClientData:
             )
         object.__setattr__(self, "scores", scores)
         object.__setattr__(self, "labels", labels)
-        if self.ids is not None and len(self.ids) != len(self.labels):
-            raise InputError(f"{self.source}: {len(self.ids)} record identifiers but {len(self.labels)} labels")
+        if self.ids is not None and len(self.ids) != len(labels):
+            raise InputError(f"{self.source}: {len(self.ids)} record identifiers but {len(labels)} labels")
 
     def __len__(self) -> int:
         return len(self.scores)

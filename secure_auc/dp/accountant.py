@@ -853,6 +853,12 @@ class Ledger:
             db.executemany("DELETE FROM charges WHERE id = ?", ((cid,) for cid in ids))
 
     # -- report -----------------------------------------------------------------------------------------------
+    def datasets(self) -> list[tuple]:
+        """The groups of equal release history: ``(kind, records, releases)`` each (kind ``"record"`` or
+        ``"dataset"``), the most charged first; empty when nothing was charged."""
+        charges, groups = self._state(members=False)
+        return sorted(((kind, size, len(hist)) for kind, size, hist, _ in groups.values()), key=lambda g: -g[2])
+
     def releases(self) -> list[dict]:
         """Every charge: one per client and evaluation (time, mechanism, state, eps, delta, event, ...)."""
         charges, _ = self._state(members=False)
