@@ -65,17 +65,19 @@ class InputLink:
 
     ``send_array`` / ``recv_array`` move int64 arrays whose shape the receiver
     knows; ``send_obj`` / ``recv_obj`` small JSON objects.  ``bytes`` counts
-    what went over the wire in both directions (TLS records and handshake).
-    ``peer_id``: the peer's rank, or the host's id :func:`host_id`."""
+    what went over the wire in both directions once the link was up (TLS records; the
+    handshake, about 3 KB, excluded).  ``peer_id``: the peer's rank, or the host's id
+    :func:`host_id`."""
 
     def __init__(self, session: tls.Session, peer_id: int, describe_peer: str, timeout: float):
         self.session, self.sock, self.peer_id, self.peer = session, session.sock, peer_id, describe_peer
         self.timeout = timeout
         self._sending = threading.Lock()  # one frame at a time (a :class:`Heartbeat` sends from its thread)
+        self._handshake = session.wire_in + session.wire_out
 
     @property
     def bytes(self) -> int:
-        return self.session.wire_in + self.session.wire_out
+        return self.session.wire_in + self.session.wire_out - self._handshake
 
     # -- raw frames
     def _send(self, channel: int, payload: bytes | np.ndarray) -> None:
