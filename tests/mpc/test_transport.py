@@ -483,3 +483,46 @@ def test_after_the_rendezvous_no_message_takes_gloo():
     for r in (0, 1, 2):
         assert done[r][0] == [], done[r][0]
     assert np.array_equal(np.array(done[1][1] + done[2][1]), expected)
+
+
+def test_the_delay_holds_every_message_and_the_traces_count_the_rounds(monkeypatch):
+    """With the test-only delay, each message waits its milliseconds before it is written; the
+    traces count a chain of messages, each sent after the previous one arrived, as one round
+    per message, and messages sent side by side as one."""
+    monkeypatch.setenv(transport.DELAY_ENV, "5")
+    monkeypatch.setenv(transport.TRACE_ENV, "1")
+    meshes = _World(3).all()
+    laps, one = 6, np.zeros(1, dtype=np.uint8)
+
+    def party(r):
+        m = meshes[r]
+        for lap in range(laps):
+            if r == 0:  # to both at once: one round for each, then the chain 1 -> 2 -> 0
+                works = [m.isend(1, 3, one), m.isend(2, 4, one)]
+                m.irecv(2, 3, np.empty(1, dtype=np.uint8)).wait()
+            elif r == 1:
+                m.irecv(0, 3, np.empty(1, dtype=np.uint8)).wait()
+                works = [m.isend(2, 3, one)]
+            else:
+                for src in (0, 1):
+                    m.irecv(src, 4 if src == 0 else 3, np.empty(1, dtype=np.uint8)).wait()
+                works = [m.isend(0, 3, one)]
+            for w in works:
+                w.wait()
+            m.mark(f"lap {lap}")
+
+    start = time.monotonic()
+    threads = [threading.Thread(target=party, args=(r,)) for r in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    elapsed = time.monotonic() - start
+    depths = transport.message_depths({r: m.trace for r, m in enumerate(meshes)})
+    assert depths[0][-1] == ("end", 3 * laps)  # 0 -> 1 -> 2 -> 0 per lap; 0 -> 2 is in step with 0 -> 1
+    assert depths[1][0] == ("lap 0", 1) and depths[2][0] == ("lap 0", 2)
+    assert 3 * laps * 0.005 <= elapsed < 3 * laps * 0.005 * 1.5 + 0.2
+    monkeypatch.delenv(transport.DELAY_ENV)
+    monkeypatch.delenv(transport.TRACE_ENV)
+    quiet = _meshes()  # without the variables: no trace
+    assert quiet[0].trace is None and quiet[0]._delay == 0
