@@ -5,6 +5,7 @@
     .venv/bin/python scripts/bench_rank.py --methods radix --sizes 4096 65536 --parties 3 --provider tfp --json
     .venv/bin/python scripts/bench_rank.py --methods radix --markdown --plot docs/figures/bench_rank.png
     .venv/bin/python scripts/bench_rank.py --from-json rows.json --plot docs/figures/bench_rank.png   # no run
+    .venv/bin/python scripts/bench_rank.py --methods radix --sizes 1048576 --steps --rtt-ms 20 --gbit 1
 
 "Parties" counts the computing parties in the protocol's layout: the server
 (rank 0, no scores) and parties - 1 clients holding equal slices of the
@@ -22,11 +23,22 @@ Columns: seconds, the rank step in the slowest party, from its start to its
 ranks (process start-up, 3-5 s, excluded); CPU s, the largest CPU time of a
 party in that span (all its threads); bytes per score, what the busiest party
 sends plus receives (CrypTen's communicator counters, which count the
-project's point-to-point messages too) divided by M; rounds, its number of
-messages and collectives; peak bytes per score, the largest peak resident
-memory of any process (the dealer included; about 330 MB of it is the
-interpreter, torch and CrypTen) divided by M.  The sorting network is run up
-to ``--max-network`` scores (default 2^20: above, it takes minutes).
+project's point-to-point messages too) divided by M; rounds, the message
+rounds of the party with the most: the longest chain of messages, each sent
+after its sender had waited for the one before, that ends with a message the
+party waits for (from every process's trace of its links,
+:func:`secure_auc.mpc.comm.transport.message_depths`; "messages" in the JSON
+keeps the communicator's count of messages and collectives); modelled s, the
+same run over a network of round-trip time ``--rtt-ms`` and bandwidth
+``--gbit`` per party (:func:`modelled_seconds`: rounds x RTT / 2, as each
+round is one message's one-way latency, + the busiest party's bytes /
+bandwidth + the slowest party's CPU seconds); peak bytes per score, the
+largest peak resident memory of any process (the dealer included; about 330
+MB of it is the interpreter, torch and CrypTen) divided by M.  ``--steps``
+prints each run's steps (sharing, digit rounds, mid-rank scan, unsort,
+opening to owners) with their rounds, bytes, CPU seconds and seconds per
+party.  The sorting network is run up to ``--max-network`` scores (default
+2^20: above, it takes minutes).
 """
 
 from __future__ import annotations

@@ -56,7 +56,7 @@ from . import RANK_METHODS, RANK_METHOD_HELP
 from .comm import backend
 from .encoding import encode_keys, is_float32_exact, limbs_for, share_keys
 from .primitives.b2a import bit_to_arithmetic
-from .primitives.circuits import COMPARE_BITS, eq_packed
+from .primitives.circuits import COMPARE_BITS, eq_and_words, eq_packed
 from .primitives.inputs import SourceSharing
 from .primitives.memory import TRIM_MIN_ROWS, release_free_memory
 from .primitives.opening import open_to_all, open_to_owners
@@ -75,11 +75,20 @@ def _step(name: str) -> None:
         tell(name)
 
 
+SCAN_AHEAD = 4  # the mid-rank scan's triple batches asked for ahead of their use
 DIGIT_BITS = 2  # bits per digit of the radix sort (one-hot columns per digit: 2^DIGIT_BITS - 1)
 
 
 def next_pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
+
+
+def _ask_for_equality(rnd, limbs: int, n: int) -> None:
+    """Ask the dealer at once for every batch of AND triples of :func:`eq_packed` on (limbs, n)
+    differences (one batch per AND round, as it takes them)."""
+    rounds = eq_and_words(limbs, n, COMPARE_BITS, backend.world_size())
+    rnd.reserve({})
+    rnd.channel.plan_triples(rounds, "binary", ahead=len(rounds), now=True)
 
 
 def twice_midranks_sorted(keys_sorted: torch.Tensor, rnd, dtype=torch.int64) -> torch.Tensor:
@@ -94,6 +103,14 @@ def twice_midranks_sorted(keys_sorted: torch.Tensor, rnd, dtype=torch.int64) -> 
     if n == 1:
         return torch.zeros(1, dtype=dtype)
     d = (keys[1:] - keys[:-1]).t().contiguous()  # (limbs, n - 1)
+    # every batch of randomness of the equality test asked for now (the same batches, one per AND round):
+    # the dealer's answers travel while the parties work, instead of a request and an answer ahead of
+    # each round; the scan's first batches are computed meanwhile, the rest four batches ahead (two
+    # combine rounds)
+    kind = "mul32" if dtype == torch.int32 else "mul"
+    _ask_for_equality(rnd, d.shape[0], n - 1)
+    rnd.channel.plan_triples([n - 1], "b2a", now=True)
+    rnd.channel.plan_triples(scan_plan(2, n), kind, ahead=SCAN_AHEAD, now=True)
     eq = bit_to_arithmetic(eq_packed(d, COMPARE_BITS, rnd), n - 1, rnd).to(dtype)  # mod 2^32: still shares
     del d
     starts = one - eq  # row j + 1 starts a tie group
@@ -103,10 +120,9 @@ def twice_midranks_sorted(keys_sorted: torch.Tensor, rnd, dtype=torch.int64) -> 
     del eq, starts
     pos = torch.arange(n, dtype=dtype)
     v = f * torch.stack([pos, pos.flip(0)])
-    # the triples batch by batch, each prepared while the previous is used (in one batch, the
-    # dealer would hold the whole scan's: about 10 n words per stream, 6 GB at n = 2^20 in Z_2^64)
+    # the scan's triples batch by batch, each asked for four batches ahead (planned above; in one batch,
+    # the dealer would hold the whole scan's: about 10 n words per stream, 6 GB at n = 2^20 in Z_2^64)
     rnd.reserve({})
-    rnd.channel.plan_triples(scan_plan(2, n), "mul32" if dtype == torch.int32 else "mul")
     out = copy_forward(f, v, rnd)
     return out[0] + out[1].flip(0)
 
@@ -242,6 +258,7 @@ def limbs_from_shared_bits(bits: torch.Tensor) -> int:
     (any shape): opens only whether their sum is zero, to every computing party."""
     count = bits.reshape(-1).sum().reshape(1, 1)  # (limbs = 1, n = 1): number of sources with float64 scores
     with dealer_randomness() as rnd:
+        _ask_for_equality(rnd, 1, 1)
         none = eq_packed(count, COMPARE_BITS, rnd) & 1  # XOR shares of [count == 0], bit 0 only
     all_float32 = int(open_to_all(none)[0]) & 1
     return limbs_for([all_float32])

@@ -64,7 +64,7 @@ from .beaver import and_gate, beaver_round, not_gate
 from .bits import bitslice
 from .randomness import Randomness, dealer_randomness
 
-__all__ = ["COMPARE_BITS", "carry_save", "top_bit_of_sum", "packed_signs", "less_packed", "eq_packed", "sign_bits",
+__all__ = ["COMPARE_BITS", "sign_and_words", "eq_and_words", "carry_save", "top_bit_of_sum", "packed_signs", "less_packed", "eq_packed", "sign_bits",
            "secure_less", "secure_eq"]
 
 COMPARE_BITS = 33  # differences of limbs in a 32-bit range: two's complement on 33 bits
@@ -113,6 +113,32 @@ def top_bit_of_sum(a: torch.Tensor, b: torch.Tensor, rnd: Randomness, muls=()):
             p_new = torch.cat([p_new, p[k - 1 :]])
         g, p = g_new, p_new
     return a[m] ^ b[m] ^ g[0], prods
+
+
+def sign_and_words(k: int, n: int, bits: int, world: int) -> list[int]:
+    """The binary triple words (AND gates on packed words) :func:`packed_signs` takes per
+    round for (k, n) rows among ``world`` parties: the carry-save rounds, then the carry's
+    tree."""
+    words, ops, out = k * max(1, (n + 63) // 64), world + (world == 1), []
+    while ops > 2:
+        groups = ops // 3
+        out.append(groups * (bits - 1) * words)
+        ops -= groups
+    g = bits - 1
+    out.append(g * words)
+    while g > 1:
+        out.append((2 * (g // 2) - 1) * words)
+        g = g // 2 + g % 2
+    return out
+
+
+def eq_and_words(limbs: int, n: int, bits: int, world: int) -> list[int]:
+    """The binary triple words :func:`eq_packed` takes per round for limb differences (limbs, n)."""
+    out, h = sign_and_words(2 * limbs, n, bits, world), limbs
+    while h > 1:
+        out.append(h // 2 * max(1, (n + 63) // 64))
+        h -= h // 2
+    return out
 
 
 def packed_signs(shares: torch.Tensor, bits: int, rnd: Randomness, muls=()):

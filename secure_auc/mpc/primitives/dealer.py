@@ -297,7 +297,8 @@ class DealerChannel:
         self._sending: list = []
         self._batches: dict[str, int] = {}
         self._plan: dict[str, list[int]] = {}  # sizes of the next batches of each kind (prefetched with TTP)
-        self._prefetched: dict[str, tuple] = {}  # kind -> (batch, n, tensor, work, like)
+        self._ahead: dict[str, int] = {}  # batches of each kind asked for before they are used
+        self._prefetched: dict[str, list[tuple]] = {}  # kind -> [(batch, n, tensor, work, like)], in batch order
         if self.ttp:
             if self.rank == 0:
                 self._ttp(SETUP)
@@ -341,10 +342,30 @@ class DealerChannel:
             return self._own[tag].pop(0).view(like.shape)
         return unpack(p2p.recv((words_for([like]),), self.dealer, tag), [like])[0]
 
-    def plan_triples(self, sizes: list[int], kind: str = "mul") -> None:
+    def plan_triples(self, sizes: list[int], kind: str = "mul", ahead: int = 1, now: bool = False) -> None:
         """Announce the sizes of the next batches of ``kind``, so that each is asked for
-        while the previous is in use (the dealer computes during the parties' work)."""
+        while the ``ahead`` before it are in use (the dealer computes during the parties'
+        work; with ``ahead`` > 1 a batch's corrections are on their way for longer than the
+        round of messages that uses the batch before it).  ``now``: ask for the first
+        ``ahead`` at once (none of ``kind`` may be asked for already)."""
         self._plan[kind] = [int(n) for n in sizes]
+        self._ahead[kind] = max(1, int(ahead))
+        if now and self.ttp and not self._prefetched.get(kind):
+            batch = self._batches.get(kind, 0)
+            for nb, n in list(zip(range(batch, batch + len(sizes)), self._plan[kind]))[: self._ahead[kind]]:
+                self._ask_ahead(kind, nb, n)
+
+    def _ask_ahead(self, kind: str, batch: int, n: int) -> None:
+        """Ask for batch ``batch`` (``n`` items) of ``kind`` before it is used, and post this
+        party's receive of its corrections if they are for it."""
+        self.request(kind, batch, n)
+        asked = self._prefetched.setdefault(kind, [])
+        if self.rank == corrected_party(batch, self.world, self.rotate):
+            like = correction_like(kind, n)
+            t, work = p2p.irecv((words_for([like]),), self.dealer, p2p.TAG_TRIPLE)
+            asked.append((batch, n, t, work, like))
+        else:
+            asked.append((batch, n, None, None, None))
 
     def _wait(self, pre) -> torch.Tensor | None:
         _, _, t, work, like = pre
@@ -369,26 +390,21 @@ class DealerChannel:
         else:
             self._plan[kind] = plan = []
         out = torch.from_numpy(triple_shares(self.seed, batch, n, kind))
-        pre = self._prefetched.pop(kind, None)
-        if pre is not None and pre[:2] == (batch, n):
-            corr = self._wait(pre)
+        asked = self._prefetched.setdefault(kind, [])
+        if asked and asked[0][:2] == (batch, n):
+            corr = self._wait(asked.pop(0))
         else:
-            if pre is not None:
-                self._wait(pre)  # asked for a batch of another size: drop it
+            for pre in asked:  # asked for batches of other sizes: drop them
+                self._wait(pre)
+            asked.clear()
             self.request(kind, batch, n)
             mine = self.rank == corrected_party(batch, self.world, self.rotate)
             corr = self.receive(correction_like(kind, n), p2p.TAG_TRIPLE) if mine else None
         if corr is not None:
             out[CORRECTED[kind]] = corr
-        if self.ttp and plan:
-            nxt = plan[0]
-            self.request(kind, batch + 1, nxt)
-            if self.rank == corrected_party(batch + 1, self.world, self.rotate):
-                like = correction_like(kind, nxt)
-                t, work = p2p.irecv((words_for([like]),), self.dealer, p2p.TAG_TRIPLE)
-                self._prefetched[kind] = (batch + 1, nxt, t, work, like)
-            else:
-                self._prefetched[kind] = (batch + 1, nxt, None, None, None)
+        if self.ttp:  # the next planned batches not asked for yet, up to ``ahead`` in all
+            for nb, nxt in list(zip(range(batch + 1, batch + 1 + len(plan)), plan))[len(asked) : self._ahead.get(kind, 1)]:
+                self._ask_ahead(kind, nb, nxt)
         return out
 
     def triples(self, n: int) -> list[torch.Tensor]:
@@ -401,8 +417,9 @@ class DealerChannel:
 
     def close(self) -> None:
         """Wait for everything in flight (a prefetched batch nobody used, sends)."""
-        for pre in self._prefetched.values():
-            self._wait(pre)
+        for asked in self._prefetched.values():
+            for pre in asked:
+                self._wait(pre)
         self._prefetched = {}
         if self.ttp and self.rank == 0:
             t = _encode("stop", ())
