@@ -195,14 +195,14 @@ def _helper_that_dies(rank, *args, **kwargs):
     """Helper 1 is killed once the client hosts are connected."""
     import secure_auc.mpc.input_parties as ip
 
-    original = ip._compute
+    original = ip.compute_evaluation
 
     def compute(*a, **k):
         if rank == 1:
             os.kill(os.getpid(), signal.SIGKILL)
         return original(*a, **k)
 
-    ip._compute = compute
+    ip.compute_evaluation = compute
     return ip.computing_job(rank, *args, **kwargs)
 
 
