@@ -170,7 +170,7 @@ def check_secret_seed(seed, *, name: str = "seed") -> int:
     if not SECRET_SEED_MIN <= seed < SEED_BOUND:
         raise InputError(
             f"{name} must be a secret of more than 128 bits with the MPC protocol, an integer in [2^128, 2^256) "
-            "(python3 -c 'import secrets; print(secrets.randbits(256))'): a smaller seed can be found by trying "
+            "(e.g. secrets.randbits(256) in Python): a smaller seed can be found by trying "
             "candidates against the noisy aggregate, which then gives the server the exact rank sum and P; got "
             + (str(seed) if seed < SECRET_SEED_MIN else f"a number of {seed.bit_length()} bits"))
     return seed

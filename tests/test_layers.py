@@ -17,8 +17,8 @@ PKG = Path(__file__).resolve().parents[1] / "secure_auc"
 
 LAYERS = [
     ("cli", "__main__"),
-    ("evaluate", "experiments"),
-    ("protocol", "mpc", "simulation", "deploy"),
+    ("evaluate", "experiments", "training"),
+    ("protocol", "mpc", "simulation", "deploy", "result"),
     ("dp", "data"),
     ("metrics", "validation", "local_stats"),
 ]

@@ -322,7 +322,7 @@ def cmd_client(args) -> int:
     mechanism = mechanism_from_args(args, clients=args.clients)
     config = PartyConfig(mechanisms=(mechanism,), clients=args.clients, provider=args.provider, sort=args.sort,
                          computing=w)
-    from .party import reserve_client_ledger
+    from .ledger import reserve_client_ledger
     from ..mpc.input_parties import refuse_evaluation
 
     try:  # the client's own budget, before anything is released

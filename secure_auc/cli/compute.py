@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
 def _run_computing(args, started: float) -> int:
     import time
 
-    from ..evaluate import make_result
+    from ..result import make_result
     from ..mpc.audit import forbid_crypten_randomness
     from ..mpc.comm.roster import describe_helpers_rank, read_identity
     from ..mpc.comm.runtime import init_party, shutdown_party

@@ -105,5 +105,30 @@ def main(argv=None) -> int:
     return 0
 
 
+
+def reserve_client_ledger(args, mechanism, data, client: int, clients: int, noise_key: int | None = None,
+                          via: str = "torchrun"):
+    """Client ``client`` charges its own records in its own ledger before the run: (ledger, reservation).
+
+    M is not known yet: the client uses the lower bound n_k + K - 1 (every
+    other client holds a sample), which only makes size-dependent events looser.
+    A fixed noise key is recorded by its tag under the ledger's key, so that its reuse is refused.
+    """
+    for option in ("budget", "id_column"):
+        if getattr(args, option, None) is not None and not args.ledger:
+            raise InputError(f"--{option.replace('_', '-')} needs --ledger")
+    if not args.ledger:
+        return None, None
+    from ..dp.accountant import Ledger
+
+    ledger = Ledger(args.ledger.replace("{client}", str(client)))
+    if args.budget is not None:
+        ledger.set_budget(args.budget, args.budget_delta)
+    # sizes=None: a client does not know its index in another run's layout, so RR is charged every run
+    return ledger, ledger.reserve([data], mechanism, seed=noise_key, total=len(data.labels) + clients - 1,
+                                  note=f"MPC client {client} of {clients} ({via})", clients=[client],
+                                  name=getattr(args, "dataset", None))
+
+
 if __name__ == "__main__":
     sys.exit(main())

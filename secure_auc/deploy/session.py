@@ -111,7 +111,7 @@ class DeployedSession:
             session goes on.
         MPCError
             A party failed; the deployment ended (the message names the party)."""
-        from ..evaluate import make_result
+        from ..result import make_result
         from ..protocol.messages import Aggregate
         from ..protocol.server import Server
 

@@ -69,7 +69,7 @@ class MPCSession:
             for epoch in range(10):
                 train_one_epoch(model)
                 result = session.evaluate([model(x0), model(x1)])
-                print(result.auc, result.ci_low, result.ci_high)
+                log_epoch(epoch, result.auc, result.ci_low, result.ci_high)
     """
 
     def __new__(cls, *args, deploy=None, key=None, **kwargs):
@@ -176,7 +176,7 @@ class MPCSession:
             ``server_bytes`` and, for the first evaluation only, ``startup_seconds`` (starting
             the parties and their links, not included in ``seconds``).
         """
-        from ..evaluate import make_result, privacy_spent
+        from ..result import make_result, privacy_spent
 
         if self._closed:
             raise InputError("the session is closed")

@@ -1,0 +1,396 @@
+"""The one result every evaluation path returns, and its error bars.
+
+:class:`EvaluationResult` is what :func:`secure_auc.evaluate`, a local or deployed
+session, the command line and the torchrun entries return; :func:`make_result`
+builds it from the server's estimate and aggregate, with the standard deviation
+and the 95 % interval of :func:`error_interval` (from public quantities and the
+noisy aggregate only).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from .dp.mechanisms import NoNoise
+from .local_stats import LocalStatistics
+
+__all__ = ["EvaluationResult", "make_result", "privacy_spent", "describe", "error_bars", "error_interval",
+           "interval_note", "interval_bounds", "Z95"]
+
+Z95 = 1.959963984540054  # the standard normal's 97.5 % quantile
+
+
+@dataclass
+class EvaluationResult:
+    """What one evaluation reports.
+
+    Attributes
+    ----------
+    auc : float
+        The server's estimate: eq. (1) on the aggregated statistics, debiased
+        for randomized response.  Not clipped to [0, 1].
+    reference_auc : float or None
+        The exact, non-private AUC of the pooled data (``reference=True`` only).
+    abs_error : float or None
+        ``|auc - reference_auc|`` when the reference was computed.
+    raw_auc : float
+        Eq. (1) on the aggregated statistics before any debiasing (for
+        randomized response: the AUC of the flipped labels; otherwise ``auc``).
+    estimated_positives : float
+        P as the server received it: the sum of the released localP'_k (noisy,
+        or the number of flipped positives for randomized response).
+    epsilon, delta : float or None
+        The privacy spent by this evaluation (None for ``none``).
+    mechanism, allocation, sensitivity : str or None
+        The mechanism's parameters, as :meth:`Mechanism.describe` gives them.
+    protocol : str
+        ``"plain"`` or ``"mpc"``.
+    clients, samples : int
+        K and M.
+    seconds : float
+        Wall time of the protocol (without the reference AUC).
+    seed : int or None
+        The seed of the clients' noise keys (plain protocol only; an MPC
+        result keeps nothing to recompute the noise from).
+    std : float or None
+        Standard deviation of the DP estimate (:func:`error_bars`: the delta
+        method, from public quantities and the noisy aggregate only); None
+        without noise or when the noisy P' leaves (0, M).
+    ci_low, ci_high : float or None
+        The 95 % interval (:func:`error_interval`: from the quantiles of the
+        mechanism's noise, not clipped to [0, 1], like ``auc``).
+    ci_note : str or None
+        How the interval was found (and whether it is conservative by design),
+        or why there is none.
+    extra : dict
+        Protocol-specific details (MPC: seconds, bytes and rounds per party).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from secure_auc import ClientData, evaluate
+    >>> from secure_auc import make_mechanism
+    >>> result = evaluate([ClientData(np.array([0.2, 0.7]), np.array([0, 1]))], make_mechanism("none"), protocol="plain")
+    >>> result.auc, result.mechanism, result.samples
+    (1.0, 'none', 2)
+    >>> sorted(result.to_dict())[:4]
+    ['abs_error', 'allocation', 'auc', 'ci_high']
+    """
+
+    auc: float
+    reference_auc: float | None
+    abs_error: float | None
+    raw_auc: float
+    estimated_positives: float
+    epsilon: float | None
+    delta: float | None
+    mechanism: str
+    allocation: str | None
+    sensitivity: str | None
+    protocol: str
+    clients: int
+    samples: int
+    seconds: float
+    seed: int | None
+    std: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    ci_note: str | None = None
+    extra: dict = field(default_factory=dict)
+
+    def __float__(self) -> float:
+        return self.auc
+
+    def to_dict(self) -> dict:
+        """The fields as a flat dict: the entries of ``extra`` replace the key ``extra``.
+
+        Returns
+        -------
+        dict
+            JSON-serialisable when ``extra`` is.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from secure_auc import ClientData, evaluate, make_mechanism
+        >>> d = evaluate([ClientData(np.array([0.2, 0.7]), np.array([0, 1]))], make_mechanism("none"), protocol="plain").to_dict()
+        >>> d["auc"], "extra" in d
+        (1.0, False)
+        """
+        d = asdict(self)
+        extra = d.pop("extra")
+        d.update(extra)
+        return d
+
+
+def describe(mechanism) -> dict:
+    """The mechanism's parameters as a report shows them.
+
+    Parameters
+    ----------
+    mechanism : Mechanism
+
+    Returns
+    -------
+    dict
+        ``mechanism``, ``epsilon``, ``delta``, ``allocation`` and ``sensitivity``
+        (:meth:`Mechanism.describe`).
+
+    Examples
+    --------
+    >>> from secure_auc import make_mechanism
+    >>> from secure_auc.evaluate import describe
+    >>> describe(make_mechanism("global", 1.0))
+    {'mechanism': 'laplace', 'epsilon': 1.0, 'delta': 0.0, 'allocation': 'split', 'sensitivity': 'global'}
+    """
+    return mechanism.describe()
+
+
+def public_statistics(sizes, positives: float, total: int) -> LocalStatistics:
+    """The rank summaries the server can state without any client's data: client k's public
+    size n_k, its ranks spread evenly over 0..M-1 (an IID layout: mean rank and largest
+    deviation (M-1)/2, largest rank M-1), and P' shared in proportion to n_k."""
+    n = np.asarray(sizes, dtype=np.float64)
+    half = np.full(len(n), (total - 1) / 2.0)
+    return LocalStatistics(local_sum=half * positives * n / n.sum(), local_p=positives * n / n.sum(), n=n,
+                           max_rank=np.full(len(n), float(total - 1)), mean_rank=half, max_dev=half)
+
+
+def error_bars(mechanism, auc: float, positives: float, total: int, sizes) -> tuple[float | None, ...]:
+    """Standard deviation and 95 % interval of a DP estimate, from public quantities
+    (M, K, the clients' sizes n_k, the mechanism) and the noisy aggregate only.
+
+    ``(std, ci_low, ci_high)`` of :func:`error_interval` (which also says how the
+    interval was found, or why there is none).
+
+    Examples
+    --------
+    >>> from secure_auc import make_mechanism
+    >>> from secure_auc.evaluate import error_bars
+    >>> std, lo, hi = error_bars(make_mechanism("laplace", 1.0, allocation="split"), 0.75, 25_000.0, 100_000, [50_000, 50_000])
+    >>> f"{std:.2e}", round(lo, 4), round(hi, 4)
+    ('2.52e-04', 0.7495, 0.7505)
+    >>> error_bars(make_mechanism("none"), 0.75, 25_000.0, 100_000, [100_000])
+    (None, None, None)
+    """
+    return error_interval(mechanism, auc, positives, total, sizes)[:3]
+
+
+def error_interval(mechanism, auc: float, positives: float, total: int, sizes) -> tuple:
+    """Standard deviation, 95 % interval and a note on it, from public quantities (M, K, the
+    clients' sizes n_k, the mechanism) and the noisy aggregate only.
+
+    The std is the delta method of :mod:`secure_auc.dp.variance` at the estimate.
+    The interval comes from the noise's own distribution, not a normal
+    approximation: a parametric bootstrap draws the mechanism's noise
+    (:data:`~secure_auc.dp.variance.INTERVAL_DRAWS` draws, a fixed seed, so the interval
+    is a function of its inputs) on the sums the estimate implies (P' and the
+    S that gives the estimate at P'), applies the server's estimator, and takes
+    the 2.5 % and 97.5 % quantiles q of the error: ``[auc - q_97.5, auc - q_2.5]``.
+    The draws are: for noise on the aggregate, the total of the K shares
+    (:meth:`~secure_auc.dp.distributed.DistributedNoiseMechanism.aggregate_noise`);
+    for noise per client, each client's two noises as calibrated for ranks
+    spread over 0..M-1 (:func:`~secure_auc.dp.variance.statistics_noise_draws`:
+    a client's own rank summary is private; for the split allocation with local
+    sensitivity that calibration is the largest any layout can have, so the
+    interval is conservative by design); for randomized response, the flips'
+    noise on the counts (:func:`~secure_auc.dp.variance.rr_noise_draws`), the
+    estimate debiased in every draw.
+
+    Parameters
+    ----------
+    mechanism : Mechanism
+    auc : float
+        The reported (debiased) estimate.
+    positives : float
+        P' as the server received it (for RR: the number of flipped positives).
+    total : int
+        M.
+    sizes : sequence of int
+        n_k, the number of samples of each client.
+
+    Returns
+    -------
+    (std, ci_low, ci_high, note)
+        ``note`` says how the interval was found or why there is none (then the
+        bounds are None); all None without noise.
+
+    Examples
+    --------
+    >>> from secure_auc import make_mechanism
+    >>> from secure_auc.evaluate import error_interval
+    >>> std, lo, hi, note = error_interval(make_mechanism("rr", 0.1), 0.7, 1000.0, 2000, [2000])
+    >>> lo is None
+    True
+    >>> note.split(":")[0]
+    'no interval'
+    """
+    from .dp.mechanisms import RandomizedResponse
+
+    if mechanism.cost.epsilon is None or type(mechanism) is NoNoise:
+        return None, None, None, None
+    a = min(max(float(auc), 0.0), 1.0)
+    rr = isinstance(mechanism, RandomizedResponse)
+    if rr:
+        from .dp.randomized_response import debias_auc
+        from .dp.variance import rr_linearised_std
+
+        p = float(debias_auc(0.5, positives, total - positives, mechanism.epsilon).positives)
+        if not 0 < p < total:
+            return None, None, None, (f"no interval: the debiased number of positives {p:.1f} is outside (0, M = "
+                                      f"{total}): the flips' noise on the counts is too large at eps = "
+                                      f"{mechanism.epsilon:g}")
+        p_int = min(max(int(round(p)), 1), total - 1)
+        start = int(round(a * (total - p_int)))  # P positives at ranks start.. give rank sum AUC P N + P(P-1)/2
+        labels = np.zeros(total)
+        labels[start:start + p_int] = 1.0
+        std = rr_linearised_std(np.arange(total, dtype=np.float64), labels, mechanism.epsilon)
+    else:
+        if not 0 < positives < total:
+            return None, None, None, f"no interval: the noisy number of positives {positives:.1f} is outside (0, M = {total})"
+        p = float(positives)
+        std = mechanism.delta_method_std(public_statistics(sizes, positives, total), total, a)
+    std = float(std) if std is not None and np.isfinite(std) else None
+    lo, hi, undefined = interval_bounds(mechanism, np.array([float(auc)]), np.array([p]), total, sizes)
+    if not np.isfinite(lo[0]):
+        why = ("the flips' noise on the counts" if rr else "the noise on the number of positives")
+        return std, None, None, (f"no interval: {why} leaves the estimator undefined (the count of positives outside "
+                                 f"(0, M = {total})) in {100 * undefined[0]:.1f} % of the noise draws")
+    return std, float(lo[0]), float(hi[0]), interval_note(mechanism)
+
+
+def interval_note(mechanism) -> str:
+    """How :func:`error_interval` finds the interval of ``mechanism``'s estimates."""
+    from .dp.mechanisms import RandomizedResponse, StatisticsMechanism
+
+    text = "95 % interval from the quantiles of the mechanism's noise (parametric bootstrap at the estimate)"
+    if isinstance(mechanism, StatisticsMechanism) and (mechanism.allocation != "split" or mechanism.sensitivity == "local"):
+        text += ("; each client's noise as calibrated for ranks spread over 0..M-1 (its own rank summary is private)")
+        if mechanism.allocation == "split":
+            text += ": the largest that calibration can be, so the interval is conservative by design"
+    elif isinstance(mechanism, RandomizedResponse):
+        text += "; flips' noise for distinct ranks"
+    return text
+
+
+def interval_bounds(mechanism, auc, positives, total: int, sizes, *, chunk: int = 64):
+    """Vectorised core of :func:`error_interval`: for estimates ``auc`` with P' (RR: debiased P)
+    ``positives`` (arrays of the same length), the bounds (-inf/+inf where more than
+    :data:`~secure_auc.dp.variance.UNDEFINED_LIMIT` of the draws leave the estimator undefined) and
+    the share of undefined draws."""
+    from .dp.distributed import DistributedNoiseMechanism
+    from .dp.mechanisms import RandomizedResponse
+    from .dp.variance import (INTERVAL_DRAWS, INTERVAL_SEED, UNDEFINED_LIMIT, rr_noise_draws,
+                              statistics_noise_draws)
+    from .metrics import auc_from_sums
+
+    rng = np.random.default_rng(INTERVAL_SEED)
+    auc = np.asarray(auc, dtype=np.float64)
+    p0 = np.asarray(positives, dtype=np.float64)
+    m = int(total)
+    rr = isinstance(mechanism, RandomizedResponse)
+    if rr:
+        from .dp.randomized_response import debias_auc
+
+        e_s, e_p = rr_noise_draws(m, mechanism.epsilon, INTERVAL_DRAWS, rng)
+        rho = float(debias_auc(0.5, 1.0, 1.0, mechanism.epsilon).rho)
+    elif isinstance(mechanism, DistributedNoiseMechanism):
+        e_s, e_p = mechanism.aggregate_noise(rng, m, reps=INTERVAL_DRAWS, clients=len(sizes))
+        e_s = e_s + (m - 1) / 2.0 * e_p  # the released sums carry rbar E_P
+    else:
+        e_s, e_p = statistics_noise_draws(mechanism, public_statistics(sizes, 1.0, m), m, INTERVAL_DRAWS, rng)
+    lo = np.full(auc.shape, -np.inf)
+    hi = np.full(auc.shape, np.inf)
+    undefined = np.ones(auc.shape)
+    for at in range(0, auc.size, chunk):
+        a, p = auc[at:at + chunk, None], np.clip(p0[at:at + chunk, None], 0.5, m - 0.5)
+        s = np.clip(a, 0.0, 1.0) * p * (m - p) + p * (p - 1) / 2.0  # the S that gives the estimate at P
+        with np.errstate(divide="ignore", invalid="ignore"):
+            if rr:
+                s_noisy = (1 - 2 * rho) * s + rho * m * (m - 1) / 2.0 + e_s
+                p_noisy = (1 - 2 * rho) * p + rho * m + e_p
+                d = debias_auc(auc_from_sums(s_noisy, p_noisy, m - p_noisy), p_noisy, m - p_noisy, mechanism.epsilon)
+                est, ok = d.auc, (d.positives > 0) & (d.positives < m) & (p_noisy > 0) & (p_noisy < m)
+            else:
+                p_noisy = p + e_p
+                est, ok = auc_from_sums(s + e_s, p_noisy, m - p_noisy), (p_noisy > 0) & (p_noisy < m)
+        bad = 1.0 - ok.mean(axis=1)
+        if ok.all():
+            q = np.quantile(est - a, [0.025, 0.975], axis=1)
+        else:
+            q = np.nanquantile(np.where(ok, est - a, np.nan), [0.025, 0.975], axis=1)
+        good = bad <= UNDEFINED_LIMIT
+        lo[at:at + chunk] = np.where(good, auc[at:at + chunk] - q[1], -np.inf)
+        hi[at:at + chunk] = np.where(good, auc[at:at + chunk] - q[0], np.inf)
+        undefined[at:at + chunk] = bad
+    return lo, hi, undefined
+
+
+def privacy_spent(reservation) -> dict:
+    """What a finished ledger reservation spent, as a result's ``extra`` reports it: the most
+    charged client's total and every client's (``privacy_spent_per_client``: eps per client).
+
+    Parameters
+    ----------
+    reservation : secure_auc.dp.accountant.Reservation
+
+    Returns
+    -------
+    dict
+    """
+    worst = max(reservation.spent, key=lambda sp: sp.epsilon)
+    return {"privacy_spent": (f"eps = {worst.epsilon:.6g}, delta = {worst.delta:g} ({worst.accountant}) "
+                              f"by the most charged record (or dataset), {worst.releases} release(s)"),
+            "total_epsilon_spent": round(worst.epsilon, 12), "total_delta_spent": worst.delta,
+            "privacy_spent_per_client": [round(sp.epsilon, 12) for sp in reservation.spent]}
+
+
+def make_result(mechanism, estimate, aggregate, sizes, *, protocol: str, seconds: float, seed: int | None = None,
+                reference_auc: float | None = None, extra: dict | None = None) -> EvaluationResult:
+    """The one result of every path (:func:`evaluate`, a session, the command line, the
+    torchrun entries): the server's estimate with its standard deviation and 95 % interval
+    (:func:`error_interval`, from public quantities and the aggregate only) and the run's details.
+
+    Parameters
+    ----------
+    mechanism : Mechanism
+    estimate : secure_auc.protocol.messages.Estimate
+    aggregate : secure_auc.protocol.messages.Aggregate
+        What the server opened: the summed noisy statistics and M.
+    sizes : list of int
+        Each client's number of samples (public).
+    protocol : {"plain", "mpc"}
+    seconds : float
+        Wall time of the evaluation (a session's start-up is reported apart, in ``extra``).
+    seed, reference_auc, extra
+        As in :class:`EvaluationResult`.
+
+    Returns
+    -------
+    EvaluationResult
+    """
+    extra = dict(extra or {})
+    auc = float(estimate.auc)
+    std, lo, hi, note = error_interval(mechanism, auc, float(aggregate.positives), aggregate.total, sizes)
+    if "bytes_sent_per_party" in extra:  # each party's counter holds what it sent and what it received
+        extra["bytes_sent_received_per_party"] = extra.pop("bytes_sent_per_party")
+    return EvaluationResult(
+        auc=auc,
+        reference_auc=reference_auc,
+        abs_error=None if reference_auc is None else abs(auc - reference_auc),
+        raw_auc=float(estimate.raw_auc),
+        estimated_positives=float(aggregate.positives),
+        protocol=protocol,
+        clients=len(sizes),
+        samples=aggregate.total,
+        seconds=seconds,
+        seed=seed,
+        std=std,
+        ci_low=lo,
+        ci_high=hi,
+        ci_note=note,
+        extra=extra,
+        **describe(mechanism),
+    )
