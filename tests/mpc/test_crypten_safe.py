@@ -225,10 +225,17 @@ def _model_unopened(rank, cols, w1, w2, safe=True):
     return None if opened is None else opened.numpy()
 
 
-def audit_patterns(values) -> dict:
-    from .test_leakage import _vector_patterns
+def audit_patterns(*arrays):
+    """The values of ``arrays`` in every form the search knows: byte patterns (float64, float32,
+    CrypTen's 16-bit fixed point) in received buffers, fixed-point windows in opened values."""
+    from .test_leakage import Secret, _vector_patterns
 
-    return _vector_patterns(np.asarray(values, dtype=np.float64), ("float64", "float32", "fixed16"))
+    patterns, vectors = {}, []
+    for values in arrays:
+        v = np.asarray(values, dtype=np.float64).reshape(-1)
+        patterns |= _vector_patterns(v, ("float64", "float32", "fixed16"))
+        vectors.append(np.round(v * (1 << 16)).astype(np.int64))
+    return Secret(patterns=patterns, vectors=vectors)
 
 
 def _received(job, world, args, provider, insecure=False):
@@ -251,7 +258,7 @@ def test_crypten_model_passes_the_received_buffer_audit_once_installed():
     world = 3
     cols, w1, w2 = model_inputs(world, n=64)
     want = plain_model(cols, w1, w2)
-    outputs = audit_patterns(want["score"]) | audit_patterns(want["logit"])
+    outputs = audit_patterns(want["score"], want["logit"])
     received = _received(_model_unopened, world, (cols, w1, w2, True), "ttp")
     assert sorted(received) == list(range(world + 1))
     for rank, records in received.items():
@@ -260,7 +267,7 @@ def test_crypten_model_passes_the_received_buffer_audit_once_installed():
             if owner != rank:
                 assert not _found(records, audit_patterns(cols[owner].reshape(-1))), (rank, owner)
         if rank != 0:
-            assert not _found(records, audit_patterns(w1.reshape(-1)) | audit_patterns(w2.reshape(-1))), rank
+            assert not _found(records, audit_patterns(w1, w2)), rank
         assert not _found(records, outputs), rank
     from secure_auc.mpc.launch import spawn_parties
 
@@ -268,9 +275,9 @@ def test_crypten_model_passes_the_received_buffer_audit_once_installed():
     stock: dict = {}
     done = spawn_parties(_model_unopened, {r: (cols2, w1_2, w2_2, False) for r in range(2)}, 2, provider="tfp",
                          timeout=30, deadline=TIMEOUT, received=stock, insecure_links=True)
-    from .test_leakage import _vector_patterns
+    from .test_leakage import Secret, _vector_patterns
 
-    opened = _vector_patterns(done[0], ("int64",))  # the scores as party 0 got them (CrypTen's fixed point)
+    opened = Secret(patterns=_vector_patterns(done[0], ("int64",)))  # the scores as party 0 got them (fixed point)
     assert any(r.op == "reduce" for r in stock[1])
     assert _found(stock[1], opened)  # party 1 holds part of them too
 
