@@ -172,7 +172,7 @@ def test_a_256_bit_seed_reproduces_the_plain_protocol_in_an_mpc_run(capsys):
     from secure_auc import builtin_clients, evaluate, make_mechanism
 
     clients = builtin_clients(2, samples=400)
-    mech = make_mechanism("laplace", 1.0)
+    mech = make_mechanism("laplace", 1.0, allocation="adaptive")  # the same allocation as the command line below
     plain = evaluate(clients, mech, protocol="plain", seed=BIG_SEED)
     mpc = evaluate(clients, mech, protocol="mpc", seed=BIG_SEED,
                    mpc_options={"computing": 2, "provider": "tfp", "progress": False})
@@ -180,5 +180,5 @@ def test_a_256_bit_seed_reproduces_the_plain_protocol_in_an_mpc_run(capsys):
     assert mpc.seed is None  # an MPC report keeps nothing to recompute the noise from
     # the command line takes the same seed (beyond 2^63) and gives the same estimate
     assert main(["evaluate", "--protocol", "plain", "--samples", "400", "--clients", "2", "--seed", str(BIG_SEED),
-                 "--mechanism", "laplace", "--allocation", "split", "--json"]) == 0
+                 "--mechanism", "laplace", "--allocation", "adaptive", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["auc"] == plain.auc

@@ -2,6 +2,8 @@
 path that runs an evaluation: taken from the run, or refused (naming both numbers) before anything is
 charged or any party starts."""
 
+import time
+
 import numpy as np
 import pytest
 
@@ -149,9 +151,9 @@ def test_torchrun_party_calibrates_for_its_files(tmp_path, monkeypatch, torchrun
     argv = files + ["--mechanism", "distributed", "--epsilon", "1"]
     with pytest.raises(Started):
         if entry == "cli":
-            cli_party._run(cli_party.build_parser().parse_args(argv))
+            cli_party._run(cli_party.build_parser().parse_args(argv), time.perf_counter())
         else:  # parties/mpc_party.py runs the same main; its _run is the one patched below
-            monkeypatch.setattr(cli_party, "main", lambda: cli_party._run(cli_party.build_parser().parse_args(argv)))
+            monkeypatch.setattr(cli_party, "main", lambda: cli_party._run(cli_party.build_parser().parse_args(argv), time.perf_counter()))
             runpy.run_path(str(__import__("pathlib").Path(__file__).parents[1] / "parties" / "mpc_party.py"),
                            run_name="__main__")
     assert seen[0].clients == seen[0].mechanisms[0].clients == 3
@@ -188,7 +190,7 @@ def test_torchrun_computing_party_calibrates_for_its_clients(monkeypatch, torchr
     args = compute.build_parser().parse_args(["--clients", "3", "--roster", "r.json", "--identity-template", "x",
                                               "--mechanism", "distributed", "--epsilon", "1"])
     with pytest.raises(Started):
-        compute._run_computing(args)
+        compute._run_computing(args, time.perf_counter())
     assert seen[0].clients == seen[0].mechanisms[0].clients == 3
 
 

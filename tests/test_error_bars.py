@@ -77,15 +77,15 @@ def test_interval_has_the_noise_quantiles():
 def test_randomized_response_on_few_samples_says_why_there_is_no_interval():
     clients = builtin_clients(1, samples=2000)
     for seed in range(3):
-        r = evaluate(clients, make_mechanism("rr", 0.1), seed=seed)
+        r = evaluate(clients, make_mechanism("rr", 0.1), protocol="plain", seed=seed)
         assert r.ci_low is None and r.ci_high is None
         assert r.ci_note.startswith("no interval: ") and "outside (0, M = 2000)" in r.ci_note, r.ci_note
 
 
 def test_conservative_interval_says_so():
-    r = evaluate(builtin_clients(3, samples=3000), make_mechanism("local", 1.0), seed=0)
+    r = evaluate(builtin_clients(3, samples=3000), make_mechanism("local", 1.0), protocol="plain", seed=0)
     assert r.ci_low < r.auc < r.ci_high and "conservative by design" in r.ci_note
-    r = evaluate(builtin_clients(3, samples=3000), make_mechanism("global", 1.0), seed=0)
+    r = evaluate(builtin_clients(3, samples=3000), make_mechanism("global", 1.0), protocol="plain", seed=0)
     assert "conservative" not in r.ci_note
 
 

@@ -5,6 +5,7 @@ user would, and check the ledger file and the exit code.
 """
 
 import json
+import math
 import os
 import stat
 import sys
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from scipy.stats import binomtest
 
 from secure_auc.cli import main
 from secure_auc.data.synthetic import make_ctr_dataset
@@ -42,12 +44,22 @@ def _releases(path):
 
 
 # ---- randomized response ------------------------------------------------------------------------
-def test_rr_flips_at_two_eps_with_one_seed_are_nested():
-    """Why the next test refuses: the same stream at two eps flips nested sets of labels."""
-    y = np.zeros(20_000, dtype=np.int8)
+def test_rr_flips_at_two_eps_with_one_seed_are_dependent():
+    """Why the next test refuses: the same stream at two eps gives two dependent draws, not two independent
+    releases.  At eps = 1 and 3 (both with denominator 1) the flips are two functions of one geometric
+    count V: V odd at eps = 1, floor(V / 3) odd at eps = 3; so both flip exactly when V mod 6 is 3 or 5."""
+    n = 20_000
+    y = np.zeros(n, dtype=np.int8)
     a = randomized_response(y, 1.0, client_rngs(3, 0).labels)
     b = randomized_response(y, 3.0, client_rngs(3, 0).labels)
-    assert np.all(b <= a)  # every label flipped at eps = 3 is flipped at eps = 1
+    assert np.array_equal(a, randomized_response(y, 1.0, client_rngs(3, 0).labels))  # one seed, one eps: one draw
+    q = math.exp(-1.0)
+    both = (1 - q) * (q**3 + q**5) / (1 - q**6)  # P(V mod 6 in {3, 5}), about 0.036
+    alone = [1 / (1 + math.exp(e)) for e in (1.0, 3.0)]
+    hits = int(np.sum((a == 1) & (b == 1)))
+    assert binomtest(hits, n, both).pvalue > 1e-3
+    assert binomtest(hits, n, alone[0] * alone[1]).pvalue < 1e-12  # independent draws would give about 0.013
+    assert np.any(b > a)  # not nested: V mod 6 = 4 flips at eps = 3 only
 
 
 def test_rr_seed_reused_at_another_eps_is_refused(tmp_path, files, capsys):

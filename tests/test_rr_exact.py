@@ -5,10 +5,13 @@ import math
 import numpy as np
 import pytest
 from scipy.stats import binomtest
+from sklearn.metrics import roc_auc_score
 
+from secure_auc import builtin_clients, evaluate, make_mechanism
 from secure_auc.dp.discrete import _geometric_parity, logistic_bernoulli
-from secure_auc.dp.randomized_response import randomized_response
+from secure_auc.dp.randomized_response import flip_probability, randomized_response
 from secure_auc.dp.streams import KeyStreams, Uniforms, as_uniforms
+from secure_auc.validation import InputError
 
 
 def _exact(eps):
@@ -74,5 +77,12 @@ def test_flips_beyond_the_float_underflow(eps):
     assert kept.tolist() == [1]
 
 
-def test_no_flip_without_privacy():
-    assert randomized_response(np.array([0, 1], dtype=np.int8), float("inf"), np.random.default_rng(0)).tolist() == [0, 1]
+def test_no_privacy_is_the_mechanism_none_not_eps_inf():
+    """eps = inf is refused, naming the mechanism ``none``: that one keeps every label and gives the exact AUC.
+    The debiasing's flip probability at inf stays 0 (the no-noise limit ``simulate`` plots)."""
+    with pytest.raises(InputError, match="mechanism 'none'"):
+        randomized_response(np.array([0, 1], dtype=np.int8), float("inf"), np.random.default_rng(0))
+    clients = builtin_clients(2, samples=500)
+    exact = roc_auc_score(np.concatenate([c.labels for c in clients]), np.concatenate([c.scores for c in clients]))
+    assert evaluate(clients, make_mechanism("none")).auc == pytest.approx(exact, abs=1e-12)
+    assert flip_probability(float("inf")) == 0.0

@@ -53,8 +53,9 @@ What is refused (:class:`InputError`, one line):
   records (same seed, same noise: two releases then reveal their exact
   difference);
 * randomized response with a seed already used for RR at another eps on any of
-  the records: with the same stream the flips at two eps are nested, and the
-  labels on which the two releases differ are revealed exactly;
+  the records: with the same stream the flips at two eps are two dependent
+  draws, not independent releases whose costs add, and their joint privacy loss
+  is not what either eps accounts for;
 * a budget that differs from the recorded one unless changed explicitly
   (:meth:`Ledger.set_budget` with ``change=True``; ``secure-auc ledger budget``);
 * a file that is not a ledger of this version (an earlier version's JSON
@@ -667,7 +668,7 @@ class Ledger:
                 raise InputError(
                     f"{u.what}: this seed was already used for randomized response at eps = "
                     f"{r['requested_epsilon']:g} on some of them (release {r['id']}); flips of one stream at two "
-                    "eps are nested and together reveal every label on which they differ. Use another seed")
+                    "eps are dependent draws, not independent releases whose costs add. Use another seed")
 
     def reserve(self, datasets, mechanism, *, seed: int | None = None, total: int | None = None,
                 sizes=None, name: str | None = None, note: str = "", clients=None) -> Reservation:
