@@ -99,7 +99,7 @@ def write_deployment(folder: Path, sizes, *, epochs: int, addresses: list[str] |
     rendezvous, client_port, session_port = ports
     budgets = budgets or {}
     clients = "".join(
-        f'\n[[clients]]\nlabels = "labels-{k}.csv"\nscores = "scoring:score"\nledger = "ledger-{k}.json"\n'
+        f'\n[[clients]]\nlabels = "labels-{k}.csv"\nscores = "scoring:score"\nledger = "ledger-{k}.db"\n'
         + (f"budget = {budgets[k]}\n" if k in budgets else "") for k in range(len(sizes)))
     (folder / config_name).write_text(f"""[deployment]
 computing_parties = 3

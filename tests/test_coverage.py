@@ -6,7 +6,7 @@ import pytest
 
 from secure_auc.data import make_ctr_dataset
 from secure_auc.dp.registry import make_mechanism
-from secure_auc.evaluate import interval_bounds, interval_note
+from secure_auc.result import interval_bounds, interval_note
 from secure_auc.simulation.engine import Simulator, rep_generators
 
 REPS = 8000  # coverage's sampling sd 0.24 %

@@ -17,17 +17,22 @@ def test_the_network_model_predicts_a_run_with_5_ms_per_message():
     """A fresh process (the delay reaches the parties through the fork server's environment):
     the seconds of the rank step of 1,024 scores among 3 parties, every message held 5 ms, are
     at least rounds x 5 ms (each round is a message waited for after the previous one) and,
-    in the fastest of five runs (the machine is shared: a busy moment only adds time), within
-    20 % of the model: rounds x RTT / 2 + bytes / bandwidth + the slowest party's CPU."""
+    in the fastest of five runs (up to three batches: the machine is shared, and a busy moment
+    only adds time), within 20 % of the model: rounds x RTT / 2 + bytes / bandwidth + the
+    slowest party's CPU."""
     env = dict(os.environ, **{DELAY_ENV: "5", TRACE_ENV: "1"})
-    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_rank.py"), "--methods", "radix",
-                          "--sizes", *["1024"] * 5, "--parties", "3", "--json"],
-                         env=env, capture_output=True, text=True, timeout=180)
-    assert out.returncode == 0, out.stderr[-2000:]
-    rows = json.loads(out.stdout)["rows"]
-    assert len(rows) == 5 and all(r["exact"] for r in rows)
-    assert len({r["rounds"] for r in rows}) == 1  # the rounds do not depend on timing
-    row = min(rows, key=lambda r: r["seconds"])
+    for attempt in range(3):  # another test may hold both cores for a batch: the fastest run of three batches
+        out = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_rank.py"), "--methods", "radix",
+                              "--sizes", *["1024"] * 5, "--parties", "3", "--json"],
+                             env=env, capture_output=True, text=True, timeout=180)
+        assert out.returncode == 0, out.stderr[-2000:]
+        rows = json.loads(out.stdout)["rows"]
+        assert len(rows) == 5 and all(r["exact"] for r in rows)
+        assert len({r["rounds"] for r in rows}) == 1  # the rounds do not depend on timing
+        row = min(rows, key=lambda r: r["seconds"])
+        model = row["rounds"] * 0.005 + max(row["bytes_per_party"]) * 8 / 1e12 + max(row["cpu_per_party"])
+        if abs(row["seconds"] - model) <= 0.2 * model:
+            break
     assert [s["step"] for s in row["steps"]] == STEPS
     for r in range(3):
         assert sum(s["rounds"][r] for s in row["steps"]) == row["rounds_per_party"][r]

@@ -186,7 +186,7 @@ def test_deployed_services_across_epochs_and_their_faults(tmp_path, hosts):
             assert result.extra["sizes"] == SIZES and result.extra["rank_step_seconds"] > 0
             assert ("startup_seconds" in result.extra) == (epoch in (0, 2))  # each session's first evaluation
         for k in range(3):  # each client charged its own ledger once per evaluation
-            assert Ledger(main / f"ledger-{k}.json").spent(label_commitment(data["labels"][k])).releases == 3
+            assert Ledger(main / f"ledger-{k}.db").spent(label_commitment(data["labels"][k])).releases == 3
 
         # client 2 is over its budget (3.5, each evaluation eps = 1): refused before anything is released
         asked = time.monotonic()
@@ -198,7 +198,7 @@ def test_deployed_services_across_epochs_and_their_faults(tmp_path, hosts):
         for role in ("helper-1", "helper-2", "client-0", "client-1"):
             assert deployed.first(role, "did not run: client 2 refused", asked), deployed.text(role)
         for k in range(3):  # the others' reservations were withdrawn
-            assert Ledger(main / f"ledger-{k}.json").spent(label_commitment(data["labels"][k])).releases == 3
+            assert Ledger(main / f"ledger-{k}.db").spent(label_commitment(data["labels"][k])).releases == 3
         with pytest.raises(EvaluationRefused, match=r"did not run: client 2 refused: privacy budget .*") as again:
             session.evaluate(epoch=3)  # the deployment goes on; only client 2 refuses
         assert "client 0" not in str(again.value) and "client 1" not in str(again.value)
