@@ -17,6 +17,7 @@ import numpy as np
 from .data.io import ClientData, read_client_file, same_files
 from .data.partition import partition_indices
 from .data.synthetic import make_ctr_dataset
+from .dp.accountant import finishing
 from .dp.rng import client_key, client_rngs
 from .metrics import rank_auc
 from .protocol.client import Client
@@ -356,7 +357,7 @@ def evaluate(
         reservation = ledger.reserve(clients, mechanism, seed=seed,
                                      total=sum(len(c) for c in clients), sizes=[len(c) for c in clients],
                                      name=dataset_name, note=f"{protocol} protocol, {len(clients)} clients")
-    try:
+    with finishing(ledger, reservation):
         if protocol == "plain":
             roles = [Client(k, c, mechanism, client_rngs(seed, k)) for k, c in enumerate(clients)]
             estimate, aggregate, _ = run_plain(roles, Server(mechanism))
@@ -367,12 +368,7 @@ def evaluate(
             estimate, aggregate, extra = run_mpc_local(clients, mechanism, noise_keys=keys, **(mpc_options or {}))
             if seed is not None:
                 extra["noise_keys"] = "per client from --seed, each given to its client's process only"
-    except BaseException:
-        if reservation is not None:
-            ledger.finish(reservation, ok=False)  # still charged: the aggregate may have been opened
-        raise
     if reservation is not None:
-        ledger.finish(reservation)
         extra |= privacy_spent(reservation)
     return make_result(mechanism, estimate, aggregate, sizes, protocol=protocol, seconds=time.perf_counter() - start,
                        seed=seed if protocol == "plain" else None,  # an MPC report keeps nothing to recompute noise from

@@ -9,6 +9,7 @@ import os
 import sys
 
 from ..data.partition import SCHEMES
+from ..dp.accountant import finishing
 from ..dp.mechanisms import ALLOCATIONS, SENSITIVITIES
 from ..dp.registry import make_mechanism
 from ..mpc import RANK_METHODS, MPCError, rank_method_help
@@ -332,16 +333,13 @@ def cmd_client(args) -> int:
         refuse_evaluation(args.client, parties, identity, min(args.timeout, 30.0), f"client {args.client}: {exc}")
         raise
     try:
-        out = run_client_host(args.client, [data], args.client, [key], config, parties, identity, args.timeout)
+        with finishing(ledger, reservation):
+            out = run_client_host(args.client, [data], args.client, [key], config, parties, identity, args.timeout)
     except Exception as exc:  # noqa: BLE001 - one line naming the cause
         from ..mpc import MPCError
         from ..mpc.comm.runtime import explain
 
-        if reservation is not None:
-            ledger.finish(reservation, ok=False)  # still charged: the aggregate may have been opened
         raise MPCError(f"client {args.client}: {explain(exc)}") from None
-    if reservation is not None:
-        ledger.finish(reservation)
     logging.getLogger("secure_auc").info("[client %d] done: %d samples shared, %s sent and received, %.1f s",
                                          args.client, len(data), f"{out['bytes']:,} bytes", out["seconds"])
     return 0

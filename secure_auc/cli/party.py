@@ -19,6 +19,7 @@ from . import add_mechanism_options, add_party_options, mechanism_from_args, pri
 from .ledger import reserve_client_ledger
 from .output import leave_process
 from ..data.io import read_client_csv
+from ..dp.accountant import finishing
 from ..dp.rng import read_noise_key_file
 from ..validation import InputError
 
@@ -162,15 +163,8 @@ def _run(args, started: float) -> int:
         return 0
     start = time.perf_counter()
     config = PartyConfig(mechanisms=(mechanism,), clients=k, provider=args.provider, sort=args.sort)
-    try:
-        with forbid_crypten_randomness():
-            result = run_party(rank, config, data, noise_key)
-    except BaseException:
-        if reservation is not None:
-            ledger.finish(reservation, ok=False)  # still charged
-        raise
-    if reservation is not None:
-        ledger.finish(reservation)
+    with finishing(ledger, reservation), forbid_crypten_randomness():
+        result = run_party(rank, config, data, noise_key)
     shutdown_party()
     if rank != 0:
         return 0

@@ -457,7 +457,7 @@ def _scores(out, n: int) -> tuple[np.ndarray, int | None]:
 def run_client_service(config: DeployConfig, k: int, identity) -> int:
     """Client ``k``'s service (see the module docstring)."""
     from ..data.io import ClientData
-    from ..dp.accountant import Ledger, label_commitment
+    from ..dp.accountant import Ledger, finishing, label_commitment
     from ..mpc.audit import forbid_crypten_randomness
     from ..mpc.comm.inlinks import connect
     from ..mpc.comm.roster import describe_helpers_rank
@@ -533,14 +533,8 @@ def run_client_service(config: DeployConfig, k: int, identity) -> int:
                     if decision.get("op") == "end":
                         raise ServiceError(f"the deployment ended: {decision['reason']}")
                     raise ServiceError(f"the server sent {decision.get('op')!r} where go or cancel was expected")
-                try:
+                with finishing(ledger, reservation):
                     host_evaluation(k, [ClientData(scores, labels)], k, [key], pconfig, links)
-                except BaseException:
-                    if reservation is not None:
-                        ledger.finish(reservation, ok=False)  # still charged: the aggregate may have been opened
-                    raise
-                if reservation is not None:
-                    ledger.finish(reservation)
                 log.info("[%s] evaluation %d (epoch %s) done in %.3f s", me, n, epoch, time.perf_counter() - start)
     finally:
         for link in links:

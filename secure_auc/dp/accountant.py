@@ -292,6 +292,21 @@ def _check_charge(row, path) -> dict:
             "rr_key": rr_key, "name": name, "note": note, "units": units}
 
 
+@contextlib.contextmanager
+def finishing(ledger, reservation):
+    """Mark ``reservation`` released when the block ends, or failed when it raises (still
+    charged: the aggregate may have been opened); nothing without a reservation."""
+    if reservation is None:
+        yield
+        return
+    try:
+        yield
+    except BaseException:
+        ledger.finish(reservation, ok=False)
+        raise
+    ledger.finish(reservation)
+
+
 class Ledger:
     """One privacy ledger file, SQLite (see the module docstring).
 

@@ -23,6 +23,7 @@ import time
 import numpy as np
 
 from ..data.io import ClientData
+from ..dp.accountant import finishing
 from ..validation import InputError, check_binary_labels
 from . import RANK_METHODS, MPCError
 from .input_parties import READY
@@ -198,16 +199,11 @@ class MPCSession:
             reservation = self.ledger.reserve(self._datasets, self.mechanism, total=sum(self.sizes), sizes=self.sizes,
                                               name=self.dataset_name, note="mpc session")
         start = time.perf_counter()
-        try:
+        with finishing(self.ledger, reservation):
             for h, (a, b) in enumerate(self.groups):
                 self._tasks[h].put((clients[a:b], keys[a:b]))
             result = self._wait()
-        except BaseException:
-            if reservation is not None:
-                self.ledger.finish(reservation, ok=False)  # still charged: the aggregate may have been opened
-            raise
         if reservation is not None:
-            self.ledger.finish(reservation)
             extra |= privacy_spent(reservation)
         extra |= {"rank_step_seconds": round(result.rank_seconds, 3), "server_bytes": result.bytes_sent,
                   "layout": "helpers", "computing_parties": self.config.computing, "sort": self.config.sort}
