@@ -265,7 +265,9 @@ def evaluate(
         is the exact, non-private computation).
     protocol : {"mpc", "plain"}, default "mpc"
         ``mpc`` (as on the command line): the secret-shared protocol with one local
-        process per party (imports torch and CrypTen only then).  ``plain``: the
+        process per party, a one-evaluation :class:`secure_auc.mpc.session.MPCSession`
+        (imports torch and CrypTen only then; ``extra["startup_seconds"]`` is the
+        parties' start-up, which ``seconds`` leaves out).  ``plain``: the
         paper's plain-sort protocol in this process (the server sees every score).
     seed : int, optional
         Seed of the clients' noise keys; None draws fresh keys from
@@ -279,7 +281,7 @@ def evaluate(
         ``abs_error``): a non-private number, for local experiments only; a real
         deployment has no party that could.
     mpc_options : dict, optional
-        Keyword arguments of :func:`secure_auc.mpc.launch.run_mpc_local`
+        Keyword arguments of :func:`secure_auc.mpc.session.run_mpc_local`
         (e.g. ``provider``, ``sort``, ``timeout``, ``port``).
     ledger : Ledger, optional
         Charge each client's records (its ``ids``; without them its labels as one
@@ -362,7 +364,7 @@ def evaluate(
             roles = [Client(k, c, mechanism, client_rngs(seed, k)) for k, c in enumerate(clients)]
             estimate, aggregate, _ = run_plain(roles, Server(mechanism))
         else:
-            from .mpc.launch import run_mpc_local  # imports CrypTen only when needed
+            from .mpc.session import run_mpc_local  # imports CrypTen only when needed
 
             keys = None if seed is None else [client_key(seed, k) for k in range(len(clients))]
             estimate, aggregate, extra = run_mpc_local(clients, mechanism, noise_keys=keys, **(mpc_options or {}))
@@ -370,7 +372,8 @@ def evaluate(
                 extra["noise_keys"] = "per client from --seed, each given to its client's process only"
     if reservation is not None:
         extra |= privacy_spent(reservation)
-    return make_result(mechanism, estimate, aggregate, sizes, protocol=protocol, seconds=time.perf_counter() - start,
+    seconds = time.perf_counter() - start - extra.get("startup_seconds", 0.0)  # the start-up is reported apart
+    return make_result(mechanism, estimate, aggregate, sizes, protocol=protocol, seconds=seconds,
                        seed=seed if protocol == "plain" else None,  # an MPC report keeps nothing to recompute noise from
                        reference_auc=_reference_auc(clients) if reference else None, extra=extra)
 

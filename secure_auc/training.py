@@ -55,6 +55,14 @@ def _columns(data, y_true, y_score, client):
     return column(y_true, "labels"), column(y_score, "scores"), column(client, "client ids")
 
 
+def _check_local(session) -> None:
+    """Scores passed in need a session whose parties take them: a deployed session's clients
+    score their own samples (their hooks), so the platform has none to pass."""
+    if getattr(session, "deployed", False):
+        raise InputError("a deployed session's clients score their own samples with their hooks: call "
+                         "session.evaluate(epoch=...) instead of passing scores")
+
+
 def dp_roc_auc_score(y_true, y_score, *, client=None, data=None, mechanism=None, session=None,
                      protocol: str = "mpc", seed: int | None = None, ledger=None,
                      mpc_options: dict | None = None) -> EvaluationResult:
@@ -106,6 +114,7 @@ def dp_roc_auc_score(y_true, y_score, *, client=None, data=None, mechanism=None,
         ...
     secure_auc.validation.InputError: y_true has 6 entries but y_score has 5
     """
+    _check_local(session)
     y_true, y_score, client = _columns(data, y_true, y_score, client)
     scores = check_scores(y_score, name="y_score")
     labels = None if y_true is None else check_binary_labels(y_true, name="y_true")
@@ -161,6 +170,7 @@ class FederatedAUC:
 
     def __init__(self, mechanism=None, *, session=None, protocol: str = "mpc", seed: int | None = None,
                  ledger=None, mpc_options: dict | None = None):
+        _check_local(session)
         self.mechanism, self.session = mechanism, session
         self.options = {"protocol": protocol, "seed": seed, "ledger": ledger, "mpc_options": mpc_options}
         self.reset()

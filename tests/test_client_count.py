@@ -45,6 +45,7 @@ def test_too_few_clients_would_under_noise():
 
 def test_evaluate_refuses_before_charging(monkeypatch):
     import secure_auc.mpc.launch as launch
+    import secure_auc.mpc.session as session
 
     class Ledger:  # records what would be charged
         charged = []
@@ -53,7 +54,7 @@ def test_evaluate_refuses_before_charging(monkeypatch):
             self.charged.append(args)
             raise Started
 
-    monkeypatch.setattr(launch, "run_mpc_local", _never)
+    monkeypatch.setattr(session, "run_mpc_local", _never)
     with pytest.raises(InputError, match=MISMATCH):
         evaluate(_clients(), make_mechanism("distributed", 1.0, clients=100), protocol="mpc", ledger=Ledger())
     assert Ledger.charged == []
@@ -64,9 +65,10 @@ def test_evaluate_refuses_before_charging(monkeypatch):
 
 def test_evaluate_sets_the_number_from_the_run(monkeypatch):
     import secure_auc.mpc.launch as launch
+    import secure_auc.mpc.session as session
 
     seen = []
-    monkeypatch.setattr(launch, "run_mpc_local", lambda clients, mech, **kw: seen.append(mech) or _never())
+    monkeypatch.setattr(session, "run_mpc_local", lambda clients, mech, **kw: seen.append(mech) or _never())
     with pytest.raises(Started):
         evaluate(_clients(), DistributedNoise(1.0), protocol="mpc")
     assert seen[0].clients == 3
@@ -74,10 +76,11 @@ def test_evaluate_sets_the_number_from_the_run(monkeypatch):
 
 def test_run_mpc_local_refuses_before_starting(monkeypatch):
     import secure_auc.mpc.launch as launch
+    import secure_auc.mpc.session as session
 
     monkeypatch.setattr(launch, "launch_local", _never)
     with pytest.raises(InputError, match=MISMATCH):
-        launch.run_mpc_local(_clients(), make_mechanism("distributed", 1.0, clients=100), progress=False)
+        session.run_mpc_local(_clients(), make_mechanism("distributed", 1.0, clients=100), progress=False)
 
 
 def test_party_configuration_binds_every_mechanism():
@@ -102,10 +105,11 @@ def test_session_refuses_before_starting(monkeypatch):
 
 def test_cli_evaluate_calibrates_for_its_clients(monkeypatch):
     import secure_auc.mpc.launch as launch
+    import secure_auc.mpc.session as session
     from secure_auc.cli import main
 
     seen = []
-    monkeypatch.setattr(launch, "run_mpc_local", lambda clients, mech, **kw: seen.append((len(clients), mech))
+    monkeypatch.setattr(session, "run_mpc_local", lambda clients, mech, **kw: seen.append((len(clients), mech))
                         or _never())
     with pytest.raises(Started):
         main(["evaluate", "--clients", "3", "--samples", "60", "--mechanism", "distributed", "--epsilon", "1",
@@ -179,38 +183,38 @@ class _Roster:
 
 
 def test_torchrun_computing_party_calibrates_for_its_clients(monkeypatch, torchrun_env):
+    import secure_auc.deploy.service as service
     import secure_auc.mpc.comm.roster as roster
-    import secure_auc.mpc.input_parties as input_parties
     from secure_auc.cli import compute
 
-    monkeypatch.setattr(roster.Roster, "load_helpers", staticmethod(lambda path, helpers, clients, dealer: _Roster(clients)))
     monkeypatch.setattr(roster, "read_identity", lambda path: _Key())
     torchrun_env(0, 4)  # server, two helpers, dealer
-    seen = _capture(monkeypatch, input_parties, "run_computing_party")
+    seen = []
+    monkeypatch.setattr(service, "run_computing_service", lambda config, *a, **kw: seen.append(config) or _never())
     args = compute.build_parser().parse_args(["--clients", "3", "--roster", "r.json", "--identity-template", "x",
                                               "--mechanism", "distributed", "--epsilon", "1"])
     with pytest.raises(Started):
         compute._run_computing(args, time.perf_counter())
-    assert seen[0].clients == seen[0].mechanisms[0].clients == 3
+    assert seen[0].party_config().clients == seen[0].mechanism().clients == 3
 
 
 def test_client_host_calibrates_for_its_clients(tmp_path, monkeypatch):
+    import secure_auc.deploy.service as service
     import secure_auc.mpc.comm.roster as roster
-    import secure_auc.mpc.input_parties as input_parties
     from secure_auc.cli import build_parser, cmd_client
+    from secure_auc.deploy.config import DeployConfig
     from secure_auc.mpc import MPCError
     from secure_auc.data.io import write_client_csv
 
     c = _clients()[1]
     write_client_csv(tmp_path / "c1.csv", c.scores, c.labels)
-    monkeypatch.setattr(roster.Roster, "load_helpers", staticmethod(lambda path, helpers, clients, dealer: _Roster(clients)))
+    monkeypatch.setattr(DeployConfig, "roster", lambda self: _Roster(len(self.clients)))
     monkeypatch.setattr(roster, "read_identity", lambda path: _Key(bytes([1])))
     seen = []
-    monkeypatch.setattr(input_parties, "run_client_host",
-                        lambda client, data, first, keys, config, *a: seen.append(config) or _never())
+    monkeypatch.setattr(service, "run_client_service", lambda config, *a, **kw: seen.append(config) or _never())
     args = build_parser().parse_args(["client", str(tmp_path / "c1.csv"), "--client", "1", "--clients", "3",
                                       "--roster", "r.json", "--identity", "k.pem", "--parties", "a:1", "b:2", "c:3",
                                       "--mechanism", "distributed", "--epsilon", "1"])
     with pytest.raises(MPCError, match="Started"):
         cmd_client(args)
-    assert seen[0].clients == seen[0].mechanisms[0].clients == 3
+    assert seen[0].party_config().clients == seen[0].mechanism().clients == 3

@@ -82,3 +82,19 @@ def test_torch_inputs_are_detached_and_flattened():
     c = ClientData(torch.tensor(s, requires_grad=True).reshape(-1, 1), torch.tensor(y))
     assert c.scores.shape == (len(s),) and c.scores.dtype == np.float64 and c.labels.dtype == np.int8
     assert evaluate([c], make_mechanism("none"), protocol="plain").auc == pytest.approx(roc_auc_score(y, s))
+
+
+def test_a_deployed_session_is_refused_where_scores_are_passed_in():
+    """A deployed session's clients score their own samples: the metric object and the function,
+    which pass scores in, say so in one line instead of failing on a missing attribute."""
+    from secure_auc.deploy.session import DeployedSession
+    from secure_auc.mpc.session import MPCSession
+    from secure_auc.training import FederatedAUC, dp_roc_auc_score
+
+    deployed = object.__new__(DeployedSession)  # no services needed: refused before any use
+    for call in (lambda: FederatedAUC(session=deployed),
+                 lambda: dp_roc_auc_score(None, [0.1, 0.2], client=[0, 1], session=deployed)):
+        with pytest.raises(InputError, match=r"deployed session's clients score their own samples.*"
+                                             r"session\.evaluate\(epoch=\.\.\.\)"):
+            call()
+    assert MPCSession.deployed is False

@@ -260,11 +260,11 @@ def add_column_options(p: argparse.ArgumentParser, where: str) -> None:
                    help=f"the column holding the labels in {where} (default: label)")
 
 
-def add_helpers_options(p: argparse.ArgumentParser) -> None:
+def add_helpers_options(p: argparse.ArgumentParser, required: bool = True) -> None:
     add_mechanism_options(p)
-    p.add_argument("--clients", type=int, required=True, help="the number of clients K")
+    p.add_argument("--clients", type=int, required=required, help="the number of clients K")
     add_party_options(p)
-    p.add_argument("--roster", metavar="ROSTER.json", required=True,
+    p.add_argument("--roster", metavar="ROSTER.json", required=required,
                    help="public keys of the server, the helpers, the dealer and the clients")
 
 
@@ -272,9 +272,11 @@ def add_client_parser(sub) -> None:
     c = sub.add_parser(
         "client",
         help="one client of the helpers layout: connect to the computing parties, share, get its own ranks",
-        description="Run one client (an input party) of an MPC evaluation whose computing parties run "
-                    "'python -m secure_auc.cli.compute' under torchrun. The client reads only its own file, "
-                    "sends only shares, and receives only the shares of its own ranks.")
+        description="Run one client (an input party) of a deployment whose computing parties run "
+                    "'python -m secure_auc.cli.compute' under torchrun: the client service of 'secure-auc serve' "
+                    "with these options as its configuration and the file's scores for every evaluation the "
+                    "server asks for. The client reads only its own file, charges its own ledger before it "
+                    "releases anything, sends only shares, and receives only the shares of its own ranks.")
     c.add_argument("file", metavar="CLIENT.csv", help="this client's scores and labels (CSV, CSV.gz or Parquet)")
     add_column_options(c, "the file")
     c.add_argument("--client", type=int, required=True, help="this client's index (0..K-1), its place in the roster")
@@ -297,53 +299,72 @@ def _address(text: str) -> tuple[str, int]:
 
 
 def cmd_client(args) -> int:
-    import logging
+    """One client of a deployment started with ``python -m secure_auc.cli.compute``: the client
+    service of :mod:`secure_auc.deploy.service` with the options as its configuration and the
+    file's scores as its hook (the same code as ``secure-auc serve --role client-K``)."""
+    import dataclasses
 
     from ..data.io import read_client_file
-    from ..mpc.comm.roster import read_identity
-    from ..mpc.input_parties import run_client_host
-    from ..mpc.party import PartyConfig
+    from ..deploy.config import options_config
+    from ..deploy.service import ClientInputs, ServiceError, run_client_service
     from ..dp.rng import read_noise_key_file
+    from ..mpc.comm.roster import read_identity
+    from .ledger import reserve_client_ledger
 
     w = len(args.parties)
     if w not in (2, 3):
         raise InputError(f"--parties: the helpers layout has 2 or 3 computing parties, got {w}")
     if not 0 <= args.client < args.clients:
         raise InputError(f"--client must be in 0..{args.clients - 1}, got {args.client}")
-    from ..mpc.comm.roster import Roster
-
-    roster = Roster.load_helpers(args.roster, helpers=w - 1, clients=args.clients, dealer=args.provider == "ttp")
-    parties = [(*_address(a), roster.key(r)) for r, a in enumerate(args.parties)]
+    config = options_config(computing_parties=w, clients=args.clients, mechanism=mechanism_options(args, args.clients),
+                            roster=args.roster, client_addresses=[_address(a) for a in args.parties],
+                            provider=args.provider, sort=args.sort, timeout=args.timeout)
+    roster = config.roster()
     identity = read_identity(args.identity)
     if identity.public_key().public_bytes_raw() != roster.clients[args.client]:
         raise InputError(f"{args.identity} is not the key the roster lists for client {args.client}")
     data = read_client_file(args.file, score_column=args.score_column or "score",
                             label_column=args.label_column or "label", id_column=args.id_column)
     key = read_noise_key_file(args.noise_key_file, args.client)
-    mechanism = mechanism_from_args(args, clients=args.clients)
-    config = PartyConfig(mechanisms=(mechanism,), clients=args.clients, provider=args.provider, sort=args.sort,
-                         computing=w)
-    from .ledger import reserve_client_ledger
-    from ..mpc.input_parties import refuse_evaluation
-
-    try:  # the client's own budget, before anything is released
+    mechanism = config.mechanism()
+    try:  # the client's own budget, checked before it joins (each evaluation is charged when it is asked for)
         ledger, reservation = reserve_client_ledger(args, mechanism, data, args.client, args.clients, key,
                                                     via="secure-auc client")
     except InputError as exc:
-        refuse_evaluation(args.client, parties, identity, min(args.timeout, 30.0), f"client {args.client}: {exc}")
+        reason = str(exc)
+        try:  # the computing parties are told why, if they can be reached
+            run_client_service(dataclasses.replace(config, join_timeout=min(args.timeout, 30.0)), args.client,
+                               identity, refusal=reason)
+        except Exception as unreachable:  # noqa: BLE001 - the refusal stands anyway
+            logging.getLogger(__name__).debug("the refusal did not reach the computing parties: %s", unreachable)
         raise
+    if reservation is not None:
+        ledger.cancel(reservation)
+
+    def from_file(epoch, *, client, evaluation):
+        if key is not None and evaluation > 1:
+            raise InputError("a noise key file serves one evaluation only: the next needs fresh noise")
+        return data.scores if key is None else (data.scores, key)
+
+    inputs = ClientInputs(data.labels, from_file, ledger, data, getattr(args, "dataset", None))
     try:
-        with finishing(ledger, reservation):
-            out = run_client_host(args.client, [data], args.client, [key], config, parties, identity, args.timeout)
+        run_client_service(config, args.client, identity, inputs)
+    except ServiceError as exc:
+        raise MPCError(f"client {args.client}: {exc}") from None
     except Exception as exc:  # noqa: BLE001 - one line naming the cause
-        from ..mpc import MPCError
         from ..mpc.comm.runtime import explain
 
         raise MPCError(f"client {args.client}: {explain(exc)}") from None
-    logging.getLogger("secure_auc").info("[client %d] done: %d samples shared, %s sent and received, %.1f s",
-                                         args.client, len(data), f"{out['bytes']:,} bytes", out["seconds"])
+    logging.getLogger("secure_auc").info("[client %d] done: %d samples", args.client, len(data))
     return 0
 
+
+def mechanism_options(args, clients: int) -> dict:
+    """The mechanism options given on the command line (defaults filled in), as a deployment
+    configuration's ``[mechanism]`` table: what every party compares at connection time."""
+    mechanism_from_args(args, clients)  # checks the options and fills in the defaults
+    names = ("epsilon", "delta", "allocation", "sensitivity", "alpha", "beta", "honest_fraction", "split")
+    return {"name": args.mechanism} | {n: getattr(args, n, None) for n in names if getattr(args, n, None) is not None}
 
 
 def _print_table(rows: list[tuple[str, str]]) -> None:

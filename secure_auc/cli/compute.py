@@ -1,7 +1,12 @@
-"""Deployment of the helpers layout: the computing parties under torchrun, each client on its own.
+"""The computing parties of the helpers layout under torchrun: the deployment's services.
 
-Computing parties (one torchrun rank each: rank 0 the server, ranks 1..w-1 the
-helpers, rank w the dealer with ``--provider ttp``)::
+Each torchrun rank runs the service of :mod:`secure_auc.deploy.service` for its role
+(rank 0 the server, ranks 1..w-1 the helpers, rank w the dealer with ``--provider
+ttp``), meeting at torchrun's ``MASTER_ADDR``:``MASTER_PORT``; the clients run the
+client service (``secure-auc client`` or ``secure-auc serve --role client-K``).  The
+same code as ``secure-auc serve``, started by torchrun.
+
+Configured by options (one evaluation per start by default)::
 
     torchrun --nnodes 1 --nproc-per-node 4 -m secure_auc.cli.compute --clients 2 \\
         --roster roster.json --identity-template keys/{role}.pem --client-port 29600
@@ -12,10 +17,12 @@ Each client (its own process, on its own machine)::
     secure-auc client c0.csv --client 0 --clients 2 --parties HOST:29600 HOST:29601 HOST:29602 \\
         --roster roster.json --identity keys/client0.pem
 
-The roster lists ``"server"``, ``"helpers"``, ``"dealer"`` and the clients' keys under
-``"clients"`` (``secure-auc keygen`` makes each key).  Every party must be started with
-the same mechanism options, ``--clients``, ``--provider`` and ``--sort``; a difference
-is named.  Only the server prints the report.
+Or by a deployment's configuration file (``--config deploy.toml``): without ``--epochs``
+the server then waits for the platform's sessions (``MPCSession(deploy=...)``), as
+``secure-auc serve --role server`` does; with ``--epochs N`` it asks for N evaluations
+itself.  Every party must be configured alike (mechanism, ``--clients``, ``--provider``,
+``--sort``); a difference is named at connection time.  Only the server prints the
+report of each evaluation.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ import argparse
 import os
 import sys
 
-from . import add_helpers_options, mechanism_from_args, print_report, setup_logging
+from . import add_helpers_options, mechanism_options, print_report, setup_logging
 from ..validation import InputError
 
 __all__ = ["main"]
@@ -34,16 +41,23 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m secure_auc.cli.compute",
         description="One computing party of the helpers layout, launched by torchrun (rank 0 = server, "
-                    "ranks 1..w-1 = helpers, last rank = dealer with --provider ttp).")
-    add_helpers_options(p)
+                    "ranks 1..w-1 = helpers, last rank = dealer with --provider ttp): the deployment's service "
+                    "for that role, configured by the options below or by --config.")
+    add_helpers_options(p, required=False)
+    p.add_argument("--config", metavar="DEPLOY.toml", default=None,
+                   help="a deployment's configuration file instead of the options (its mechanism, layout, "
+                        "addresses and timeouts; torchrun's MASTER_ADDR:MASTER_PORT is the rendezvous)")
     p.add_argument("--identity-template", metavar="PATH", required=True,
                    help="this party's identity key; '{role}' is replaced by server, helper1, helper2 or dealer")
+    p.add_argument("--epochs", type=int, default=None, metavar="N",
+                   help="the server asks for N evaluations (epochs 0..N-1), prints each, then ends the deployment "
+                        "(default 1; with --config: none, the server waits for sessions)")
     p.add_argument("--client-port", type=int, default=29600,
                    help="computing party r accepts the clients' links on this port + r (default 29600)")
     p.add_argument("--listen", default=None,
                    help="address to accept clients on (default: the interface GLOO_SOCKET_IFNAME names, else "
                         "127.0.0.1 when MASTER_ADDR is local, else this host's address towards MASTER_ADDR)")
-    p.add_argument("--json", action="store_true", help="the server prints one JSON object")
+    p.add_argument("--json", action="store_true", help="the server prints one JSON object per evaluation")
     return p
 
 
@@ -56,79 +70,93 @@ def listen_address(master: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run this rank's service; ends the process itself (a CrypTen world cannot be torn down
+    safely after a peer's failure), with 0, 1 (a party failed), 2 (bad input) or 130."""
     import time
+
+    from .output import leave_process
 
     started = time.perf_counter()
     setup_logging()
     args = build_parser().parse_args(argv)
+    rank = os.environ.get("RANK", "?")
     try:
-        return _run_computing(args, started)
+        code = _run_computing(args, started)
     except InputError as exc:
-        print(f"secure-auc compute: error: {exc}", file=sys.stderr)
-        return 2
+        leave_process(2, f"secure-auc compute: error: {exc}")
     except KeyboardInterrupt:
-        print("secure-auc compute: interrupted", file=sys.stderr)
-        return 130
-    except Exception as exc:  # one line naming this party
+        leave_process(130, "secure-auc compute: interrupted")
+    except Exception as exc:  # noqa: BLE001 - one line naming this party and the cause
+        from ..deploy.service import ServiceError
         from ..mpc.comm.runtime import explain
 
-        print(f"secure-auc compute (rank {os.environ.get('RANK', '?')}): error: {explain(exc)}", file=sys.stderr)
-        return 1
+        leave_process(1, f"secure-auc compute (rank {rank}): error: "
+                         f"{exc if isinstance(exc, ServiceError) else explain(exc)}")
+    leave_process(code, None)
+    return code  # pragma: no cover - leave_process does not return
+
+
+_FILE_OPTIONS = ("clients", "roster", "mechanism", "epsilon", "delta", "allocation", "sensitivity", "alpha", "beta",
+                 "honest_fraction", "split", "provider", "sort", "timeout", "client_port", "listen")
+
+
+def _config(args, world: int, master: str):
+    """The deployment: the file's, or the options' (computing party r listens on --client-port + r)."""
+    from ..deploy.config import load_config, options_config
+
+    if args.config is not None:
+        defaults = build_parser()
+        given = [n for n in _FILE_OPTIONS if getattr(args, n) != defaults.get_default(n)]
+        if given:
+            raise InputError(f"--{given[0].replace('_', '-')} does not apply with --config (the file configures "
+                             "the deployment)")
+        config = load_config(args.config)
+    else:
+        config = None
+    dealer = config.dealer if config is not None else args.provider == "ttp"
+    w = world - (1 if dealer else 0)
+    if w not in (2, 3) or (config is not None and w != config.computing_parties):
+        raise InputError(f"torchrun started {world} processes: the helpers layout has "
+                         f"{config.computing_parties if config is not None else '2 or 3'} computing parties"
+                         f"{' plus the dealer' if dealer else ''}")
+    if config is not None:
+        return config
+    for name in ("clients", "roster"):
+        if getattr(args, name) is None:
+            raise InputError(f"--{name} is required (or --config)")
+    if not 1 <= args.client_port <= 65535 - w:
+        raise InputError(f"--client-port must leave room for {w} ports below 65536, got {args.client_port}")
+    listen = args.listen or listen_address(master)
+    return options_config(computing_parties=w, clients=args.clients, mechanism=mechanism_options(args, args.clients),
+                          roster=args.roster, client_addresses=[(listen, args.client_port + r) for r in range(w)],
+                          provider=args.provider, sort=args.sort, timeout=args.timeout)
 
 
 def _run_computing(args, started: float) -> int:
-    import time
-
-    from ..result import make_result
-    from ..mpc.audit import forbid_crypten_randomness
-    from ..mpc.comm.roster import describe_helpers_rank, read_identity
-    from ..mpc.comm.runtime import init_party, shutdown_party
-    from ..mpc.input_parties import run_computing_party
-    from ..mpc.party import PartyConfig
-    from ..mpc.primitives.dealer import run_dealer
+    from ..deploy.service import run_computing_service
+    from ..mpc.comm.roster import read_identity
 
     for key in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
         if key not in os.environ:
             raise InputError(f"environment variable {key} is not set: start this module with torchrun")
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    w = world - (1 if args.provider == "ttp" else 0)
-    if w not in (2, 3):
-        raise InputError(f"torchrun started {world} processes: the helpers layout has 2 or 3 computing parties"
-                         f"{' plus the dealer' if args.provider == 'ttp' else ''}")
-    if not 1 <= args.client_port <= 65535 - w:
-        raise InputError(f"--client-port must leave room for {w} ports below 65536, got {args.client_port}")
-    from ..mpc.comm.roster import Roster
-
-    roster = Roster.load_helpers(args.roster, helpers=w - 1, clients=args.clients, dealer=args.provider == "ttp")
-    role = "server" if rank == 0 else ("dealer" if rank == w else f"helper{rank}")
-    identity = read_identity(args.identity_template.replace("{role}", role))
-    mechanism = mechanism_from_args(args, clients=args.clients)
     master = os.environ["MASTER_ADDR"]
-    listen = args.listen or listen_address(master)
-    init_party(rank=rank, parties=w, master_addr=master, master_port=int(os.environ["MASTER_PORT"]),
-               provider=args.provider, timeout=args.timeout, identity=identity, roster=roster, roll_call=True)
-    if rank == w:
-        with forbid_crypten_randomness():
-            run_dealer()
-        return 0
-    start = time.perf_counter()
-    config = PartyConfig(mechanisms=(mechanism,), clients=args.clients, provider=args.provider, sort=args.sort,
-                         computing=w)
-    names = [f"client {h}" for h in range(args.clients)]
-    with forbid_crypten_randomness():
-        result = run_computing_party(rank, config, (listen, args.client_port + rank), identity, list(roster.clients),
-                                     args.timeout, names)
-    shutdown_party()
-    if rank != 0:
-        return 0
-    report = make_result(mechanism, result.estimate, result.aggregate, result.sizes, protocol="mpc",
-                         seconds=time.perf_counter() - start,
-                         extra={"startup_seconds": round(start - started, 3), "layout": "helpers",
-                                "computing_parties": w, "provider": args.provider, "sort": args.sort,
-                                "rank_step_seconds": round(result.rank_seconds, 3),
-                                "server_bytes": result.bytes_sent})
-    print_report(report, f"{args.clients} clients, {describe_helpers_rank(0, w - 1)} of {w} computing parties", args.json)
-    return 0
+    config = _config(args, world, master)
+    w = config.computing_parties
+    epochs = args.epochs if args.epochs is not None else (None if args.config else 1)
+    if epochs is not None and epochs < 1:
+        raise InputError(f"--epochs must be at least 1, got {epochs}")
+    kind, index = ("server", 0) if rank == 0 else (("dealer", 0) if rank == w else ("helper", rank))
+    role = {"server": "server", "dealer": "dealer"}.get(kind, f"helper{index}")
+    identity = read_identity(args.identity_template.replace("{role}", role))
+    source = f"{len(config.clients)} clients, server of {w} computing parties"
+
+    def report(result):
+        print_report(result, source, args.json)
+        sys.stdout.flush()
+
+    return run_computing_service(config, kind, index, identity, rendezvous=(master, int(os.environ["MASTER_PORT"])),
+                                 epochs=epochs, on_result=report)
 
 
 if __name__ == "__main__":

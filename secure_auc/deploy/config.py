@@ -50,7 +50,8 @@ from pathlib import Path
 
 from ..validation import InputError
 
-__all__ = ["DeployConfig", "ClientEntry", "load_config", "parse_address", "parse_role", "MECHANISM_KEYS"]
+__all__ = ["DeployConfig", "ClientEntry", "load_config", "options_config", "parse_address", "parse_role",
+           "MECHANISM_KEYS"]
 
 MECHANISM_KEYS = ("name", "epsilon", "delta", "noise", "allocation", "sensitivity", "alpha", "beta",
                   "honest_fraction", "split")
@@ -296,3 +297,26 @@ def load_config(path) -> DeployConfig:
     except InputError as exc:
         raise InputError(f"{path}: [mechanism]: {exc}") from None
     return config
+
+
+def options_config(*, computing_parties: int, clients: int, mechanism: dict, roster, client_addresses,
+                   provider: str = "ttp", sort: str = "radix", timeout: float = 60.0, listen=None,
+                   rendezvous: tuple[str, int] = ("127.0.0.1", 0)) -> DeployConfig:
+    """The deployment that command-line options describe (``python -m secure_auc.cli.compute``
+    under torchrun, ``secure-auc client``): the same :class:`DeployConfig` a file gives, so
+    both run the services' code and agree on it at connection time.
+
+    ``mechanism``: the options of :data:`MECHANISM_KEYS` (None values left out);
+    ``client_addresses``: computing party r's (host, port) for the clients; every wait, the
+    start-up's and the scoring's included, is bounded by ``timeout``.  No client entry holds
+    paths: a client hands its inputs to :func:`.service.run_client_service` itself."""
+    mech = {k: (float(v) if isinstance(v, int) and not isinstance(v, bool) else v)
+            for k, v in mechanism.items() if v is not None}
+    addresses = tuple(tuple(a) for a in client_addresses)
+    hosts = listen if listen is not None else [a[0] for a in addresses]
+    entry = ClientEntry(labels=None, label_column="label", scores=None, ledger=None, budget=None, budget_delta=0.0)
+    return DeployConfig(path=Path("<command line>"), computing_parties=computing_parties, provider=provider,
+                        sort=sort, timeout=float(timeout), join_timeout=float(timeout), score_timeout=float(timeout),
+                        roster_path=Path(roster), mechanism_options=mech, rendezvous=tuple(rendezvous),
+                        session_address=("127.0.0.1", 0), client_addresses=addresses, listen=tuple(hosts),
+                        clients=(entry,) * clients)

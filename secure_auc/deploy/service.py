@@ -46,6 +46,7 @@ import logging
 import select
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -55,8 +56,8 @@ from .config import DeployConfig, parse_role
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ServiceError", "serve", "run_computing_service", "run_client_service", "load_hook", "read_labels",
-           "CH_JOIN", "CH_CONTROL"]
+__all__ = ["ServiceError", "ClientInputs", "serve", "run_computing_service", "run_client_service", "client_inputs",
+           "evaluation_result", "load_hook", "read_labels", "CH_JOIN", "CH_CONTROL"]
 
 CH_JOIN, CH_CONTROL = 20, 21  # beyond the evaluation's channels (secure_auc.mpc.input_parties)
 SESSION_HOST = 0  # the session's id among the server's session links (it authenticates with the server's key)
@@ -101,8 +102,16 @@ def _differences(theirs: dict, mine: dict) -> list[str]:
 
 # --------------------------------------------------------------------------- computing parties and dealer
 
-def run_computing_service(config: DeployConfig, kind: str, index: int, identity) -> int:
-    """The server, a helper or the dealer (see the module docstring)."""
+def run_computing_service(config: DeployConfig, kind: str, index: int, identity, *,
+                          rendezvous: tuple[str, int] | None = None, epochs: int | None = None,
+                          on_result=None) -> int:
+    """The server, a helper or the dealer (see the module docstring).
+
+    ``rendezvous`` replaces ``server.rendezvous`` (under torchrun: its ``MASTER_ADDR`` and
+    ``MASTER_PORT``).  With ``epochs`` = N the server asks for N evaluations itself
+    (epochs 0..N-1), with no session, hands each :class:`secure_auc.EvaluationResult` to
+    ``on_result``, then shuts the deployment down; a refusal then ends it, naming the
+    client and its reason."""
     from ..mpc.audit import forbid_crypten_randomness
     from ..mpc.comm.roster import describe_helpers_rank
     from ..mpc.comm.runtime import init_party, shutdown_party
@@ -115,7 +124,7 @@ def run_computing_service(config: DeployConfig, kind: str, index: int, identity)
     rank = {"server": 0, "dealer": w}.get(kind, index)
     me = describe_role(kind, index)
     _check_identity(identity, roster.key(rank), me, config)
-    host, port = config.rendezvous
+    host, port = rendezvous or config.rendezvous
     log.info("[%s] joining the deployment at %s:%d (%d computing parties%s, %d clients)", me, host, port, w,
              " and the dealer" if config.dealer else "", len(config.clients))
     # the start-up may take as long as join_timeout; every wait of the computing world is bounded by it
@@ -136,7 +145,7 @@ def run_computing_service(config: DeployConfig, kind: str, index: int, identity)
         agree_public(pconfig, rank, describe)
         try:
             if rank == 0:
-                return _Server(config, pconfig, identity, roster, describe, started).run()
+                return _Server(config, pconfig, identity, roster, describe, started, epochs, on_result).run()
             return _helper(config, pconfig, rank, identity, roster, describe)
         finally:
             shutdown_party()
@@ -189,9 +198,10 @@ def _helper(config, pconfig, rank, identity, roster, describe) -> int:
 class _Server:
     """The server's service: the clients' links, the session's link, the evaluations."""
 
-    def __init__(self, config, pconfig, identity, roster, describe, started):
+    def __init__(self, config, pconfig, identity, roster, describe, started, epochs=None, on_result=None):
         self.config, self.pconfig, self.identity, self.roster = config, pconfig, identity, roster
         self.describe, self.started = describe, started
+        self.epochs, self.on_result = epochs, on_result  # epochs: evaluations asked for here, with no session
         self.links: dict = {}
         self.session = None
         self.evaluations = 0
@@ -213,11 +223,11 @@ class _Server:
     def run(self) -> int:
         from ..mpc.comm.inlinks import listen
 
-        control = listen(*self.config.session_address)
+        control = listen(*self.config.session_address) if self.epochs is None else None
         try:
             self.links, joins = _accept_clients(self.config, 0, self.identity, self.roster, self.describe)
             self.join(joins)
-            return self.loop(control)
+            return self.loop(control) if control is not None else self.run_epochs()
         except BaseException as exc:
             from ..mpc.comm.runtime import explain
 
@@ -227,14 +237,33 @@ class _Server:
             self.end(reason)
             raise
         finally:
-            control.close()
+            if control is not None:
+                control.close()
             for link in list(self.links.values()) + ([self.session] if self.session else []):
                 link.close()
+
+    def run_epochs(self) -> int:
+        """Evaluations 1..N asked for by the server itself (epochs 0..N-1), then the end."""
+        mechanism = self.config.mechanism()
+        for epoch in range(self.epochs):
+            reply = self.evaluate(epoch)
+            if "error" in reply:
+                raise ServiceError(reply["error"])
+            startup = None
+            if epoch == 0:
+                startup = {"startup_seconds": round(self.first_request - self.started, 3)}
+            self.on_result(evaluation_result(mechanism, reply, startup=startup))
+        log.info("[server] %d evaluation(s) done; ending the deployment", self.epochs)
+        self.end(f"the server ran its {self.epochs} evaluation(s)", shutdown=True)
+        return 0
 
     def join(self, joins: dict) -> None:
         mine = self.config.agreed()
         problems = []
         for h in sorted(joins):
+            if joins[h].get("refused"):
+                problems.append(f"client {h} refused: {joins[h]['refused']}")
+                continue
             diff = _differences(joins[h].get("agreed") or {}, mine)
             if not diff and joins[h].get("public") != self.pconfig.public():
                 diff = _differences(joins[h].get("public") or {}, self.pconfig.public())
@@ -245,8 +274,9 @@ class _Server:
         self.tell_helpers({"op": "joined"})
         for link in self.links.values():
             link.send_obj(CH_CONTROL, {"op": "joined"})
-        log.info("[server] every client joined (%.1f s after the start); waiting for the session on %s:%d",
-                 time.perf_counter() - self.started, *self.config.session_address)
+        log.info("[server] every client joined (%.1f s after the start); %s", time.perf_counter() - self.started,
+                 "waiting for the session on %s:%d" % self.config.session_address if self.epochs is None
+                 else f"{self.epochs} evaluation(s) to run")
 
     def end(self, reason: str, shutdown: bool = False) -> None:
         """Tell every party the deployment ends (best effort: some may be gone)."""
@@ -281,7 +311,8 @@ class _Server:
         while True:
             watched = {link.sock: ("client", h) for h, link in self.links.items()}
             watched[self.session.sock if self.session else control] = ("session" if self.session else "listener", 0)
-            ready, _, _ = select.select(list(watched), [], [], self.interval)
+            ready = _ready([*self.links.values(), *([self.session] if self.session else [])], self.interval,
+                           [] if self.session else [control])
             if not ready:
                 self.tick()
                 continue
@@ -339,7 +370,7 @@ class _Server:
         deadline = time.monotonic() + self.config.score_timeout
         while len(answers) < len(self.links):
             pending = {self.links[h].sock: h for h in self.links if h not in answers}
-            ready, _, _ = select.select(list(pending), [], [], self.interval)
+            ready = _ready([self.links[h] for h in pending.values()], self.interval)
             for sock in ready:
                 h = pending[sock]
                 try:
@@ -361,6 +392,8 @@ class _Server:
         from ..mpc.comm import backend
 
         start = time.perf_counter()
+        if self.evaluations == 0:
+            self.first_request = start
         self.evaluations += 1
         n = self.evaluations
         epoch = n - 1 if epoch is None else epoch
@@ -389,7 +422,27 @@ class _Server:
                 "aggregate": [int(agg.global_sum_fixed), int(agg.positives_fixed), int(agg.total)],
                 "sizes": [int(hello["samples"]) for _, hello in sorted(hellos.items())],
                 "seconds": round(time.perf_counter() - start, 4), "scoring_seconds": round(scoring, 4),
-                "rank_step_seconds": round(result.rank_seconds, 4), "server_bytes": int(result.bytes_sent)}
+                "rank_step_seconds": round(result.rank_seconds, 4), "server_bytes": int(result.bytes_sent),
+                "computing_parties": self.config.computing_parties}
+
+
+def evaluation_result(mechanism, reply: dict, *, startup: dict | None = None, seconds: float | None = None):
+    """The :class:`secure_auc.EvaluationResult` of the server's ``reply`` to one evaluation: the
+    estimate from the opened aggregate, the std and 95 % interval from the clients' public
+    sizes, and the cost in ``extra``; ``startup`` (the first evaluation's) is reported apart,
+    ``seconds`` (default: the server's own) is end to end."""
+    from ..protocol.messages import Aggregate
+    from ..protocol.server import Server
+    from ..result import make_result
+
+    aggregate = Aggregate(*reply["aggregate"])
+    estimate = Server(mechanism).estimate(aggregate)
+    extra = {k: reply[k] for k in ("evaluation", "epoch", "rank_step_seconds", "scoring_seconds", "sizes",
+                                   "server_bytes")}
+    extra |= {"server_seconds": reply["seconds"], "layout": "helpers",
+              "computing_parties": reply["computing_parties"]} | (startup or {})
+    return make_result(mechanism, estimate, aggregate, list(reply["sizes"]), protocol="mpc",
+                       seconds=reply["seconds"] if seconds is None else seconds, extra=extra)
 
 
 # --------------------------------------------------------------------------- clients
@@ -454,41 +507,73 @@ def _scores(out, n: int) -> tuple[np.ndarray, int | None]:
     return scores, key
 
 
-def run_client_service(config: DeployConfig, k: int, identity) -> int:
-    """Client ``k``'s service (see the module docstring)."""
+@dataclass
+class ClientInputs:
+    """What client k's service holds: its ``labels``, its ``hook`` (``hook(epoch, client=k,
+    evaluation=n)`` -> scores, or (scores, noise key)), its own ``ledger`` (optional) and
+    what the ledger charges (``charged``: the labels' commitment, or a
+    :class:`secure_auc.ClientData` with record ids, charged per record)."""
+
+    labels: np.ndarray
+    hook: object
+    ledger: object = None
+    charged: object = None
+    name: str | None = None  # the dataset's name in the ledger's report
+
+
+def client_inputs(config: DeployConfig, k: int) -> ClientInputs:
+    """Client ``k``'s inputs from its ``[[clients]]`` entry (paths on its host), its ledger
+    read (and checked) now, so that a broken one stops the service at start-up."""
+    from ..dp.accountant import Ledger, label_commitment
+
+    entry = config.clients[k]
+    if entry.labels is None or entry.scores is None:
+        raise InputError(f"{config.path}: clients[{k}] needs labels and scores on this client's host")
+    labels = read_labels(entry.labels, entry.label_column)
+    hook = load_hook(entry.scores, config.path.resolve().parent)
+    ledger, dataset = None, label_commitment(labels)
+    if entry.ledger is not None:
+        ledger = Ledger(entry.ledger)
+        if entry.budget is not None:
+            ledger.set_budget(dataset, entry.budget, entry.budget_delta)
+        ledger.spent(dataset)
+    return ClientInputs(labels, hook, ledger, dataset)
+
+
+def run_client_service(config: DeployConfig, k: int, identity, inputs: ClientInputs | None = None, *,
+                       refusal: str | None = None) -> int:
+    """Client ``k``'s service (see the module docstring), with ``inputs`` (default: from its
+    entry of the configuration, :func:`client_inputs`).  With ``refusal`` the client joins only
+    to say why it cannot take part (the server ends the deployment, naming it) and returns."""
     from ..data.io import ClientData
-    from ..dp.accountant import Ledger, finishing, label_commitment
+    from ..dp.accountant import finishing
     from ..mpc.audit import forbid_crypten_randomness
     from ..mpc.comm.inlinks import connect
     from ..mpc.comm.roster import describe_helpers_rank
     from ..mpc.input_parties import host_evaluation
 
     me = f"client {k}"
-    entry = config.clients[k]
     roster = config.roster()
     _check_identity(identity, roster.clients[k], me, config)
-    if entry.labels is None or entry.scores is None:
-        raise InputError(f"{config.path}: clients[{k}] needs labels and scores on this client's host")
-    labels = read_labels(entry.labels, entry.label_column)
-    hook = load_hook(entry.scores, config.path.resolve().parent)
+    if refusal is None and inputs is None:
+        inputs = client_inputs(config, k)
     mechanism, pconfig = config.mechanism(), config.party_config()
-    ledger, dataset = None, label_commitment(labels)
-    if entry.ledger is not None:
-        ledger = Ledger(entry.ledger)
-        if entry.budget is not None:
-            ledger.set_budget(dataset, entry.budget, entry.budget_delta)
-        ledger.spent(dataset)  # read (and check) the ledger now, so that a broken one stops the service at start-up
     w = config.computing_parties
 
     def describe_party(p):
         return describe_helpers_rank(p, w - 1).split(" (")[0]
 
     parties = [(h, p, roster.key(r)) for r, (h, p) in enumerate(config.client_addresses)]
-    log.info("[%s] %d labels; connecting to the %d computing parties", me, len(labels), w)
+    if refusal is None:
+        log.info("[%s] %d labels; connecting to the %d computing parties", me, len(inputs.labels), w)
     links = connect(k, identity, parties, timeout=config.join_timeout, describe_party=describe_party, describe_me=me)
     try:
         for link in links:
-            link.send_obj(CH_JOIN, {"client": k, "agreed": config.agreed(), "public": pconfig.public()})
+            link.send_obj(CH_JOIN, {"client": k, "agreed": config.agreed(), "public": pconfig.public()}
+                          | ({"refused": refusal} if refusal else {}))
+        if refusal:
+            return 0
+        labels, hook, ledger = inputs.labels, inputs.hook, inputs.ledger
         verdict = _next_message(links, config.join_timeout, describe_party)
         if verdict.get("op") != "joined":
             raise ServiceError(f"the deployment did not start: {verdict.get('reason', verdict)}")
@@ -511,8 +596,8 @@ def run_client_service(config: DeployConfig, k: int, identity) -> int:
                 try:
                     scores, key = _scores(hook(epoch, client=k, evaluation=n), len(labels))
                     if ledger is not None:
-                        reservation = ledger.reserve([dataset], mechanism, seed=key, clients=[k],
-                                                     total=len(labels) + len(config.clients) - 1,
+                        reservation = ledger.reserve([inputs.charged], mechanism, seed=key, clients=[k],
+                                                     total=len(labels) + len(config.clients) - 1, name=inputs.name,
                                                      note=f"deployed client {k}, evaluation {n}, epoch {epoch}")
                 except InputError as exc:
                     answer = {"refused": str(exc)}
@@ -541,6 +626,17 @@ def run_client_service(config: DeployConfig, k: int, identity) -> int:
             link.close()
 
 
+def _ready(links, timeout: float, sockets=()) -> list:
+    """The sockets of ``links`` with a message (or a disconnection) to read, and of ``sockets``
+    that are readable, within ``timeout`` seconds: a message already decrypted into a link's
+    buffer (two arrived together) shows in no ``select``, so those come first."""
+    ready = [link.sock for link in links if link.session.buffered()]
+    if ready:
+        return ready
+    ready, _, _ = select.select([link.sock for link in links] + list(sockets), [], [], timeout)
+    return ready
+
+
 def _next_message(links, timeout: float | None, describe_party) -> dict:
     """The server's next control message; a computing party's link that closes meanwhile is
     named (``timeout``: None waits as long as every link stays open)."""
@@ -549,7 +645,7 @@ def _next_message(links, timeout: float | None, describe_party) -> dict:
     deadline = None if timeout is None else time.monotonic() + timeout
     socks = {link.sock: p for p, link in enumerate(links)}
     while True:
-        ready, _, _ = select.select(list(socks), [], [], 1.0)
+        ready = _ready(links, 1.0)
         for sock in ready:
             p = socks[sock]
             if p != 0 and links[0].sock not in ready:  # the server's message first: it says why

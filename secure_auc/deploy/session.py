@@ -17,7 +17,7 @@ import time
 from ..mpc import MPCError
 from ..validation import InputError
 from .config import DeployConfig, load_config
-from .service import CH_CONTROL as _CONTROL
+from .service import CH_CONTROL as _CONTROL, evaluation_result
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +50,8 @@ class DeployedSession:
                 save_model(model, epoch)          # the clients' hooks score with it
                 result = session.evaluate(epoch=epoch)  # result.auc, .std, .ci_low, .ci_high
     """
+
+    deployed = True  # the clients score their own samples: no scores are passed in
 
     def __init__(self, config, *, key):
         from ..mpc.comm.inlinks import connect
@@ -111,10 +113,6 @@ class DeployedSession:
             session goes on.
         MPCError
             A party failed; the deployment ended (the message names the party)."""
-        from ..result import make_result
-        from ..protocol.messages import Aggregate
-        from ..protocol.server import Server
-
         if self._closed:
             raise InputError("the session is closed")
         start = time.perf_counter()
@@ -128,18 +126,12 @@ class DeployedSession:
                 raise EvaluationRefused(reply["error"])
             self._closed = True
             raise MPCError(reply["error"])
-        aggregate = Aggregate(*reply["aggregate"])
-        estimate = Server(self.mechanism).estimate(aggregate)
-        extra = {k: reply[k] for k in ("evaluation", "epoch", "rank_step_seconds", "scoring_seconds", "sizes",
-                                       "server_bytes")}
-        extra["server_seconds"] = reply["seconds"]
-        extra |= {"layout": "helpers", "computing_parties": self.config.computing_parties}
+        startup = None
         if not self._reported_startup:
             self._reported_startup = True
-            extra["startup_seconds"] = self.startup["services_seconds"]
-            extra["connect_seconds"] = self.startup["connect_seconds"]
-        return make_result(self.mechanism, estimate, aggregate, list(reply["sizes"]), protocol="mpc",
-                           seconds=time.perf_counter() - start, extra=extra)
+            startup = {"startup_seconds": self.startup["services_seconds"],
+                       "connect_seconds": self.startup["connect_seconds"]}
+        return evaluation_result(self.mechanism, reply, startup=startup, seconds=time.perf_counter() - start)
 
     def shutdown(self) -> None:
         """Stop every service of the deployment (the server tells the others)."""

@@ -87,8 +87,9 @@ def run_computing_party(rank: int, config: PartyConfig, endpoint: tuple[str, int
     party's result (estimates at the server).
 
     With ``config.session``: evaluate again each time the hosts send new inputs,
-    until they say stop; ``session`` (a queue, at the server) receives each
-    evaluation's result (:class:`.session.MPCSession`)."""
+    until they say stop; ``session`` (the launcher's queue) receives ``(rank, result)``
+    of each evaluation, and from the server :data:`READY` once every link is up
+    (:class:`.session.MPCSession`)."""
     w = config.computing
     if backend.world_size() != w:
         raise ProtocolError(f"world size is {backend.world_size()} but {w} computing parties were configured")
@@ -117,7 +118,7 @@ def run_computing_party(rank: int, config: PartyConfig, endpoint: tuple[str, int
             hellos = {h: links[h].recv_obj(CH_HELLO) for h in range(len(links))}
             return compute_evaluation(rank, config, links, describe, is_server, start, hellos)
         done = 0
-        if session is not None:
+        if session is not None and is_server:
             session.put(READY)  # every link is up: the session's start-up ends here
         while True:
             hellos = _next_hellos(links, keep_dealer_alive=is_server, interval=max(1.0, timeout / 3))
@@ -128,7 +129,7 @@ def run_computing_party(rank: int, config: PartyConfig, endpoint: tuple[str, int
             result = compute_evaluation(rank, config, links, describe, is_server, time.perf_counter(), hellos)
             done += 1
             if session is not None:
-                session.put(result)
+                session.put((rank, result))
     finally:
         for link in links.values():
             link.close()
@@ -159,8 +160,6 @@ def _check_hosts(hellos: dict, config: PartyConfig, rank: int, describe) -> list
     for h in range(len(hellos)):
         hello = hellos[h]
         who = describe_host(h)
-        if hello.get("refused"):
-            raise ProtocolError(f"{who} refused this evaluation: {hello['refused']}")
         if hello.get("public") != mine:
             keys = sorted(k for k in mine if (hello.get("public") or {}).get(k) != mine[k])
             raise ProtocolError(f"{who} was started with different parameters: "
@@ -254,29 +253,6 @@ def compute_evaluation(rank, config, links, describe, is_server, start, hellos) 
 class HostResult(dict):
     """What a client host reports: ``bytes`` (sent and received over its links),
     ``seconds``, and with ``keep_ranks`` each client's 2 x mid-ranks (tests)."""
-
-
-def refuse_evaluation(h: int, parties: list[tuple[str, int, bytes]], identity, timeout: float, reason: str) -> bool:
-    """Client host ``h`` refuses the evaluation (e.g. its privacy budget would be exceeded) before
-    releasing anything: it connects to every computing party and says ``reason`` in place of its
-    hello, so that every party stops naming it.  False if a party could not be told."""
-    w = len(parties)
-    try:
-        links = connect(h, identity, parties, timeout=timeout, describe_party=lambda p: describe_helpers_rank(p, w - 1),
-                        describe_me=describe_host(h))
-    except Exception:  # noqa: BLE001 - the refusal stands locally
-        return False
-    try:
-        for link in links:
-            link.send_obj(CH_HELLO, {"refused": str(reason)})
-        for link in links:
-            link.readable(timeout)  # until the party hangs up: it has read the refusal
-        return True
-    except Exception:  # noqa: BLE001
-        return False
-    finally:
-        for link in links:
-            link.close()
 
 
 def run_client_host(h: int, clients: list[ClientData], first: int, noise_keys: list[int | None], config: PartyConfig,
@@ -383,9 +359,10 @@ def session_computing_job(rank: int, config: PartyConfig, endpoint, identity_raw
 
 
 def session_host_job(h: int, labels, first: int, config: PartyConfig, parties, identity_raw: bytes, timeout: float,
-                     tasks) -> dict:
+                     tasks, results=None) -> dict:
     """A client host of an :class:`.session.MPCSession`: connect once, then evaluate each
-    ``(clients, noise keys)`` taken from ``tasks`` until None."""
+    ``(clients, noise keys)`` taken from ``tasks`` until None; after each, ``(-(h + 1),
+    {"bytes": ...})`` (sent and received in it) goes to ``results``."""
     from .comm.roster import identity_from_bytes
 
     w = len(parties)
@@ -401,8 +378,11 @@ def session_host_job(h: int, labels, first: int, config: PartyConfig, parties, i
                     link.send_obj(CH_HELLO, {"stop": True})
                 return {"evaluations": evaluations, "bytes": int(sum(link.bytes for link in links))}
             clients, noise_keys = task
+            before = sum(link.bytes for link in links)
             host_evaluation(h, clients, first, noise_keys, config, links, False)
             evaluations += 1
+            if results is not None:
+                results.put((-(h + 1), {"bytes": int(sum(link.bytes for link in links) - before)}))
     finally:
         for link in links:
             link.close()

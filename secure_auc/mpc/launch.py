@@ -32,7 +32,8 @@ from .party import PartyConfig, PartyResult, role_name, run_party
 
 log = logging.getLogger(__name__)
 
-__all__ = ["MPCError", "run_mpc_local", "launch_local", "spawn_parties", "free_port", "check_port_free"]
+__all__ = ["MPCError", "launch_local", "spawn_parties", "free_port", "check_port_free", "announce",
+           "cost_summary"]
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -476,40 +477,6 @@ def _failure(results, errors: dict, dead: list, procs: dict, k: int, last_seen: 
     return MPCError(f"{describe(r)} {how}")
 
 
-def run_mpc_local(
-    clients: list[ClientData],
-    mechanism,
-    *,
-    noise_keys: list[int] | None = None,
-    provider: str = "ttp",
-    sort: str = RANK_METHODS[0],
-    timeout: float = 60.0,
-    port: int | None = None,
-    progress: bool = True,
-    computing: int = 3,
-    hosts: int | None = None,
-):
-    """Run the MPC protocol with local processes.
-
-    ``computing`` = w (2 or 3): the helpers layout, in which the server and w - 1
-    helpers compute and the clients are input parties, hosted by ``hosts`` client-host
-    processes (default 1); ``computing=0``: every client is a computing party.
-    ``noise_keys[k]`` (optional, reproducible runs): client k's noise key, handed
-    to the process of client k only (:func:`secure_auc.dp.rng.client_key` derives them
-    from a seed).  Returns ``(estimate, aggregate, cost)`` where ``cost`` has the
-    wall seconds, and per party the bytes sent and received and communication rounds.
-    """
-    if computing not in (0, 2, 3):
-        raise InputError(f"computing parties must be 2 or 3 (or 0: every client computes), got {computing}")
-    config = PartyConfig(mechanisms=(mechanism,), clients=len(clients), provider=provider, sort=sort,
-                         progress=progress, computing=computing)
-    if progress:
-        _announce(sum(len(c) for c in clients), computing or len(clients) + 1, sort)
-    start = time.perf_counter()
-    done = launch_local(clients, config, timeout=timeout, port=port, noise_keys=noise_keys, hosts=hosts)
-    return done[0].estimate, done[0].aggregate, cost_summary(done, config, time.perf_counter() - start)
-
-
 def rank_step_estimate(m: int, parties: int, method: str) -> float:
     """Rough seconds of the rank step on the 2-core reference machine (docs/benchmarks.md)."""
     if method == "radix":
@@ -527,7 +494,7 @@ def rank_step_estimate(m: int, parties: int, method: str) -> float:
     return stages * (latency + per_pair * n / 2)
 
 
-def _announce(m: int, parties: int, method: str) -> None:
+def announce(m: int, parties: int, method: str) -> None:
     """Tell the user up front what the rank step will cost."""
     estimate = rank_step_estimate(m, parties, method)
     when = f"{estimate / 60:.1f} min" if estimate >= 90 else f"{max(1, round(estimate))} s"

@@ -31,7 +31,7 @@ from .party import PartyConfig
 
 log = logging.getLogger(__name__)
 
-__all__ = ["MPCSession"]
+__all__ = ["MPCSession", "run_mpc_local"]
 
 
 class MPCSession:
@@ -46,8 +46,10 @@ class MPCSession:
         The DP mechanism of every evaluation (:func:`secure_auc.dp.make_mechanism`).
     computing : {2, 3}, default 3
         Computing parties (the server and ``computing - 1`` helpers).
-    provider, sort, timeout, hosts
-        As in :func:`secure_auc.mpc.launch.run_mpc_local`.
+    provider, sort, timeout, hosts, port
+        As in :func:`run_mpc_local`.
+    progress : bool, default False
+        Log the server's progress through each rank step.
     ledger : secure_auc.Ledger, optional
         Charged for every client's labels before each evaluation
         (:meth:`secure_auc.Ledger.reserve`), as :func:`secure_auc.evaluate` does.
@@ -73,6 +75,8 @@ class MPCSession:
                 log_epoch(epoch, result.auc, result.ci_low, result.ci_high)
     """
 
+    deployed = False  # every party on this machine, the scores passed to evaluate()
+
     def __new__(cls, *args, deploy=None, key=None, **kwargs):
         if deploy is not None:  # one argument switches: deployed services instead of local processes
             if args or kwargs:
@@ -83,7 +87,7 @@ class MPCSession:
 
     def __init__(self, labels, mechanism, *, computing: int = 3, provider: str = "ttp", sort: str = RANK_METHODS[0],
                  timeout: float = 60.0, hosts: int | None = None, port: int | None = None, ledger=None,
-                 dataset_name: str | None = None, deploy=None, key=None):
+                 dataset_name: str | None = None, progress: bool = False, deploy=None, key=None):
         if computing not in (2, 3):
             raise InputError(f"a session has 2 or 3 computing parties, got {computing}")
         self.labels = [check_binary_labels(y, name=f"client {k}: labels") for k, y in enumerate(labels)]
@@ -92,7 +96,7 @@ class MPCSession:
         self.sizes = [len(y) for y in self.labels]
         mechanism.check_release()
         self.config = PartyConfig(mechanisms=(mechanism,), clients=len(self.labels), provider=provider, sort=sort,
-                                  progress=False, computing=computing, session=True)
+                                  progress=progress, computing=computing, session=True)
         self.timeout = float(timeout)
         self.mechanism = self.config.mechanisms[0]  # bound to the clients present
         self.ledger, self.dataset_name = ledger, dataset_name
@@ -138,9 +142,9 @@ class MPCSession:
         self._results = ctx.Queue()
         self._tasks = [ctx.Queue() for _ in range(hosts)]
         per_rank = {r: (self.config, endpoints[r], identity_bytes(world_keys[r]), list(roster.clients), self.timeout,
-                        names, self._results if r == 0 else None) for r in range(w)}
+                        names, self._results) for r in range(w)}
         per_host = [(self.labels[a:b], a, self.config, parties, identity_bytes(host_keys[h]), self.timeout,
-                     self._tasks[h]) for h, (a, b) in enumerate(self.groups)]
+                     self._tasks[h], self._results) for h, (a, b) in enumerate(self.groups)]
 
         def describe(r):
             return names[-r - 1] if r < 0 else describe_helpers_rank(r, w - 1)
@@ -177,7 +181,18 @@ class MPCSession:
             ``server_bytes`` and, for the first evaluation only, ``startup_seconds`` (starting
             the parties and their links, not included in ``seconds``).
         """
-        from ..result import make_result, privacy_spent
+        from ..result import make_result
+
+        estimate, aggregate, extra, seconds = self.run(scores, noise_keys)
+        return make_result(self.mechanism, estimate, aggregate, self.sizes, protocol="mpc", seconds=seconds,
+                           extra=extra)
+
+    def run(self, scores, noise_keys: list[int] | None = None):
+        """:meth:`evaluate` before the result is made: ``(estimate, aggregate, extra, seconds)``,
+        the server's :class:`~secure_auc.protocol.messages.Estimate` and
+        :class:`~secure_auc.protocol.messages.Aggregate`, the cost (and with a ledger the
+        privacy spent) in ``extra``, and the evaluation's seconds (the start-up apart)."""
+        from ..result import privacy_spent
 
         if self._closed:
             raise InputError("the session is closed")
@@ -202,16 +217,38 @@ class MPCSession:
         with finishing(self.ledger, reservation):
             for h, (a, b) in enumerate(self.groups):
                 self._tasks[h].put((clients[a:b], keys[a:b]))
-            result = self._wait()
+            done = self._collect()
         if reservation is not None:
             extra |= privacy_spent(reservation)
-        extra |= {"rank_step_seconds": round(result.rank_seconds, 3), "server_bytes": result.bytes_sent,
-                  "layout": "helpers", "computing_parties": self.config.computing, "sort": self.config.sort}
-        return make_result(self.mechanism, result.estimates[0], result.aggregates[0], self.sizes, protocol="mpc",
-                           seconds=time.perf_counter() - start, extra=extra)
+        seconds = time.perf_counter() - start
+        extra |= self._cost(done, seconds)
+        return done[0].estimates[0], done[0].aggregates[0], extra, seconds
+
+    def _cost(self, done: dict, seconds: float) -> dict:
+        """One evaluation's cost: per computing party the bytes sent and received (the hosts'
+        included) and the messages; per client host its bytes."""
+        w = self.config.computing
+        return {"rank_step_seconds": round(done[0].rank_seconds, 3), "server_bytes": done[0].bytes_sent,
+                "mpc_seconds": round(seconds, 3), "provider": self.config.provider, "sort": self.config.sort,
+                "layout": "helpers", "computing_parties": w, "client_hosts": len(self.groups),
+                "bytes_per_party": [done[r].bytes_sent for r in range(w)],
+                "bytes_from_clients_per_party": [done[r].client_bytes for r in range(w)],
+                "rounds_per_party": [done[r].rounds for r in range(w)],
+                "bytes_per_host": [done[-(h + 1)]["bytes"] for h in range(len(self.groups))]}
+
+    def _collect(self) -> dict:
+        """Every computing party's and client host's report of the evaluation, by key."""
+        done: dict = {}
+        while len(done) < self.config.computing + len(self.groups):
+            key, item = self._wait()
+            if key in done:
+                raise MPCError(f"the session's party {key} reported one evaluation twice")
+            done[key] = item
+        return done
 
     def _wait(self, ready: bool = False):
-        """The server's next result (or, with ``ready``, its signal that every link is up)."""
+        """The next ``(key, report)`` of a party (or, with ``ready``, the server's signal that
+        every link is up)."""
         while True:
             try:
                 item = self._results.get(timeout=0.2)
@@ -247,3 +284,45 @@ class MPCSession:
             self.close()
         except Exception:
             pass
+
+
+def run_mpc_local(
+    clients: list[ClientData],
+    mechanism,
+    *,
+    noise_keys: list[int] | None = None,
+    provider: str = "ttp",
+    sort: str = RANK_METHODS[0],
+    timeout: float = 60.0,
+    port: int | None = None,
+    progress: bool = True,
+    computing: int = 3,
+    hosts: int | None = None,
+):
+    """Run the MPC protocol with local processes.
+
+    ``computing`` = w (2 or 3): the helpers layout, in which the server and w - 1
+    helpers compute and the clients are input parties, hosted by ``hosts`` client-host
+    processes (default 1): an :class:`.session.MPCSession` for one evaluation, the
+    start-up reported apart; ``computing=0``: every client is a computing party.
+    ``noise_keys[k]`` (optional, reproducible runs): client k's noise key, handed
+    to the process of client k only (:func:`secure_auc.dp.rng.client_key` derives them
+    from a seed).  Returns ``(estimate, aggregate, cost)`` where ``cost`` has the
+    wall seconds, and per party the bytes sent and received and communication rounds.
+    """
+    if computing not in (0, 2, 3):
+        raise InputError(f"computing parties must be 2 or 3 (or 0: every client computes), got {computing}")
+    from .launch import announce, cost_summary, launch_local
+
+    if progress:
+        announce(sum(len(c) for c in clients), computing or len(clients) + 1, sort)
+    start = time.perf_counter()
+    if computing:
+        with MPCSession([c.labels for c in clients], mechanism, computing=computing, provider=provider, sort=sort,
+                        timeout=timeout, hosts=hosts, port=port, progress=progress) as session:
+            estimate, aggregate, extra, _ = session.run([c.scores for c in clients], noise_keys=noise_keys)
+        return estimate, aggregate, extra | {"mpc_seconds": round(time.perf_counter() - start, 3)}
+    config = PartyConfig(mechanisms=(mechanism,), clients=len(clients), provider=provider, sort=sort,
+                         progress=progress, computing=computing)
+    done = launch_local(clients, config, timeout=timeout, port=port, noise_keys=noise_keys, hosts=hosts)
+    return done[0].estimate, done[0].aggregate, cost_summary(done, config, time.perf_counter() - start)

@@ -72,12 +72,19 @@ def test_torchrun_computing_parties_and_client_commands(tmp_path):
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for k in range(2)]
     try:
         out, err = compute.communicate(timeout=240)
-        client_out = [c.communicate(timeout=60) for c in clients]
+        client_out = []
+        for c in clients:  # each ends when the server ends the deployment
+            try:
+                client_out.append(c.communicate(timeout=120))
+            except subprocess.TimeoutExpired:
+                c.kill()
+                client_out.append(("", "still running 120 s after the computing parties ended: "
+                                   + c.communicate()[1][-2000:]))
     finally:
         for p in [compute, *clients]:
             if p.poll() is None:
                 p.kill()
-    assert compute.returncode == 0, err[-3000:]
+    assert compute.returncode == 0, err[-3000:] + "\n".join(e[-2000:] for _, e in client_out)
     assert all(c.returncode == 0 for c in clients), [e[-2000:] for _, e in client_out]
     report = json.loads(out.strip().splitlines()[-1])
     assert report["auc"] == pytest.approx(roc_auc_score(np.concatenate(labels), np.concatenate(scores)), abs=1e-3)
@@ -85,3 +92,56 @@ def test_torchrun_computing_parties_and_client_commands(tmp_path):
     # the same result as every other path: std and interval from the hosts' public sizes, start-up apart
     assert report["std"] > 0 and report["ci_low"] < report["auc"] < report["ci_high"]
     assert 0 < report["startup_seconds"] and 0 < report["seconds"]
+
+
+@pytest.mark.skipif(not (BIN / "torchrun").exists(), reason="torchrun not installed")
+def test_torchrun_runs_the_services_of_a_configuration_for_several_epochs(tmp_path):
+    """torchrun starts the server, the helpers and the dealer from a deployment's file (the services'
+    code, torchrun's rendezvous); the clients are `secure-auc serve` services scoring each epoch with
+    their hook. `--epochs 2`: two reports, each the plain protocol's bit for bit with the same noise
+    keys; then every process ends by itself, each client's ledger charged twice."""
+    import importlib.util
+
+    from secure_auc.data import ClientData
+    from secure_auc.dp import StatisticsMechanism
+    from secure_auc.dp.accountant import Ledger, label_commitment
+    from secure_auc.dp.rng import ClientRngs, client_key
+    from secure_auc.protocol import Client, Server
+    from secure_auc.protocol.plain import run_plain
+
+    spec = importlib.util.spec_from_file_location("bench_deploy", Path(__file__).parents[2] / "scripts" /
+                                                  "bench_deploy.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    sizes = [60, 41, 30]
+    base, master = _ports()
+    data = bench.write_deployment(tmp_path, sizes, epochs=2, ports=(master, base, free_port()), timeout=60.0)
+    for role in ("helper-1", "helper-2"):  # the identity template's names
+        (tmp_path / "keys" / f"{role.replace('-', '')}.pem").symlink_to(tmp_path / "keys" / f"{role}.pem")
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    compute = subprocess.Popen(
+        [str(BIN / "torchrun"), "--nnodes", "1", "--nproc-per-node", "4", "--master-addr", "127.0.0.1",
+         "--master-port", str(master), "-m", "secure_auc.cli.compute", "--config", str(tmp_path / "deploy.toml"),
+         "--identity-template", str(tmp_path / "keys" / "{role}.pem"), "--epochs", "2", "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    clients = [bench.start_service(tmp_path, f"client-{k}") for k in range(len(sizes))]
+    try:
+        out, err = compute.communicate(timeout=300)
+        client_err = [c.communicate(timeout=60)[1] for c in clients]
+    finally:
+        bench.stop([compute, *clients])
+    assert compute.returncode == 0, err[-3000:]
+    assert all(c.returncode == 0 for c in clients), [e[-1500:] for e in client_err]
+    reports = [json.loads(line) for line in out.strip().splitlines() if line.startswith("{")]
+    assert [r["extra"]["epoch"] if "extra" in r else r["epoch"] for r in reports] == [0, 1]
+    mechanism = StatisticsMechanism(1.0, allocation="adaptive")
+    for epoch, report in enumerate(reports):
+        roles = [Client(k, ClientData(bench.model_scores(tmp_path, k, epoch), y), mechanism,
+                        ClientRngs.from_key(client_key(1000 + epoch, k))) for k, y in enumerate(data["labels"])]
+        estimate, aggregate, _ = run_plain(roles, Server(mechanism))
+        assert report["auc"] == float(estimate.auc)
+        assert report["estimated_positives"] == float(aggregate.positives)
+        assert report["std"] > 0 and report["ci_low"] < report["auc"] < report["ci_high"]
+    assert "startup_seconds" in json.dumps(reports[0]) and "startup_seconds" not in json.dumps(reports[1])
+    for k, y in enumerate(data["labels"]):
+        assert Ledger(tmp_path / f"ledger-{k}.db").spent(label_commitment(y)).releases == 2
