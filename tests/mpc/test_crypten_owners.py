@@ -255,7 +255,6 @@ def test_the_audit_catches_every_rank_opened_to_every_owner():
     found = leaks(received, secrets_by_client, aggregate, owner=_owner)
     assert any(f.startswith("process -1 holds") and "client 1's" in f for f in found), found
     assert any(f.startswith("process -2 holds") and "client 0's" in f for f in found), found
-    assert isinstance(secrets_by_client[0], Secret)
 
 
 # ----------------------------------------------------------------- bad input, named
@@ -299,3 +298,15 @@ def _other_mechanisms_job(h, labels, owners, mechs, *args):
     from secure_auc.mpc.crypten.owners import label_owner_job
 
     return label_owner_job(h, labels, owners, [RandomizedResponse(2.0)] if h == 1 else mechs, *args)
+
+
+def test_the_label_forms_are_found_where_they_are():
+    """The search for labels finds an owner's labels sent as bytes or packed bits among
+    other bytes, and nothing in random bytes."""
+    rng = np.random.default_rng(3)
+    labels = (rng.random(100) < 0.5).astype(np.int8)
+    secret = Secret(label_forms(labels))
+    noise = rng.integers(0, 256, 4096, dtype=np.uint8).tobytes()
+    assert secret.search(noise[:17] + labels[40:80].tobytes() + noise, aligned=False)
+    assert secret.search(noise[:5] + np.packbits(labels[3:3 + 80].astype(np.uint8)).tobytes() + noise, aligned=False)
+    assert not secret.search(noise, aligned=False)

@@ -61,7 +61,7 @@ from ..ranks import DIGIT_BITS, radix_midranks_shared, reveal_to_owners, secure_
 from .safe import released
 
 __all__ = ["score_keys", "add_planes", "any_set", "digits_mod4", "rank_mpctensor", "twice_midranks_mpctensor",
-           "evaluate_mpctensor", "KEY_RANGE_BITS"]
+           "evaluate_mpctensor", "score_count", "KEY_RANGE_BITS"]
 
 KEY_RANGE_BITS = 30  # -2^30 <= v < 2^30: one 32-bit key limb, below the padding key
 _WORD_BITS = 64
@@ -283,6 +283,12 @@ def evaluate_mpctensor(x, labels, *, owners: list[int], sizes: list[int], mechan
         return None
     aggregates = [Aggregate(int(opened[2 * i]), int(opened[2 * i + 1]), total) for i in range(len(mechanisms))]
     return [Server(m).estimate(a) for m, a in zip(mechanisms, aggregates)], aggregates
+
+
+def score_count(x) -> int:
+    """The number of scores (M) in the CrypTen ``MPCTensor`` ``x`` (flattened); raises
+    InputError unless it holds one or more values as arithmetic shares."""
+    return _arithmetic_share(x).numel()
 
 
 def _arithmetic(x):

@@ -59,7 +59,7 @@ from ..input_parties import (CH_ALIVE, CH_HELLO, CH_PUBLIC, HostResult, accept_l
                              open_statistics, receive_ranks, recv_public, release_statistics, send_hello, send_ranks)
 from ..party import PartyConfig, ProtocolError
 from ..primitives.outside import HostSharing
-from .bridge import _arithmetic_share, twice_midranks_mpctensor
+from .bridge import score_count, twice_midranks_mpctensor
 from .safe import released
 
 log = logging.getLogger(__name__)
@@ -198,7 +198,7 @@ def evaluate_mpctensor_for_owners(x, links: dict, *, sizes: list[int], mechanism
                                                    mechanisms=[make_mechanism("laplace", 1.0)])
     """
     rank, w = backend.rank(), backend.world_size()
-    total = _arithmetic_share(x).numel()
+    total = score_count(x)
     sizes = [int(n) for n in sizes]
     who = describe_helpers_rank(rank, w - 1)
     if sum(sizes) != total or not sizes or min(sizes) < 1:
