@@ -265,7 +265,7 @@ def test_the_audit_catches_every_rank_opened_to_every_owner():
     ("label count", "label owner 1 holds 19 labels but its block of the MPCTensor has 20 rows"),
     ("label value", "label owner 0 failed: label owner 0: labels[3] is 2: labels must be 0 or 1"),
     ("mechanisms", "label owner 1 was started with different parameters: mechanisms="),
-    ("never connects", "label owner 1 never connected to server (rank 0) within 6 s"),
+    ("never connects", "label owner 1 never connected to "),  # the server or the helper, within 6 s
 ])
 def test_bad_input_is_one_error_naming_the_party(case, expected):
     import multiprocessing
@@ -288,6 +288,8 @@ def test_bad_input_is_one_error_naming_the_party(case, expected):
             owner_job=owner_job)
     took = time.monotonic() - start
     assert expected in str(err.value), str(err.value)
+    if case == "never connects":
+        assert "within 6 s" in str(err.value), str(err.value)
     assert "\n" not in str(err.value)
     assert took < 6 + 60, took  # start-up of the processes (slow on a loaded machine), then the timeout
     assert multiprocessing.active_children() == []
