@@ -51,6 +51,11 @@ def _computing(rank, parts, sizes, mechs, endpoint, identity_raw, owner_keys, ti
     crypten = backend.crypten
     with install(), owner_links(tuple(endpoint), identity_from_bytes(identity_raw), owner_keys,
                                 timeout=timeout) as links:
+        if parts[rank].dtype == np.int64:  # int64 shares of 64-bit fixed-point values (test data)
+            from crypten.mpc import MPCTensor
+
+            x = MPCTensor.from_shares(torch.from_numpy(parts[rank]), precision=16)
+            return evaluate_mpctensor_for_owners(x, links, sizes=sizes, mechanisms=mechs, method=method)
         x = None
         for r in range(backend.world_size()):
             t = crypten.cryptensor(torch.from_numpy(parts[r]) if r == rank else torch.empty(len(parts[r]),
@@ -142,18 +147,26 @@ def _plain(scores, labels, sizes, mechanism, keys):
 # ----------------------------------------------------------------- exactness
 
 
-@pytest.mark.parametrize("w, sizes, provider, method", [
-    (2, [170, 130], "tfp", "radix"),  # 2 computing parties, 2 owners
-    (3, [150, 1, 209], "ttp", "radix"),  # 3 computing parties and the dealer, 3 owners (one with one row)
-    (2, [60, 90], "tfp", "network"),  # the bitonic network on the converted keys
+@pytest.mark.parametrize("w, sizes, provider, method, wide", [
+    (2, [170, 130], "tfp", "radix", False),  # 2 computing parties, 2 owners
+    (3, [150, 1, 209], "ttp", "radix", False),  # 3 computing parties and the dealer, 3 owners (one with one row)
+    (2, [60, 90], "tfp", "network", False),  # the bitonic network on the converted keys
+    (3, [140, 161], "ttp", "radix", True),  # the whole 64-bit fixed-point range: two-limb keys
 ])
-def test_owners_as_input_parties_match_sklearn_and_the_plain_protocol(w, sizes, provider, method):
+def test_owners_as_input_parties_match_sklearn_and_the_plain_protocol(w, sizes, provider, method, wide):
+    from .test_crypten_bridge import int_parts, wide_values
+
     rng = np.random.default_rng(len(sizes) + w)
     m = sum(sizes)
-    scores = rng.integers(-24, 24, m) / 8.0  # many ties (across owners too), negative scores
-    scores[:4] = [-(2.0**14) + 2.0**-16, 2.0**14 - 2.0**-16, 2.0**-16, -(2.0**-16)]  # the range's ends, 1 ulp apart
-    parts = split_parts(scores, w, rng)
-    assert np.array_equal(decoded(parts), scores)
+    if wide:
+        v = wide_values(m, rng)
+        scores = v.astype(np.float64) / SCALE  # order and ties kept (test_crypten_bridge.wide_values)
+        parts = int_parts(v, w, rng)
+    else:
+        scores = rng.integers(-24, 24, m) / 8.0  # many ties (across owners too), negative scores
+        scores[:4] = [-(2.0**14) + 2.0**-16, 2.0**14 - 2.0**-16, 2.0**-16, -(2.0**-16)]  # the 1-limb range's ends
+        parts = split_parts(scores, w, rng)
+        assert np.array_equal(decoded(parts), scores)
     labels = [(rng.random(n) < 0.4).astype(np.int8) for n in sizes]
     labels[0][:2] = [0, 1]
     keys = [client_key(SEED, k) for k in range(len(sizes))]
@@ -178,13 +191,13 @@ def test_owners_as_input_parties_match_sklearn_and_the_plain_protocol(w, sizes, 
 # ----------------------------------------------------------------- what each process receives and opens
 
 
-def recognisable(sizes, seed):
-    """Distinct scores k / 2^16 in [0, 16) (exact in CrypTen's fixed point), the one- and
-    two-row owners holding the highest; each owner's labels."""
+def recognisable(sizes, seed, scale=16.0):
+    """Distinct scores k / 2^20 x ``scale`` (16: in [0, 16), exact in CrypTen's fixed point),
+    the one- and two-row owners holding the highest; each owner's labels."""
     from .test_leakage import recognisable_clients
 
     clients = recognisable_clients(sizes, seed=seed)
-    return [ClientData(c.scores * 16.0, c.labels, f"client {k}") for k, c in enumerate(clients)]
+    return [ClientData(c.scores * scale, c.labels, f"client {k}") for k, c in enumerate(clients)]
 
 
 def label_forms(labels: np.ndarray) -> dict:
@@ -199,14 +212,19 @@ def label_forms(labels: np.ndarray) -> dict:
     return pats
 
 
-def _audited_run(sizes, w, provider, *, computing_job=_computing, owner_job=None, owner_extra=()):
-    clients = recognisable(sizes, seed=len(sizes) + w)
+def _audited_run(sizes, w, provider, *, wide=False, computing_job=_computing, owner_job=None, owner_extra=()):
+    from .test_crypten_bridge import int_parts
+
+    clients = recognisable(sizes, seed=len(sizes) + w, scale=2.0**34 if wide else 16.0)
     k = len(clients)
     mechs = mechanisms_for(k)
     keys = [client_key(SEED, i) for i in range(k)]
     scores = np.concatenate([c.scores for c in clients])
-    parts = split_parts(scores, w, np.random.default_rng(w))
-    assert np.array_equal(decoded(parts), scores)
+    if wide:  # scores up to 2^34: two-limb keys
+        parts = int_parts(np.round(scores * SCALE).astype(np.int64), w, np.random.default_rng(w))
+    else:
+        parts = split_parts(scores, w, np.random.default_rng(w))
+        assert np.array_equal(decoded(parts), scores)
     received: dict = {}
     done = run(w, parts, sizes, [c.labels for c in clients], keys, mechs, provider=provider, received=received,
                computing_job=computing_job, owner_job=owner_job, owner_extra=owner_extra)
@@ -220,9 +238,13 @@ def _owner(h):
     return -(h + 1)
 
 
-@pytest.mark.parametrize("sizes, w, provider", [([1, 2, 300], 3, "ttp"), ([200, 90], 2, "tfp")])
-def test_no_process_learns_another_partys_labels_ranks_or_noise(sizes, w, provider):
-    clients, done, received, secrets_by_client, aggregate, aggregates = _audited_run(sizes, w, provider)
+@pytest.mark.parametrize("sizes, w, provider, wide", [
+    ([1, 2, 300], 3, "ttp", False),
+    ([200, 90], 2, "tfp", False),
+    ([2, 250], 2, "tfp", True),  # beyond [-2^14, 2^14): two-limb keys, B2A of the high bits
+])
+def test_no_process_learns_another_partys_labels_ranks_or_noise(sizes, w, provider, wide):
+    clients, done, received, secrets_by_client, aggregate, aggregates = _audited_run(sizes, w, provider, wide=wide)
     k = len(clients)
     computing = list(range(w)) + ([w] if provider == "ttp" else [])  # the dealer too
     assert sorted(received) == sorted([_owner(h) for h in range(k)] + computing)

@@ -154,10 +154,10 @@ def evaluate_mpctensor_for_owners(x, links: dict, *, sizes: list[int], mechanism
     Parameters
     ----------
     x : crypten.mpc.MPCTensor
-        The scores, M values (flattened), arithmetic shares, CrypTen's fixed point;
-        values in :math:`[-2^{30}, 2^{30})` after encoding (scores in
-        :math:`[-2^{14}, 2^{14})` at 16 fractional bits), anything else refused at
-        every party.
+        The scores, M values (flattened), arithmetic shares, CrypTen's fixed point:
+        any 64-bit values with the radix sort (beyond :math:`[-2^{30}, 2^{30})` after
+        encoding, i.e. scores outside :math:`[-2^{14}, 2^{14})` at 16 fractional bits,
+        with two-limb keys); the sorting network refuses those at every party.
     links : dict of int to InputLink
         This party's links to the owners 0..K-1 (:func:`owner_links`).
     sizes : list of int
@@ -183,7 +183,8 @@ def evaluate_mpctensor_for_owners(x, links: dict, *, sizes: list[int], mechanism
     ------
     InputError
         At every computing party, before any link is used, if ``sizes`` do not add up to
-        the ``MPCTensor``'s length, or if a score is out of the rankable range.
+        the ``MPCTensor``'s length, or, with ``method="network"``, if a score is outside
+        :math:`[-2^{14}, 2^{14})` (16 fractional bits).
     ProtocolError
         If an owner was started with other parameters or holds another number of labels
         than its block has rows (the owner is named).
