@@ -202,7 +202,8 @@ def host_shares(hellos: dict, config: PartyConfig, rank: int, describe, name_hos
     of their blocks and the hosts whose corrections it receives."""
     layout = _check_hosts(hellos, config, rank, describe, name_host)
     w = config.computing
-    seeds = {h: (bytes.fromhex(hellos[h]["seed"]) if correction_party(h, w) != rank else None) for h in range(len(hellos))}
+    seeds = {h: (bytes.fromhex(hellos[h]["seed"]) if correction_party(h, w) != rank else None)
+             for h in range(len(hellos))}
     shares = OutsideShares(rank, w, seeds)
     return [samples for _, samples in layout], shares, shares.corrected_hosts()
 

@@ -65,8 +65,8 @@ from ..primitives.randomness import dealer_randomness
 from ..ranks import DIGIT_BITS, radix_midranks_shared, reveal_to_owners, secure_midranks
 from .safe import released
 
-__all__ = ["score_keys", "wide_keys", "add_planes", "any_set", "digits_mod4", "rank_mpctensor", "twice_midranks_mpctensor",
-           "evaluate_mpctensor", "score_count", "KEY_RANGE_BITS"]
+__all__ = ["score_keys", "wide_keys", "add_planes", "any_set", "digits_mod4", "rank_mpctensor",
+           "twice_midranks_mpctensor", "evaluate_mpctensor", "score_count", "KEY_RANGE_BITS"]
 
 KEY_RANGE_BITS = 30  # -2^30 <= v < 2^30: one 32-bit key limb, below the padding key
 _WORD_BITS = 64
