@@ -56,7 +56,8 @@ log = logging.getLogger(__name__)
 
 __all__ = ["run_computing_party", "run_client_host", "computing_job", "host_job", "session_computing_job",
            "session_host_job", "HostResult", "input_columns", "compute_evaluation", "host_evaluation",
-           "CH_HELLO"]
+           "accept_links", "host_shares", "send_ranks", "open_statistics", "estimates_from", "send_hello",
+           "recv_public", "receive_ranks", "release_statistics", "CH_HELLO"]
 
 READY = "ready"  # what the server of a session puts on its queue once every link is up
 
@@ -104,15 +105,7 @@ def run_computing_party(rank: int, config: PartyConfig, endpoint: tuple[str, int
     agree_public(config, rank, describe)
 
     names = host_names or [describe_host(h) for h in range(len(host_keys))]
-    addr, port = endpoint
-    listener = listen(addr, 0 if isinstance(port, PortBoard) else port)
-    if isinstance(port, PortBoard):  # a local run: the OS's port, published to the hosts
-        port.publish(rank, listener.getsockname()[1])
-    try:
-        links = accept_hosts(listener, rank, identity, host_keys, timeout=timeout, describe_me=describe(rank),
-                             describe_host=lambda h: names[h])
-    finally:
-        listener.close()
+    links = accept_links(rank, endpoint, identity, host_keys, timeout=timeout, names=names, describe_me=describe(rank))
     try:
         if not config.session:
             hellos = {h: links[h].recv_obj(CH_HELLO) for h in range(len(links))}
@@ -135,6 +128,24 @@ def run_computing_party(rank: int, config: PartyConfig, endpoint: tuple[str, int
             link.close()
 
 
+def accept_links(rank: int, endpoint: tuple, identity, host_keys: list[bytes], *, timeout: float, names: list[str],
+                 describe_me: str) -> dict:
+    """Listen on ``endpoint`` ``(addr, port)`` (``port`` a :class:`.comm.inlinks.PortBoard`: a
+    port from the OS, published for the hosts of a local run) and accept one authenticated
+    link from each input party whose public key is in ``host_keys``; ``names[h]`` names
+    input party h in errors (one that never connects within ``timeout`` seconds among
+    them).  Returns the links by input party."""
+    addr, port = endpoint
+    listener = listen(addr, 0 if isinstance(port, PortBoard) else port)
+    if isinstance(port, PortBoard):  # a local run: the OS's port, published to the hosts
+        port.publish(rank, listener.getsockname()[1])
+    try:
+        return accept_hosts(listener, rank, identity, host_keys, timeout=timeout, describe_me=describe_me,
+                            describe_host=lambda h: names[h])
+    finally:
+        listener.close()
+
+
 def _next_hellos(links, *, keep_dealer_alive: bool, interval: float) -> dict:
     """Wait, without a time limit, for every host's next message (a session between
     evaluations); the server pings the dealer every ``interval`` seconds meanwhile, so
@@ -150,7 +161,7 @@ def _next_hellos(links, *, keep_dealer_alive: bool, interval: float) -> dict:
     return out
 
 
-def _check_hosts(hellos: dict, config: PartyConfig, rank: int, describe) -> list[list[int]]:
+def _check_hosts(hellos: dict, config: PartyConfig, rank: int, describe, name_host=describe_host) -> list[list[int]]:
     """Each host's (clients, samples), checked: same parameters, clients 0..K-1 in order,
     and the same counts at every computing party as at the server (a host's clients'
     own sample counts stay with the host)."""
@@ -159,7 +170,7 @@ def _check_hosts(hellos: dict, config: PartyConfig, rank: int, describe) -> list
     next_client = 0
     for h in range(len(hellos)):
         hello = hellos[h]
-        who = describe_host(h)
+        who = name_host(h)
         if hello.get("public") != mine:
             keys = sorted(k for k in mine if (hello.get("public") or {}).get(k) != mine[k])
             raise ProtocolError(f"{who} was started with different parameters: "
@@ -178,23 +189,59 @@ def _check_hosts(hellos: dict, config: PartyConfig, rank: int, describe) -> list
     server_layout = backend.broadcast_obj(layout if rank == 0 else None, 0)
     if server_layout != layout:
         h = next(h for h in range(len(layout)) if h >= len(server_layout) or server_layout[h] != layout[h])
-        raise ProtocolError(f"{describe_host(h)} told {describe(rank)} other client or sample counts than it told "
+        raise ProtocolError(f"{name_host(h)} told {describe(rank)} other client or sample counts than it told "
                             "the server")
     return layout
+
+
+def host_shares(hellos: dict, config: PartyConfig, rank: int, describe, name_host=describe_host):
+    """Step 1 at computing party ``rank``, once every host's first message (``hellos[h]``,
+    :data:`CH_HELLO`) has arrived: the hosts checked (:func:`_check_hosts`; ``name_host(h)``
+    names host h in errors), their row counts, this party's :class:`.primitives.outside.OutsideShares`
+    of their blocks and the hosts whose corrections it receives."""
+    layout = _check_hosts(hellos, config, rank, describe, name_host)
+    w = config.computing
+    seeds = {h: (bytes.fromhex(hellos[h]["seed"]) if correction_party(h, w) != rank else None)
+             for h in range(len(hellos))}
+    shares = OutsideShares(rank, w, seeds)
+    return [samples for _, samples in layout], shares, shares.corrected_hosts()
+
+
+def send_ranks(links: dict, twice, rows: list[int]) -> None:
+    """Step 4: send host h this party's shares of its own rows' 2 x mid-ranks (rows in host
+    order, ``rows[h]`` each), as int32 words: shares mod 2^32, 2 x mid-rank < 2^31."""
+    twice = twice.numpy().astype(np.int32)
+    offset = 0
+    for h in range(len(links)):
+        links[h].send_array(CH_RANKS, twice[offset : offset + rows[h]], np.int32)
+        offset += rows[h]
+
+
+def open_statistics(links: dict, shares: OutsideShares, mine: list[int], mechanisms, dst: int = 0):
+    """Step 6: the hosts' fixed-point statistics (2 per mechanism), added in shares and opened
+    to party ``dst`` only (:func:`.primitives.opening.open_to`): the int64 sum at ``dst``,
+    None elsewhere."""
+    width = 2 * len(mechanisms)
+    corr = {h: links[h].recv_array(CH_STATS, (1, width)) for h in mine}
+    summed = shares.shares("statistics", [1] * len(links), width, corr).sum(dim=0)
+    opened = open_to(summed, dst)
+    return None if opened is None else opened.numpy().astype(np.int64)
+
+
+def estimates_from(opened: np.ndarray, mechanisms, total: int) -> tuple[list, list]:
+    r"""The server's estimates and aggregates, one per mechanism, from the opened sums
+    (:math:`\sum_k localSum'_k`, :math:`\sum_k localP'_k` per mechanism) over ``total`` rows."""
+    aggregates = [Aggregate(int(opened[2 * i]), int(opened[2 * i + 1]), total) for i in range(len(mechanisms))]
+    return [Server(m).estimate(a) for m, a in zip(mechanisms, aggregates)], aggregates
 
 
 def compute_evaluation(rank, config, links, describe, is_server, start, hellos) -> PartyResult:
     """One evaluation at computing party ``rank`` over the hosts' open ``links``, once every
     host's first message (``hellos[h]``, :data:`CH_HELLO`) has arrived: steps 2 to 6."""
-    w = config.computing
     hosts = len(links)
     bytes_before = sum(link.bytes for link in links.values())
-    layout = _check_hosts(hellos, config, rank, describe)
-    rows = [samples for _, samples in layout]
+    rows, shares, mine = host_shares(hellos, config, rank, describe)
     total = sum(rows)
-    seeds = {h: (bytes.fromhex(hellos[h]["seed"]) if correction_party(h, w) != rank else None) for h in range(hosts)}
-    shares = OutsideShares(rank, w, seeds)
-    mine = shares.corrected_hosts()
 
     # 2. key width: only [no host has float64 scores] is opened, to the computing parties
     corr = {h: links[h].recv_array(CH_BIT, (1, 1)) for h in mine}
@@ -220,26 +267,15 @@ def compute_evaluation(rank, config, links, describe, is_server, start, hellos) 
     rank_seconds = time.perf_counter() - rank_start
 
     # 4. each host gets the shares of its own rows only
-    twice = twice.numpy().astype(np.int32)  # shares mod 2^32: 2 x mid-rank < 2^31
-    offset = 0
-    for h in range(hosts):
-        links[h].send_array(CH_RANKS, twice[offset : offset + rows[h]], np.int32)
-        offset += rows[h]
+    send_ranks(links, twice, rows)
 
     # 6. the hosts' statistics, summed in shares, opened to the server only
-    width = 2 * len(config.mechanisms)
-    corr = {h: links[h].recv_array(CH_STATS, (1, width)) for h in mine}
-    summed = shares.shares("statistics", [1] * hosts, width, corr).sum(dim=0)
-    opened = open_to(summed, 0)
+    opened = open_statistics(links, shares, mine, config.mechanisms, 0)
 
     result = PartyResult(rank=rank, role=describe(rank).split(" (")[0], seconds=0.0, bytes_sent=0, rounds=0,
                          rank_seconds=rank_seconds, sizes=rows)
     if is_server:
-        agg = opened.numpy().astype(np.int64)
-        for i, mechanism in enumerate(config.mechanisms):
-            aggregate = Aggregate(int(agg[2 * i]), int(agg[2 * i + 1]), total)
-            result.aggregates.append(aggregate)
-            result.estimates.append(Server(mechanism).estimate(aggregate))
+        result.estimates, result.aggregates = estimates_from(opened, config.mechanisms, total)
     stats = backend.communication_stats()
     result.client_bytes = int(sum(link.bytes for link in links.values()) - bytes_before)
     result.bytes_sent = int(stats["bytes"]) + result.client_bytes
@@ -277,34 +313,29 @@ def run_client_host(h: int, clients: list[ClientData], first: int, noise_keys: l
     return out
 
 
-def host_evaluation(h, clients, first, noise_keys, config, links, keep_ranks=False) -> HostResult:
-    """One evaluation at client host ``h`` over its open ``links`` to the computing parties:
-    steps 1 to 5 (:class:`HostResult`)."""
-    w = len(links)
-    sharing = HostSharing(h, w)
-    c = sharing.corrector
-    sizes = [len(d) for d in clients]
+def send_hello(links, sharing: HostSharing, config: PartyConfig, first: int, sizes: list[int]) -> None:
+    """Step 1 at a host: its parameters, its clients (``first`` on, ``sizes`` rows each) and,
+    to every computing party but its correction party, a fresh seed."""
     public = config.public()
     for p, link in enumerate(links):
         link.send_obj(CH_HELLO, {"public": public, "first": first, "clients": len(sizes), "samples": sum(sizes),
                                  "seed": sharing.seeds[p].hex() if p in sharing.seeds else None})
-    scores = np.concatenate([d.scores for d in clients]) if len(clients) > 1 else clients[0].scores
-    bit = np.array([[0 if is_float32_exact(scores) else 1]], dtype=np.int64)
-    links[c].send_array(CH_BIT, sharing.correction(bit, "float32-exact"))
-    answers = [link.recv_obj(CH_PUBLIC) for link in links]
+
+
+def recv_public(links) -> dict:
+    """The public parameters every computing party sends a host (the same from each; the
+    parties' heartbeats, :data:`CH_ALIVE`, are accepted meanwhile)."""
+    answers = [link.recv_obj(CH_PUBLIC, alive=CH_ALIVE) for link in links]
     if any(a != answers[0] for a in answers):
         raise ProtocolError(f"the computing parties disagree on the public parameters: {answers}")
-    limbs, total = int(answers[0]["limbs"]), int(answers[0]["total"])
+    return answers[0]
 
-    keys = encode_keys(scores, limbs)
-    rounds, _ = input_columns(config.sort, limbs)
-    blocks = [sharing.correction(keys, "keys")]
-    blocks += [sharing.correction(key_digits(keys, l, DIGIT_BITS).reshape(-1, 1), ("digit", l)) for l in range(rounds)]
-    links[c].send_array(CH_INPUTS, np.concatenate(blocks, axis=1))
-    del blocks
 
-    n = len(scores)
-    parts: list = [None] * w
+def receive_ranks(links, n: int) -> np.ndarray:
+    r"""Step 4 at a host: the shares of its ``n`` rows' 2 x mid-ranks from every computing
+    party (side by side, each wait renewed by the party's heartbeats), added modulo
+    :math:`2^{32}` (:func:`.primitives.opening.reconstruct`); int64."""
+    parts: list = [None] * len(links)
     errors: list = []
 
     def receive(p):
@@ -313,28 +344,59 @@ def host_evaluation(h, clients, first, noise_keys, config, links, keep_ranks=Fal
         except BaseException as exc:  # noqa: BLE001 - re-raised below
             errors.append(exc)
 
-    threads = [threading.Thread(target=receive, args=(p,), daemon=True) for p in range(w)]
+    threads = [threading.Thread(target=receive, args=(p,), daemon=True) for p in range(len(links))]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     if errors:
         raise errors[0]
-    twice = reconstruct(parts).astype(np.int64)  # int32 shares: wraps mod 2^32
+    return reconstruct(parts).astype(np.int64)  # int32 shares: wraps mod 2^32
 
-    width = 2 * len(config.mechanisms)
+
+def release_statistics(clients, first: int, noise_keys, mechanisms, twice: np.ndarray, total: int,
+                       sharing: HostSharing, links) -> None:
+    """Step 5 at a host: each hosted client's fixed-point statistics from its labels, its
+    rows' mid-ranks (``twice`` / 2, of ``total`` rows) and its own noise key, per mechanism;
+    the host shares their sum (2 values per mechanism) with its correction party."""
+    width = 2 * len(mechanisms)
     stats = np.zeros(width, dtype=np.int64)
-    out = HostResult()
-    if keep_ranks:
-        out["ranks"] = np.split(twice, np.cumsum(sizes)[:-1])
     ranks = twice.astype(np.float64) / 2.0
-    for j, mechanism in enumerate(config.mechanisms):
+    for j, mechanism in enumerate(mechanisms):
         # every hosted client at once, each from its own streams: what each computes alone
         group = ClientGroup(first, clients, mechanism, noise_keys)
         group.set_ranks(ranks, total)
         local_sum, local_p = group.fixed_statistics()
         stats[2 * j], stats[2 * j + 1] = int(local_sum.sum()), int(local_p.sum())
-    links[c].send_array(CH_STATS, sharing.correction(stats.reshape(1, width), "statistics"))
+    links[sharing.corrector].send_array(CH_STATS, sharing.correction(stats.reshape(1, width), "statistics"))
+
+
+def host_evaluation(h, clients, first, noise_keys, config, links, keep_ranks=False) -> HostResult:
+    """One evaluation at client host ``h`` over its open ``links`` to the computing parties:
+    steps 1 to 5 (:class:`HostResult`)."""
+    w = len(links)
+    sharing = HostSharing(h, w)
+    c = sharing.corrector
+    sizes = [len(d) for d in clients]
+    send_hello(links, sharing, config, first, sizes)
+    scores = np.concatenate([d.scores for d in clients]) if len(clients) > 1 else clients[0].scores
+    bit = np.array([[0 if is_float32_exact(scores) else 1]], dtype=np.int64)
+    links[c].send_array(CH_BIT, sharing.correction(bit, "float32-exact"))
+    answer = recv_public(links)
+    limbs, total = int(answer["limbs"]), int(answer["total"])
+
+    keys = encode_keys(scores, limbs)
+    rounds, _ = input_columns(config.sort, limbs)
+    blocks = [sharing.correction(keys, "keys")]
+    blocks += [sharing.correction(key_digits(keys, l, DIGIT_BITS).reshape(-1, 1), ("digit", l)) for l in range(rounds)]
+    links[c].send_array(CH_INPUTS, np.concatenate(blocks, axis=1))
+    del blocks
+
+    twice = receive_ranks(links, len(scores))
+    out = HostResult()
+    if keep_ranks:
+        out["ranks"] = np.split(twice, np.cumsum(sizes)[:-1])
+    release_statistics(clients, first, noise_keys, config.mechanisms, twice, total, sharing, links)
     return out
 
 

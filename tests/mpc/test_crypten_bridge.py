@@ -113,6 +113,65 @@ def test_three_parties_dealer_and_out_of_range_refused():
     labels = [(rng.random(n) < 0.3).astype(np.int8) for n in sizes]
     results = run_parties(3, _bridge, parts, labels, [1, 2], sizes, ["radix"], provider="ttp")
     check(results, 3, ["radix"], labels, sizes)
-    too_big = split_parts(np.array([0.5, 2.0**14, -1.0]), 3, rng)
-    refused = run_parties(3, _bridge, too_big, None, None, None, ["radix"], provider="ttp")
-    assert all("outside the rankable fixed-point range" in refused[r]["radix"] for r in range(3))
+    too_big = split_parts(np.array([0.5, 2.0**14, -1.0, 2.0**14, -(2.0**14) - 2.0**-16]), 3, rng)
+    wide = run_parties(3, _bridge, too_big, None, None, None, ["radix", "network"], provider="ttp")
+    for r in range(3):  # the radix sort ranks them (two-limb keys); the network refuses them
+        np.testing.assert_array_equal(wide[r]["radix"], [3, 4.5, 2, 4.5, 1])
+        assert "outside the fixed-point range the sorting network ranks" in wide[r]["network"]
+
+
+def _wide(rank, parts, labels, owners, sizes):
+    """x given by its int64 shares (part ``rank`` at party ``rank``: test data, any 64-bit
+    fixed-point values); its mid-ranks (opened here, test only) and the DP AUC."""
+    import torch
+    from crypten.mpc import MPCTensor
+
+    from secure_auc.mpc.crypten import evaluate_mpctensor, install, rank_mpctensor
+    from secure_auc.validation import InputError
+
+    with install():
+        x = MPCTensor.from_shares(torch.from_numpy(parts[rank]), precision=16)
+        out = {"radix": rank_mpctensor(x).get_plain_text().numpy()}
+        try:
+            rank_mpctensor(x, method="network")
+        except InputError as exc:
+            out["network"] = str(exc)
+        mine = labels[owners.index(rank)] if rank in owners else None
+        key = KEYS[owners.index(rank)] if rank in owners else None
+        out["evaluation"] = evaluate_mpctensor(x, mine, owners=owners, sizes=sizes, mechanisms=mechanisms(),
+                                               noise_key=key)
+    return out
+
+
+def wide_values(m, rng):
+    """64-bit fixed-point values over the whole range (both ends included), with ties; each
+    exact as a float64 (multiples of 2^12 up to 2^62), so the references can use floats."""
+    v = rng.integers(-(1 << 50), 1 << 50, m) << 12
+    v[::5] = v[1]  # ties
+    v[:8] = [-(1 << 63), (1 << 63) - 1, -(1 << 63) + (1 << 11), 0, -1, 1, 1 << 30, -(1 << 30) - 1]
+    return v
+
+
+def int_parts(v, world, rng):
+    """Additive int64 shares of v (wrapping), one per party."""
+    parts = [rng.integers(-(1 << 63), 1 << 63, len(v), dtype=np.int64) for _ in range(world - 1)]
+    return [v - sum(parts, np.zeros_like(v))] + parts
+
+
+@pytest.mark.parametrize("world, provider", [(2, "tfp"), (3, "ttp")])
+def test_the_whole_fixed_point_range_is_ranked_exactly(world, provider):
+    rng = np.random.default_rng(world)
+    v = wide_values(301, rng)
+    decoded = v.astype(np.float64) / 2.0**16
+    assert len(np.unique(decoded)) == len(np.unique(v))  # the floats keep the order and the ties
+    sizes = [140, 161]
+    labels = [(rng.random(n) < 0.4).astype(np.int8) for n in sizes]
+    results = run_parties(world, _wide, int_parts(v, world, rng), labels, [0, 1], sizes, provider=provider)
+    for r in range(world):
+        np.testing.assert_array_equal(results[r]["radix"], rankdata(v), err_msg=f"party {r}")
+        assert "the radix sort ranks the whole range" in results[r]["network"]
+    estimates, _ = results[0]["evaluation"]
+    y = np.concatenate(labels)
+    assert float(estimates[0].auc) == pytest.approx(roc_auc_score(y, decoded), abs=1e-12)
+    for got, ref in zip(estimates, plain_estimates(decoded, labels, sizes)):
+        assert float(got.auc) == float(ref.auc)

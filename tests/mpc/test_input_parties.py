@@ -173,8 +173,8 @@ def _host_that_dies(h, *args, **kwargs):
 
     original = InputLink.recv_obj
 
-    def recv_obj(self, channel):
-        out = original(self, channel)
+    def recv_obj(self, channel, **kw):
+        out = original(self, channel, **kw)
         if h == 1 and channel == ip.CH_PUBLIC:
             os.kill(os.getpid(), signal.SIGKILL)
         return out

@@ -157,8 +157,9 @@ class InputLink:
     def send_obj(self, channel: int, obj) -> None:
         self._send(channel, json.dumps(obj).encode())
 
-    def recv_obj(self, channel: int):
-        raw = self._recv(channel, None).tobytes()
+    def recv_obj(self, channel: int, *, alive: int | None = None):
+        """A small JSON object on ``channel``; ``alive`` as in :meth:`recv_array`."""
+        raw = self._recv(channel, None, alive).tobytes()
         try:
             return json.loads(raw.decode())
         except (UnicodeDecodeError, ValueError):

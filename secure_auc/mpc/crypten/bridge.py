@@ -10,14 +10,16 @@ party opens a score or a key:
    more parties a carry-save layer (:func:`..primitives.circuits.carry_save`)
    leaves two addends, and a prefix adder (:func:`add_planes`, 7 AND rounds)
    gives XOR shares of the 64 bits of :math:`u \bmod 2^{64}`.
-2. *Range* (exact, or refused).  The keys are one 32-bit limb, below the
-   sorting network's padding key :math:`2^{31} - 1`, so :math:`-2^{30} \le v < 2^{30}`
-   is needed (scores in :math:`[-2^{14}, 2^{14})` with CrypTen's 16 fractional
-   bits): bits 31..63 of :math:`u` must all be zero.  Their OR over every row (AND rounds on halves, then within a word)
-   is the one bit opened, to every computing party; if it is set, every party
-   raises :class:`~secure_auc.validation.InputError`.  Nothing else about the
-   values is opened.
-3. *Keys and digits.*  In that range the key is :math:`v` itself:
+2. *Key width.*  One 32-bit key limb, below the sorting network's padding key
+   :math:`2^{31} - 1`, holds :math:`-2^{30} \le v < 2^{30}` (scores in
+   :math:`[-2^{14}, 2^{14})` with CrypTen's 16 fractional bits): bits 31..63 of
+   :math:`u` all zero.  Their OR over every row (AND rounds on halves, then within a
+   word) is the one bit opened, to every computing party.  If it is set, the radix
+   sort takes two-limb keys for every row (:func:`wide_keys`: the whole 64-bit
+   range, exact), and the sorting network refuses (every party raises
+   :class:`~secure_auc.validation.InputError`).  Nothing else about the values is
+   opened.
+3. *Keys and digits.*  With one limb the key is :math:`v` itself:
    the shares of the ``MPCTensor`` are the rank step's one-limb keys
    (:mod:`..encoding`: first limb in :math:`[-2^{31}, 2^{31})`, order and
    ties those of the fixed-point values, negatives included).  The radix sort
@@ -26,7 +28,10 @@ party opens a score or a key:
    high bit of a digit enters as :math:`2 b`, and :math:`2 \bigoplus_p c_p \equiv
    2 \sum_p c_p \pmod 4`, so each party doubles its own XOR share; the low bit
    is :math:`\sum_p c_p - 2 \bigoplus_{p<q} c_p c_q \pmod 4`: one AND round on
-   packed words for the products of every pair of parties' shares.
+   packed words for the products of every pair of parties' shares.  With two
+   limbs, the 32 digits of :math:`v + 2^{63}` the same way, and the limbs
+   :math:`(v \gg 32, v \bmod 2^{32})` from a B2A of its 32 high bits
+   (:func:`wide_keys`).
 4. *Rank step.*  The radix sort (:func:`..ranks.radix_midranks_shared`, mid-rank
    scan in :math:`\mathbb{Z}_{2^{64}}` for an ``MPCTensor`` out, in
    :math:`\mathbb{Z}_{2^{32}}` when the ranks go to their owners), or the sorting network
@@ -60,8 +65,8 @@ from ..primitives.randomness import dealer_randomness
 from ..ranks import DIGIT_BITS, radix_midranks_shared, reveal_to_owners, secure_midranks
 from .safe import released
 
-__all__ = ["score_keys", "add_planes", "any_set", "digits_mod4", "rank_mpctensor", "twice_midranks_mpctensor",
-           "evaluate_mpctensor", "KEY_RANGE_BITS"]
+__all__ = ["score_keys", "wide_keys", "add_planes", "any_set", "digits_mod4", "rank_mpctensor",
+           "twice_midranks_mpctensor", "evaluate_mpctensor", "score_count", "KEY_RANGE_BITS"]
 
 KEY_RANGE_BITS = 30  # -2^30 <= v < 2^30: one 32-bit key limb, below the padding key
 _WORD_BITS = 64
@@ -116,36 +121,77 @@ def any_set(words: torch.Tensor, rnd) -> torch.Tensor:
     return x & 1
 
 
-def score_keys(share: torch.Tensor, rnd, *, digits: bool = True):
-    """Keys and digits of the rank step from this party's shares of CrypTen fixed-point
-    values (module docstring, steps 1 to 3).
-
-    ``share``: this party's (M,) int64 shares.  Returns ``(keys, digit_shares)``:
-    keys (M, 1) int64 (the shares themselves), digit_shares (32 / DIGIT_BITS, M) int64,
-    correct modulo 2^DIGIT_BITS (None without ``digits``).  Raises InputError (at every
-    party) if some value is not in [-2^30, 2^30)."""
-    if DIGIT_BITS != 2:  # the digits' high bit is doubled locally (module docstring)
-        raise ValueError("the digits of CrypTen keys are 2-bit digits")
+def _planes(u: torch.Tensor, rnd) -> torch.Tensor:
+    r"""XOR shares (64, 1, W) of the bits of :math:`\sum_p u_p \bmod 2^{64}` from this party's
+    additive shares ``u`` (1, M): bit slices, a carry-save layer, a prefix adder."""
     rank, world = backend.rank(), backend.world_size()
-    m = share.numel()
-    u = share.reshape(1, -1).clone()
-    if rank == 0:
-        u += 1 << KEY_RANGE_BITS
     mine = bitslice(u, _WORD_BITS)  # (64, 1, W)
     zeros = torch.zeros_like(mine)
     ops = [mine if r == rank else zeros for r in range(world)] + ([zeros] if world == 1 else [])
     (a, b), _ = carry_save(ops, rnd, [])
-    bits = add_planes(a, b, rnd)  # XOR shares of the bits of u mod 2^64
-    del a, b, ops, mine, zeros
+    return add_planes(a, b, rnd)
+
+
+def score_keys(share: torch.Tensor, rnd, *, digits: bool = True):
+    """Keys and digits of the rank step from this party's shares of CrypTen fixed-point
+    values (module docstring, steps 1 to 3).
+
+    ``share``: this party's (M,) int64 shares.  Returns ``(keys, digit_shares)``: keys
+    (M, limbs) int64, digit_shares (32 limbs / DIGIT_BITS, M) int64, correct modulo
+    2^DIGIT_BITS (None without ``digits``).  One limb (the shares themselves) if every
+    value is in [-2^30, 2^30); otherwise two (:func:`wide_keys`), or, without ``digits``
+    (the sorting network), InputError at every party."""
+    if DIGIT_BITS != 2:  # the digits' high bit is doubled locally (module docstring)
+        raise ValueError("the digits of CrypTen keys are 2-bit digits")
+    m = share.numel()
+    u = share.reshape(1, -1).clone()
+    if backend.rank() == 0:
+        u += 1 << KEY_RANGE_BITS
+    bits = _planes(u, rnd)  # XOR shares of the bits of u mod 2^64
     (outside,) = open_all([any_set(bits[KEY_RANGE_BITS + 1 :], rnd)], xor=1)
     if int(outside.reshape(-1)[0]) & 1:
-        raise InputError(f"a CrypTen score is outside the rankable fixed-point range: the encoded values must "
-                         f"lie in [-2^{KEY_RANGE_BITS}, 2^{KEY_RANGE_BITS}) (scores in [-2^14, 2^14) with 16 "
-                         "fractional bits)")
+        del bits
+        if not digits:
+            raise InputError(f"a CrypTen score is outside the fixed-point range the sorting network ranks: the "
+                             f"encoded values must lie in [-2^{KEY_RANGE_BITS}, 2^{KEY_RANGE_BITS}) (scores in "
+                             "[-2^14, 2^14) with 16 fractional bits); the radix sort ranks the whole range")
+        return wide_keys(share, rnd)
     keys = share.reshape(-1, 1).contiguous()
     if not digits:
         return keys, None
     return keys, digits_mod4(bits[: 32].reshape(32, -1), m, rnd)
+
+
+def wide_keys(share: torch.Tensor, rnd):
+    r"""Two-limb keys and their 32 digits for any 64-bit fixed-point values :math:`v`
+    (this party's (M,) int64 shares ``share``), for the radix sort.
+
+    With :math:`u = v + 2^{63} mod 2^{64}` (rank 0 flips the top bit of its share;
+    :math:`u` is unsigned and in the order of the signed :math:`v`), XOR shares of the
+    64 bits of :math:`u` (:func:`_planes`); B2A (:func:`..primitives.b2a.bit_to_arithmetic`)
+    of the 32 high bits gives additive shares of :math:`h = \lfloor u / 2^{32} 
+floor`, and
+    :math:`l = u - 2^{32} h \in [0, 2^{32})` locally.  The keys are the limbs of
+    :func:`..encoding.encode_keys`, :math:`(h - 2^{31}, l)` = :math:`(v \gg 32, v mod 2^{32})`,
+    each in a 32-bit range (so the equality test of the mid-rank scan is exact), and the
+    digits are those of :math:`u` (:func:`..ranks.key_digits`' unsigned form), by
+    :func:`digits_mod4`.  Opened: only B2A-masked bits."""
+    from ..primitives.b2a import bit_to_arithmetic
+
+    m = share.numel()
+    u = share.reshape(1, -1).clone()
+    if backend.rank() == 0:
+        u ^= torch.tensor(-(1 << 63), dtype=torch.int64)  # + 2^63 mod 2^64
+    bits = _planes(u, rnd)  # (64, 1, W)
+    words = bits.shape[-1]
+    high = bit_to_arithmetic(bits[32:].reshape(-1).contiguous(), 32 * words * _WORD_BITS, rnd)
+    weights = torch.arange(32, dtype=torch.int64).reshape(32, 1)
+    h = (high.view(32, -1)[:, :m] << weights).sum(dim=0)
+    del high
+    lo = u.reshape(-1) - (h << 32)
+    hi = h - (1 << 31) if backend.rank() == 0 else h
+    keys = torch.stack([hi, lo], dim=1).contiguous()
+    return keys, digits_mod4(bits.reshape(64, -1), m, rnd)
 
 
 def digits_mod4(bits: torch.Tensor, m: int, rnd) -> torch.Tensor:
@@ -201,7 +247,8 @@ def twice_midranks_mpctensor(x, *, method: str = RANK_METHODS[0], progress=None,
             timings["conversion"] = time.perf_counter() - start
             timings["conversion_bytes"] = backend.communication_stats()["bytes"] - sent
         if method == "radix":
-            return radix_midranks_shared(keys, lambda l: digit_shares[l], 1, progress=progress, dtype=dtype)
+            return radix_midranks_shared(keys, lambda l: digit_shares[l], keys.shape[1], progress=progress,
+                                         dtype=dtype)
         return secure_midranks(keys, progress=progress)
 
 
@@ -283,6 +330,12 @@ def evaluate_mpctensor(x, labels, *, owners: list[int], sizes: list[int], mechan
         return None
     aggregates = [Aggregate(int(opened[2 * i]), int(opened[2 * i + 1]), total) for i in range(len(mechanisms))]
     return [Server(m).estimate(a) for m, a in zip(mechanisms, aggregates)], aggregates
+
+
+def score_count(x) -> int:
+    """The number of scores (M) in the CrypTen ``MPCTensor`` ``x`` (flattened); raises
+    InputError unless it holds one or more values as arithmetic shares."""
+    return _arithmetic_share(x).numel()
 
 
 def _arithmetic(x):
