@@ -57,7 +57,7 @@ log = logging.getLogger(__name__)
 __all__ = ["run_computing_party", "run_client_host", "computing_job", "host_job", "session_computing_job",
            "session_host_job", "HostResult", "input_columns", "compute_evaluation", "host_evaluation",
            "accept_links", "host_shares", "send_ranks", "open_statistics", "estimates_from", "send_hello",
-           "recv_public", "receive_ranks", "release_statistics", "CH_HELLO"]
+           "recv_public", "receive_ranks", "release_statistics", "connected_evaluation", "CH_HELLO"]
 
 READY = "ready"  # what the server of a session puts on its queue once every link is up
 
@@ -298,13 +298,22 @@ def run_client_host(h: int, clients: list[ClientData], first: int, noise_keys: l
     first + len(clients) - 1``: connect to every computing party ``(addr, port, public
     key)``, share, receive the own rows' ranks, run each client's role with its own
     ``noise_keys[k]`` (None: fresh from :mod:`secrets`), share the statistics."""
+    me = describe_host(h, range(first, first + len(clients)))
+    return connected_evaluation(h, identity, parties, timeout, me,
+                                lambda links: host_evaluation(h, clients, first, noise_keys, config, links, keep_ranks))
+
+
+def connected_evaluation(h: int, identity, parties: list[tuple[str, int, bytes]], timeout: float, me: str,
+                         evaluation) -> HostResult:
+    """Input party ``h`` (named ``me``) connects to every computing party, runs
+    ``evaluation(links)`` and closes its links; the result gains the ``bytes`` sent and
+    received and the ``seconds``, connection included."""
     w = len(parties)
     start = time.perf_counter()
-    me = describe_host(h, range(first, first + len(clients)))
     links = connect(h, identity, parties, timeout=timeout, describe_party=lambda p: describe_helpers_rank(p, w - 1),
                     describe_me=me)
     try:
-        out = host_evaluation(h, clients, first, noise_keys, config, links, keep_ranks)
+        out = evaluation(links)
     finally:
         for link in links:
             link.close()

@@ -53,10 +53,11 @@ from ...data.io import ClientData
 from ...validation import InputError
 from .. import RANK_METHODS
 from ..comm import backend
-from ..comm.inlinks import Heartbeat, connect
+from ..comm.inlinks import Heartbeat
 from ..comm.roster import describe_helpers_rank
-from ..input_parties import (CH_ALIVE, CH_HELLO, CH_PUBLIC, HostResult, accept_links, estimates_from, host_shares,
-                             open_statistics, receive_ranks, recv_public, release_statistics, send_hello, send_ranks)
+from ..input_parties import (CH_ALIVE, CH_HELLO, CH_PUBLIC, HostResult, accept_links, connected_evaluation,
+                             estimates_from, host_shares, open_statistics, receive_ranks, recv_public,
+                             release_statistics, send_hello, send_ranks)
 from ..party import PartyConfig, ProtocolError
 from ..primitives.outside import HostSharing
 from .bridge import score_count, twice_midranks_mpctensor
@@ -282,23 +283,11 @@ def run_label_owner(h: int, labels, *, parties: list[tuple], identity, owners: i
     InputError
         If a label is not 0 or 1 (before connecting).
     """
-    import time
-
-    start = time.perf_counter()
     me = describe_owner(h)
     ClientData(np.zeros(len(labels)), labels, me)  # refused before anything is sent
     config = _config(mechanisms, owners, len(parties), method)
-    w = len(parties)
-    links = connect(h, identity, parties, timeout=timeout, describe_party=lambda p: describe_helpers_rank(p, w - 1),
-                    describe_me=me)
-    try:
-        out = label_owner_evaluation(h, labels, noise_key, config, links)
-    finally:
-        for link in links:
-            link.close()
-    out["bytes"] = int(sum(link.bytes for link in links))
-    out["seconds"] = time.perf_counter() - start
-    return out
+    return connected_evaluation(h, identity, parties, timeout, me,
+                                lambda links: label_owner_evaluation(h, labels, noise_key, config, links))
 
 
 def label_owner_job(h: int, labels, owners: int, mechanisms, noise_key, parties, identity_raw: bytes, timeout: float,
