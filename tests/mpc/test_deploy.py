@@ -145,3 +145,19 @@ def test_torchrun_runs_the_services_of_a_configuration_for_several_epochs(tmp_pa
     assert "startup_seconds" in json.dumps(reports[0]) and "startup_seconds" not in json.dumps(reports[1])
     for k, y in enumerate(data["labels"]):
         assert Ledger(tmp_path / f"ledger-{k}.db").spent(label_commitment(y)).releases == 2
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--epsilon", "2"], "--epsilon does not apply with --config"),
+    (["--clients", "3"], "--clients does not apply with --config"),
+    (["--client-port", "30000"], "--client-port does not apply with --config"),
+])
+def test_the_torchrun_entry_refuses_options_a_configuration_file_replaces(monkeypatch, tmp_path, extra, message):
+    from secure_auc.cli import compute
+
+    for key, value in {"RANK": 0, "WORLD_SIZE": 4, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": 1}.items():
+        monkeypatch.setenv(key, str(value))
+    args = compute.build_parser().parse_args(["--config", str(tmp_path / "deploy.toml"), "--identity-template", "x",
+                                              *extra])
+    with pytest.raises(InputError, match=message):
+        compute._run_computing(args, 0.0)
