@@ -26,17 +26,20 @@ nobody else learns anything.
 
 3. *Mid-ranks in sorted order* (:func:`twice_midranks_sorted`, both methods).
    With :math:`e_j = [s_j = s_{j+1}]` (one batched equality test of
-   neighbours on 33-bit differences), position :math:`j` starts a tie group
+   neighbours on 33-bit differences; the keys ascend, so a one-limb difference
+   needs one sign test, :math:`e_j = \lnot [s_j - s_{j+1} < 0]`), position :math:`j` starts a tie group
    if :math:`j = 0` or :math:`e_{j-1} = 0`, and ends one if :math:`j = n - 1`
    or :math:`e_j = 0`.  The group's first position is the last start at or
    before :math:`j`; its last position is the first end at or after :math:`j`
    (the last start at or before :math:`n-1-j` in the reversed sequence).  Both
    are segmented copy-forward scans (:mod:`.primitives.scan`, Blelloch's tree with a
-   Hillis-Steele top: :math:`p + \max(0, p - 12) + 1` product rounds,
+   Hillis-Steele top: :math:`p + \max(0, p - 14) + 1` product rounds,
    :math:`p = \lceil \log_2 n \rceil`) with flags :math:`f` and values
    :math:`v = j f`.  Then :math:`2 r_j = \mathrm{first}_j + \mathrm{last}_j`,
    an integer (the radix method scans in :math:`\mathbb{Z}_{2^{32}}`, exact for
-   :math:`n < 2^{30}`).
+   :math:`n < 2^{30}`; in the rank step it opens only the products' low
+   :func:`midrank_bits`, so :math:`2r` is right modulo :math:`2^q`,
+   :math:`2 (n - 1) < 2^q`, and the owners get only those bits).
 4. *Unsort.*  The network's swap bits replayed in reverse, or the radix sort's
    last shuffle inverted, put :math:`2r` back in input order.  Source k's
    slice is opened to source k only, point-to-point
@@ -49,6 +52,8 @@ radix sort's permutations composed with fresh secret shuffles.
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import torch
 
@@ -60,11 +65,12 @@ from .primitives.circuits import COMPARE_BITS, eq_and_words, eq_packed
 from .primitives.inputs import SourceSharing
 from .primitives.memory import TRIM_MIN_ROWS, release_free_memory
 from .primitives.opening import open_to_all, open_to_owners
-from .primitives.randomness import dealer_randomness
+from .primitives.dealer import DealerChannel
+from .primitives.randomness import Randomness, dealer_randomness
 from .primitives.scan import copy_forward, scan_plan
 from .sort import BitonicSort, RadixSort, n_stages
 
-__all__ = ["steps", "secure_midranks", "radix_midranks", "key_digits", "twice_midranks_sorted", "reveal_to_owners", "agree_limbs", "limbs_from_shared_bits", "radix_midranks_shared", "rank_step", "DIGIT_BITS",
+__all__ = ["steps", "secure_midranks", "radix_midranks", "key_digits", "twice_midranks_sorted", "reveal_to_owners", "agree_limbs", "limbs_from_shared_bits", "radix_midranks_shared", "rank_step", "midrank_bits", "DIGIT_BITS",
            "next_pow2", "RANK_METHODS", "RANK_METHOD_HELP"]
 
 steps: list = []  # callables (name) told where each step of the rank step ends, in every party (benchmarks)
@@ -83,19 +89,26 @@ def next_pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
-def _ask_for_equality(rnd, limbs: int, n: int) -> None:
+def _ask_for_equality(rnd, limbs: int, n: int, bits: int = COMPARE_BITS, ascending: bool = False) -> None:
     """Ask the dealer at once for every batch of AND triples of :func:`eq_packed` on (limbs, n)
-    differences (one batch per AND round, as it takes them)."""
-    rounds = eq_and_words(limbs, n, COMPARE_BITS, backend.world_size())
+    differences of ``bits`` bits (one batch per AND round, as it takes them)."""
+    rounds = eq_and_words(limbs, n, bits, backend.world_size(), ascending)
     rnd.reserve({})
     rnd.channel.plan_triples(rounds, "binary", ahead=len(rounds), now=True)
 
 
-def twice_midranks_sorted(keys_sorted: torch.Tensor, rnd, dtype=torch.int64) -> torch.Tensor:
-    """Shares of 2 x mid-rank (0-based) of each row of sorted integer-encoded keys,
+def midrank_bits(n: int) -> int:
+    """The bits of 2 x mid-rank (0-based) among n rows: 2 x mid-rank <= 2 (n - 1)."""
+    return max(1, (2 * n - 2).bit_length())
+
+
+def twice_midranks_sorted(keys_sorted: torch.Tensor, rnd, dtype=torch.int64, window: bool = False) -> torch.Tensor:
+    """Shares of 2 x mid-rank (0-based) of each row of integer-encoded keys in ascending order,
     given as this party's (n,) or (n, limbs) int64 shares; ``rnd`` (a
     :class:`.sort.Randomness`) supplies the products' triples.  The scan and the
-    result are in the ring of ``dtype`` (int32: Z_2^32, enough for n < 2^30)."""
+    result are in the ring of ``dtype`` (int32: Z_2^32, enough for n < 2^30).
+    ``window`` (int32 only): the result is right mod 2^:func:`midrank_bits` only (its
+    exact value; higher bits are not), and the scan's products open only those bits."""
     rank = backend.rank()
     keys = keys_sorted.reshape(keys_sorted.shape[0], -1)
     n = keys.shape[0]
@@ -108,10 +121,11 @@ def twice_midranks_sorted(keys_sorted: torch.Tensor, rnd, dtype=torch.int64) -> 
     # each round; the scan's first batches are computed meanwhile, the rest four batches ahead (two
     # combine rounds)
     kind = "mul32" if dtype == torch.int32 else "mul"
-    _ask_for_equality(rnd, d.shape[0], n - 1)
+    _ask_for_equality(rnd, d.shape[0], n - 1, ascending=True)  # no new request if asked for already
     rnd.channel.plan_triples([n - 1], "b2a", now=True)
     rnd.channel.plan_triples(scan_plan(2, n), kind, ahead=SCAN_AHEAD, now=True)
-    eq = bit_to_arithmetic(eq_packed(d, COMPARE_BITS, rnd), n - 1, rnd).to(dtype)  # mod 2^32: still shares
+    # the keys are in ascending order: the first limb's differences are >= 0, one sign test each
+    eq = bit_to_arithmetic(eq_packed(d, COMPARE_BITS, rnd, ascending=True), n - 1, rnd).to(dtype)  # mod 2^32
     del d
     starts = one - eq  # row j + 1 starts a tie group
     first = torch.full((1,), one, dtype=dtype)
@@ -123,7 +137,7 @@ def twice_midranks_sorted(keys_sorted: torch.Tensor, rnd, dtype=torch.int64) -> 
     # the scan's triples batch by batch, each asked for four batches ahead (planned above; in one batch,
     # the dealer would hold the whole scan's: about 10 n words per stream, 6 GB at n = 2^20 in Z_2^64)
     rnd.reserve({})
-    out = copy_forward(f, v, rnd)
+    out = copy_forward(f, v, rnd, bits=midrank_bits(n) if window and dtype == torch.int32 else None)
     return out[0] + out[1].flip(0)
 
 
@@ -184,12 +198,15 @@ def key_digits(keys: np.ndarray, digit: int, bits: int) -> np.ndarray:
     return value
 
 
-def radix_midranks(local_keys, sizes, sources, limbs: int, *, digit_bits: int = DIGIT_BITS, progress=None):
+def radix_midranks(local_keys, sizes, sources, limbs: int, *, digit_bits: int = DIGIT_BITS, progress=None,
+                   sharing: SourceSharing | None = None, channel: DealerChannel | None = None,
+                   window: bool = False):
     """2 x global mid-rank (0-based) of every row, in input order, by the radix sort
     (:mod:`.sort.radix`).  ``local_keys``: this party's (n, limbs) keys if it is a
-    source.  Returns this party's (M,) int64 shares; opens only shuffled permutations."""
+    source.  Returns this party's (M,) int64 shares; opens only shuffled permutations.
+    ``window``: right mod 2^:func:`midrank_bits` only (:func:`twice_midranks_sorted`)."""
     rank = backend.rank()
-    sharing = SourceSharing(sizes, sources)
+    sharing = SourceSharing(sizes, sources) if sharing is None else sharing
     mine = rank in sources
     keys = sharing.share(local_keys if mine else None, limbs, "keys")
     _step("sharing")
@@ -198,26 +215,33 @@ def radix_midranks(local_keys, sizes, sources, limbs: int, *, digit_bits: int = 
         local = key_digits(local_keys, l, digit_bits) if mine else None
         return sharing.share(local, 1, ("digit", l))
 
-    return radix_midranks_shared(keys, digits, limbs, digit_bits=digit_bits, progress=progress)
+    return radix_midranks_shared(keys, digits, limbs, digit_bits=digit_bits, progress=progress, channel=channel,
+                                 window=window)
 
 
 def radix_midranks_shared(keys: torch.Tensor, digits, limbs: int, *, digit_bits: int = DIGIT_BITS, progress=None,
-                          dtype=torch.int32):
+                          dtype=torch.int32, channel: DealerChannel | None = None, window: bool = False):
     """:func:`radix_midranks` on keys already shared: ``keys`` this party's (M, limbs)
     shares, ``digits(l)`` its (M, 1) shares of digit ``l``'s value
     (:func:`key_digits`; only its value mod 2^digit_bits counts).  Returns this party's
     (M,) shares of 2 x mid-rank in the ring of ``dtype`` (int32: Z_2^32, as the openings
     to owners need; int64: Z_2^64, as CrypTen's tensors need)."""
-    sorter = RadixSort(digit_bits=digit_bits)
+    sorter = RadixSort(digit_bits=digit_bits, channel=channel)
     key_bits = 32 * limbs
     rounds = sorter.rounds(key_bits)
     total = rounds + 2
+    m = keys.shape[0]
+
+    def ask_for_equality(rnd):  # the mid-rank step's first triples, computed during the last digit round
+        if m > 1:
+            _ask_for_equality(rnd, limbs, m - 1, ascending=True)
+
     keys_sorted = sorter.sort(digits, key_bits, keys, progress=None if progress is None else
-                              (lambda r, _n: progress(r, total)))
+                              (lambda r, _n: progress(r, total)), then=ask_for_equality)
     _step("digit rounds")
     if keys.shape[0] >= TRIM_MIN_ROWS:  # memory, not time, limits runs this large
         release_free_memory()
-    twice_sorted = twice_midranks_sorted(keys_sorted, sorter.randomness, dtype)
+    twice_sorted = twice_midranks_sorted(keys_sorted, sorter.randomness, dtype, window)
     del keys_sorted
     _step("mid-rank scan")
     if progress is not None:
@@ -229,37 +253,51 @@ def radix_midranks_shared(keys: torch.Tensor, digits, limbs: int, *, digit_bits:
     return twice
 
 
-def reveal_to_owners(shares: torch.Tensor, sizes, owners):
+def reveal_to_owners(shares: torch.Tensor, sizes, owners, bits: int | None = None):
     """Open slice k of a shared vector (``sizes[k]`` rows, in order) to party
-    ``owners[k]`` only, point-to-point (:func:`.primitives.opening.open_to_owners`).
+    ``owners[k]`` only, point-to-point (:func:`.primitives.opening.open_to_owners`;
+    ``bits``: int32 shares, the values mod 2^bits only).
 
     Returns this party's slice as an int64 array (concatenated if it owns
     several), or None."""
-    mine = open_to_owners(shares.reshape(-1), sizes, owners)
+    mine = open_to_owners(shares.reshape(-1), sizes, owners, bits=bits)
     return None if mine is None else mine.numpy().astype(np.int64)
 
 
-def agree_limbs(scores, sizes, sources) -> int:
+def agree_limbs(scores, sizes, sources, sharing: SourceSharing | None = None,
+                channel: DealerChannel | None = None, prefetch: tuple[str, int] | None = None) -> int:
     """Every party learns the number of key limbs (:func:`.encoding.limbs_for`) and
     nothing else: each source secret-shares the bit "my scores are not
     float32-exact"; the parties add the bits in shares, test the count for zero
     with one secure equality test (:func:`.primitives.circuits.eq_packed`, dealer
-    randomness) and open only that result, to everyone."""
+    randomness) and open only that result, to everyone.  ``sharing``: the sources'
+    seeds already sent (:class:`.primitives.inputs.SourceSharing`), else sent now;
+    ``channel``, ``prefetch``: :func:`limbs_from_shared_bits`'s."""
     rank = backend.rank()
     mine = None
     if rank in sources:
         mine = np.array([[0 if is_float32_exact(scores) else 1]], dtype=np.int64)
-    bits = SourceSharing([1] * len(sources), sources).share(mine, 1, "float32-exact")
-    return limbs_from_shared_bits(bits)
+    ones = [1] * len(sources)
+    bits = (sharing.resized(ones) if sharing is not None else SourceSharing(ones, sources)).share(mine, 1, "float32-exact")
+    return limbs_from_shared_bits(bits, channel, prefetch)
 
 
-def limbs_from_shared_bits(bits: torch.Tensor) -> int:
+def limbs_from_shared_bits(bits: torch.Tensor, channel: DealerChannel | None = None,
+                           prefetch: tuple[str, int] | None = None) -> int:
     """The number of key limbs from shares of one "not float32-exact" bit per source
-    (any shape): opens only whether their sum is zero, to every computing party."""
+    (any shape): opens only whether their sum is zero, to every computing party.
+    ``channel``: the dealer's, already set up and left open (else one for the test alone);
+    ``prefetch`` (kind, n): on it, ask for the first batch of that randomness too, after the
+    test's (the radix sort's first digit round's: the dealer computes it during the test)."""
     count = bits.reshape(-1).sum().reshape(1, 1)  # (limbs = 1, n = 1): number of sources with float64 scores
-    with dealer_randomness() as rnd:
-        _ask_for_equality(rnd, 1, 1)
-        none = eq_packed(count, COMPARE_BITS, rnd) & 1  # XOR shares of [count == 0], bit 0 only
+    # 0 <= count <= sources < 2^(width - 1): the test needs only the count's low `width` bits (two's
+    # complement), a carry tree over width - 1 bits instead of 32 (4 AND rounds fewer for 2 sources)
+    width = bits.numel().bit_length() + 1
+    with (contextlib.nullcontext(Randomness(channel)) if channel is not None else dealer_randomness()) as rnd:
+        _ask_for_equality(rnd, 1, 1, width)
+        if prefetch is not None and channel is not None:
+            channel.plan_triples([prefetch[1]], prefetch[0], now=True)
+        none = eq_packed(count, width, rnd) & 1  # XOR shares of [count == 0], bit 0 only
     all_float32 = int(open_to_all(none)[0]) & 1
     return limbs_for([all_float32])
 
@@ -274,14 +312,23 @@ def rank_step(scores, client_sizes: list[int], rank: int, *, method: str = RANK_
     if method not in RANK_METHODS:
         raise ValueError(f"unknown rank method {method!r}; choose from {RANK_METHODS}")
     sources = [first_client + k for k in range(len(client_sizes))]
-    limbs = agree_limbs(scores, client_sizes, sources)
+    # the radix method's seeds and dealer channel serve the limbs' test too: each set up once
+    sharing = channel = bits = None
+    if method == "radix":
+        sharing = SourceSharing(client_sizes, sources, wait=False)  # the seeds travel with the dealer's
+        channel = DealerChannel()
+    limbs = agree_limbs(scores, client_sizes, sources, sharing, channel,
+                        prefetch=(f"onehot{DIGIT_BITS}", sum(client_sizes)) if channel is not None else None)
     local = encode_keys(scores, limbs) if rank in sources else None
     if method == "radix":
-        twice = radix_midranks(local, client_sizes, sources, limbs, progress=progress)
+        # right mod 2^bits only, the bits of 2 x mid-rank: the scan and the opening send no more
+        bits = midrank_bits(sum(client_sizes))
+        twice = radix_midranks(local, client_sizes, sources, limbs, progress=progress, sharing=sharing,
+                               channel=channel, window=True)
     else:
         keys = share_keys(local, client_sizes, sources, limbs)
         _step("sharing")
         twice = secure_midranks(keys, progress=progress)
-    mine = reveal_to_owners(twice, client_sizes, sources)
+    mine = reveal_to_owners(twice, client_sizes, sources, bits)
     _step("opening to owners")
     return mine

@@ -84,8 +84,8 @@ def ranks_to_everyone_job(rank, *args, **kwargs):
     from secure_auc.mpc.party import run_party
     from secure_auc.mpc.primitives.opening import open_all
 
-    def open_to_owners(share, sizes, owners, *, shape=None, kind=None):
-        (opened,) = open_all([share.reshape(-1)])
+    def open_to_owners(share, sizes, owners, *, shape=None, kind=None, bits=None):
+        (opened,) = open_all([share.reshape(-1)], bits=bits)
         bounds = np.concatenate([[0], np.cumsum(sizes)])
         mine = [opened[bounds[k] : bounds[k + 1]] for k, owner in enumerate(owners) if owner == backend.rank()]
         return torch.cat(mine) if mine else None

@@ -44,6 +44,7 @@ from secure_auc.mpc.audit import OPENINGS
 from secure_auc.mpc.encoding import encode_keys, is_float32_exact
 from secure_auc.mpc.launch import MPCError, launch_local, spawn_parties
 from secure_auc.mpc.party import PartyConfig, run_party
+from secure_auc.mpc.ranks import midrank_bits
 from secure_auc.mpc.sort import RadixSort
 from secure_auc.protocol import Client, ScoresMessage, Server
 from secure_auc.protocol.messages import FRACTION_BITS
@@ -262,15 +263,26 @@ def _joined(records) -> bytes:
     return b"".join(r.data + bytes(-len(r.data) % 8) + _SEPARATOR for r in records)
 
 
-def _found(records, secret: Secret) -> set[bytes]:
+class _Masked:
+    """An int32 record's words reduced mod 2^bits (the same record otherwise)."""
+
+    def __init__(self, r, bits: int):
+        self.op, self.dtype = r.op, r.dtype
+        self.data = (np.frombuffer(r.data, dtype="<i4") & np.int32((1 << bits) - 1)).astype("<i4").tobytes()
+
+
+def _found(records, secret: Secret, window: int | None = None) -> set[bytes]:
     """The forms of ``secret`` present in the records.  Received buffers: byte patterns, in
     numeric buffers at the offsets their alignment allows, in byte buffers (pickled
-    objects, input-link messages, sealed frames) at every offset.  Opened values
-    (:data:`secure_auc.mpc.audit.OPENINGS`): windows of the secret's integer vectors
-    (:func:`_opened_hits`)."""
+    objects, input-link messages, sealed frames) at every offset; with ``window``, also in
+    int32 buffers reduced mod 2^window (sums right in their low bits only, as the rank
+    step's 2 x mid-ranks are).  Opened values (:data:`secure_auc.mpc.audit.OPENINGS`):
+    windows of the secret's integer vectors (:func:`_opened_hits`)."""
     hits = set()
     received = [r for r in records if r.op not in OPENINGS]
     hits |= secret.search(_joined(r for r in received if _ITEM.get(r.dtype, 1) > 1), aligned=True)
+    if window is not None and window < 32:
+        hits |= secret.search(_joined(_Masked(r, window) for r in received if r.dtype == "int32"), aligned=True)
     hits |= secret.search(_joined(r for r in received if _ITEM.get(r.dtype, 1) == 1), aligned=False)
     for r in records:
         if r.op in OPENINGS:
@@ -278,16 +290,17 @@ def _found(records, secret: Secret) -> set[bytes]:
     return hits
 
 
-def leaks(received: dict, secrets_by_client, aggregate, owner=lambda k: k + 1, server=0) -> list[str]:
+def leaks(received: dict, secrets_by_client, aggregate, owner=lambda k: k + 1, server=0,
+          window: int | None = None) -> list[str]:
     """Every (process, whose secret) pair where a form of the secret was found in what
     the process received or opened; ``owner(k)`` is the process allowed to hold client
-    k's secrets."""
+    k's secrets; ``window``: :func:`_found`'s."""
     found = []
     for who, records in received.items():
         for k, secret in enumerate(secrets_by_client):
             if who == owner(k):
                 continue  # a client may hold its own secrets
-            hits = _found(records, secret)
+            hits = _found(records, secret, window)
             if hits:
                 found.append(f"process {who} holds {len(hits)} form(s) of client {k}'s secrets")
         if who != server:
@@ -381,7 +394,7 @@ def test_no_process_learns_another_partys_secrets(sizes, sort, float64):
     secrets_by_client, aggregate, aggregates = client_secrets(clients, mechanisms, keys)
     # the run is the one the secrets were computed for: the server opened exactly these aggregates
     assert results[0].aggregates == aggregates
-    assert leaks(received, secrets_by_client, aggregate) == []
+    assert leaks(received, secrets_by_client, aggregate, window=midrank_bits(sum(len(c) for c in clients))) == []
     found, tested = dependence(received, clients, list(range(len(clients) + 1)))
     assert found == []
     # every radix round's permutation and masked digits were tested; the network's masked values
@@ -435,14 +448,14 @@ def _reduce_opening_job(rank, config, data, noise_key=None):
     import secure_auc.mpc.ranks as ranks
     from secure_auc.mpc.comm import backend
 
-    def open_to_owners(share, sizes, owners, *, shape=None):
+    def open_to_owners(share, sizes, owners, *, shape=None, bits=None):
         mine, offset = [], 0
         for n_k, owner in zip(sizes, owners):
             t = share[offset : offset + n_k].contiguous()
             offset += n_k
             out = backend.comm().reduce(t, owner)  # what get_plain_text(dst=owner) does
             if backend.rank() == owner:
-                mine.append(out)
+                mine.append(out & ((1 << bits) - 1) if bits is not None else out)
         return None if not mine else (mine[0] if len(mine) == 1 else __import__("torch").cat(mine))
 
     ranks.open_to_owners = open_to_owners
@@ -461,7 +474,7 @@ def test_the_secrecy_checks_catch_each_canary(canary):
     clients, mechanisms, keys, results, received = _run([120, 1, 50], "radix", job=job,
                                                         insecure=canary == "reduce opening")
     secrets_by_client, aggregate, _ = client_secrets(clients, mechanisms, keys)
-    found = leaks(received, secrets_by_client, aggregate)
+    found = leaks(received, secrets_by_client, aggregate, window=midrank_bits(sum(len(c) for c in clients)))
     assert any(f.startswith("process 0 holds") for f in found), found
     dependent, _ = dependence(received, clients, list(range(len(clients) + 1)))
     if canary != "reduce opening":  # that one opens nothing to every party

@@ -87,15 +87,17 @@ def _low_bits_job(rank, sizes, bits):
     return out
 
 
-@pytest.mark.parametrize("world, bits", [(2, 22), (3, 22), (3, 9), (3, 32)])
+@pytest.mark.parametrize("world, bits", [(2, 22), (3, 22), (3, 9), (3, 32), (2, 2), (3, 2), (3, 1), (3, 4)])
 def test_low_bits_openings_give_the_values_mod_2_to_the_bits_from_fewer_bytes(world, bits):
-    sizes = [5, 1_000, SCATTER_MIN_BYTES // 3 + 1]
+    """1, 2 or 4 bits go 8 / bits to a byte; the last size then goes by reduce-scatter among 3."""
+    last = SCATTER_MIN_BYTES * 8 // bits + 3 if bits in (1, 2, 4) else SCATTER_MIN_BYTES // 3 + 1
+    sizes = [5, 1_000, last]
     results = run_parties(world, _low_bits_job, sizes, bits)
     for got in results:
         for (opened, _), n in zip(got, sizes):
             want = values(n)[0][1].astype(np.int64) % (1 << bits)
             np.testing.assert_array_equal(opened.astype(np.int64) % (1 << 32), want)
-    n, nbytes = sizes[-1], -(-bits // 8)
+    n, nbytes = sizes[-1], (bits / 8 if bits in (1, 2, 4) else -(-bits // 8))
     busiest = max(got[-1][1] for got in results)
     # at most an all-gather of nbytes per value (4 bytes per value would exceed it below 25 bits)
     assert busiest <= 2 * (world - 1) * n * nbytes * 1.01 + 4096

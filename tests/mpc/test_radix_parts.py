@@ -72,6 +72,45 @@ def test_shuffle_passes_permute_the_secret_and_the_inverse_undoes_it(world, dtyp
     assert not np.array_equal(shares[1] - a, shares[1])
 
 
+@pytest.mark.parametrize("world", [2, 3, 4])
+def test_a_shuffle_opened_by_its_last_permuter_gives_it_the_masked_value(world):
+    """deltas(..., others_mask=): the last pass leaves the other parties without a share and
+    the last permuter with X[p] - sum_{j != l} R_j (shuffle docstring), R_j = 2^k r_j from
+    each party's one-hot batch (dealer.others_mask); what it receives is masked by pads."""
+    from secure_auc.mpc.primitives.dealer import others_mask
+
+    rng = np.random.default_rng(world)
+    seeds = [new_seed() for _ in range(world)]
+    rows, k, batch = 40, 6, 3
+    x = rng.integers(0, 1 << 8, size=(rows, 1), dtype=np.int32)
+    shares = share(rng, x, world)
+    mask_shares = [ring(s_, ("onehot2", batch), (1, rows), np.int32)[0] << np.int32(k) for s_ in seeds]
+    np.testing.assert_array_equal(ring(seeds[0], ("onehot2", batch), (1, rows), np.int32)[0],
+                                  triple_shares(seeds[0], batch, rows, "onehot2")[0])  # r_j, as the parties draw it
+    last = pass_order(world, False)[-1]
+    corrections = list(deltas(seeds, 5, rows, 1, False, dtype=np.int32,
+                              others_mask=others_mask(seeds, rows, 2, batch, k)))
+    plain = list(deltas(seeds, 5, rows, 1, False, dtype=np.int32))
+    assert [i for i, _ in corrections] == [i for i, _ in plain] == pass_order(world, False)
+    for (_, d), (_, e) in zip(corrections[:-1], plain[:-1]):  # the passes before the last are the same
+        np.testing.assert_array_equal(d, e)
+    cur = [s_.copy() for s_ in shares]
+    for step, (i, delta) in enumerate(corrections):
+        received = np.zeros_like(cur[i])
+        for j in range(world):
+            if j != i:
+                if j in senders(world, step, False):
+                    received += cur[j] - pad(seeds[j], 5, step, "A", (rows, 1), np.int32)
+                cur[j] = pad(seeds[j], 5, step, "B", (rows, 1), np.int32)
+        cur[i] = (cur[i] + received)[permutation(seeds[i], 5, rows)] + delta
+    p = np.arange(rows)
+    for i in reversed(range(world)):
+        p = permutation(seeds[i], 5, rows)[p]
+    value = cur[last][:, 0] - mask_shares[last]
+    np.testing.assert_array_equal(value, x[p][:, 0] - sum(mask_shares))
+    np.testing.assert_array_equal((value & ((1 << k) - 1)), x[p][:, 0] & ((1 << k) - 1))  # the window below 2^k
+
+
 @pytest.mark.parametrize("inverse", [False, True])
 def test_after_the_first_pass_only_the_previous_permuter_sends(inverse):
     assert senders(2, 0, inverse) == [1 - pass_order(2, inverse)[0]]

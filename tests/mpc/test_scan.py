@@ -62,5 +62,5 @@ def test_copy_forward_matches_a_loop_for_every_top(world, dtype):
 
 
 def test_the_top_cuts_rounds():
-    assert [scan_rounds(1 << p, top=1) for p in (4, 16, 20)] == [9, 33, 41]  # Blelloch: 2p + 1
-    assert [scan_rounds(1 << p) for p in (4, 12, 16, 20)] == [5, 13, 21, 29]  # p + max(0, p - 12) + 1
+    assert [scan_rounds(1 << p, top=1) for p in (4, 16, 20)] == [7, 31, 39]  # Blelloch to groups of 4: 2p - 1
+    assert [scan_rounds(1 << p) for p in (4, 12, 16, 20)] == [5, 13, 19, 27]  # p + max(0, p - 14) + 1

@@ -31,22 +31,24 @@ from .randomness import Randomness
 __all__ = ["open_masked", "beaver_round", "and_gate", "not_gate"]
 
 
-def open_masked(binary: list[torch.Tensor], arithmetic: list[torch.Tensor]):
+def open_masked(binary: list[torch.Tensor], arithmetic: list[torch.Tensor], bits: int | None = None):
     """Open masked values to every party: XOR-shared ``binary`` and
     additively shared ``arithmetic`` tensors (shares of this party, int64, or int32
     for Z_2^32), in one opening (:func:`.opening.open_all`).  Only
     for values masked with fresh one-time randomness.  Returns the opened tensors
-    (two lists, same shapes)."""
-    opened = open_all(binary + arithmetic, xor=len(binary))
+    (two lists, same shapes).  ``bits``: int32 arithmetic values only, opened mod 2^bits."""
+    opened = open_all(binary + arithmetic, xor=len(binary), bits=bits)
     nb = len(binary)
     return opened[:nb], opened[nb:]
 
 
-def beaver_round(rnd: Randomness, ands=(), muls=(), masked_bits=()):
+def beaver_round(rnd: Randomness, ands=(), muls=(), masked_bits=(), bits: int | None = None):
     """One round: Beaver ANDs of the XOR-shared pairs ``ands``, Beaver products of
     the additively shared pairs ``muls`` (each pair of one shape and dtype: int64 for
     Z_2^64, int32 for Z_2^32, with triples of that ring), and opening of
-    the already-masked XOR-shared ``masked_bits``.  Returns (ands, muls, opened bits)."""
+    the already-masked XOR-shared ``masked_bits``.  Returns (ands, muls, opened bits).
+    ``bits`` (products of int32 pairs only): the products are needed mod 2^bits only, and
+    only the masked values mod 2^bits are opened (the products are then right mod 2^bits)."""
     rank = backend.rank()
     bin_open, bin_triples, ar_open, ar_triples = [], [], [], []
     for x, y in ands:
@@ -58,7 +60,7 @@ def beaver_round(rnd: Randomness, ands=(), muls=(), masked_bits=()):
         a, b, c = (t.view(x.shape) for t in rnd.take(kind, x.numel()))
         ar_open += [x - a, y - b]
         ar_triples.append((a, b, c))
-    opened_b, opened_a = open_masked(bin_open + list(masked_bits), ar_open)
+    opened_b, opened_a = open_masked(bin_open + list(masked_bits), ar_open, bits)
     and_out = []
     for i, (a, b, c) in enumerate(bin_triples):
         e, f = opened_b[2 * i], opened_b[2 * i + 1]

@@ -132,9 +132,9 @@ def sign_and_words(k: int, n: int, bits: int, world: int) -> list[int]:
     return out
 
 
-def eq_and_words(limbs: int, n: int, bits: int, world: int) -> list[int]:
+def eq_and_words(limbs: int, n: int, bits: int, world: int, ascending: bool = False) -> list[int]:
     """The binary triple words :func:`eq_packed` takes per round for limb differences (limbs, n)."""
-    out, h = sign_and_words(2 * limbs, n, bits, world), limbs
+    out, h = sign_and_words(2 * limbs - ascending, n, bits, world), limbs
     while h > 1:
         out.append(h // 2 * max(1, (n + 63) // 64))
         h -= h // 2
@@ -172,12 +172,21 @@ def less_packed(d: torch.Tensor, bits: int, rnd: Randomness, muls=()):
     return lt, prods
 
 
-def eq_packed(d: torch.Tensor, bits: int, rnd: Randomness) -> torch.Tensor:
-    """Packed XOR shares (W,) of [d == 0] (every limb), for limb differences d (limbs, n)."""
+def eq_packed(d: torch.Tensor, bits: int, rnd: Randomness, ascending: bool = False) -> torch.Tensor:
+    """Packed XOR shares (W,) of [d == 0] (every limb), for limb differences d (limbs, n).
+
+    ``ascending``: the first limb's difference is known to be >= 0 (differences of keys in
+    ascending order, first limb most significant), so [d_0 == 0] = not [-d_0 < 0]: one sign
+    instead of two for that limb (half the AND gates for one-limb keys)."""
     rank = backend.rank()
     limbs = d.shape[0]
-    s, _ = packed_signs(torch.cat([d, -d]), bits, rnd)
-    flags = torch.stack([not_gate(s[i] ^ s[limbs + i], rank) for i in range(limbs)])  # eq_i = not(s_i xor t_i)
+    if ascending:
+        s, _ = packed_signs(torch.cat([-d, d[1:]]), bits, rnd)  # t_0..t_{limbs-1}, then s_1..s_{limbs-1}
+        flags = torch.stack([not_gate(s[0], rank)] + [not_gate(s[limbs + i - 1] ^ s[i], rank)
+                                                      for i in range(1, limbs)])
+    else:
+        s, _ = packed_signs(torch.cat([d, -d]), bits, rnd)
+        flags = torch.stack([not_gate(s[i] ^ s[limbs + i], rank) for i in range(limbs)])  # eq_i = not(s_i xor t_i)
     while flags.shape[0] > 1:  # AND of the limbs' flags, one round per halving
         h = flags.shape[0] // 2
         flags = torch.cat([and_gate(flags[:h], flags[h : 2 * h], rnd), flags[2 * h :]])

@@ -11,7 +11,9 @@ permutation and triple share from that seed (:mod:`.prg`), and the dealer
 sends only corrections, each to one party:
 
 * a shuffle pass of permuter :math:`i`: :math:`\Delta_i` (:mod:`.shuffle`),
-  in the shuffled matrix's ring (int64 or int32);
+  in the shuffled matrix's ring (int64 or int32); for a shuffle opened by its
+  last permuter, that pass's correction also takes off the other parties'
+  shares of the mask (:func:`others_mask`);
 * correlated randomness (:func:`triple_shares`): every party derives its
   shares from its stream, except that one party's (the batch's
   :func:`corrected_party`, rotating over the parties so that no party
@@ -174,9 +176,10 @@ class _DealerState:
     def messages(self, kind: str, args: tuple):
         """(party, tag, correction) for one request, in the order the parties expect them."""
         if kind == "shuffle":
-            instance, rows, cols, inverse, width = args
+            instance, rows, cols, inverse, width, *mask = args
             dtype = np.int32 if width == 4 else np.int64
-            for i, d in deltas(self.seeds, instance, rows, cols, inverse, self._perm(instance, rows), dtype):
+            others = others_mask(self.seeds, rows, *mask) if mask and mask[0] else None
+            for i, d in deltas(self.seeds, instance, rows, cols, inverse, self._perm(instance, rows), dtype, others):
                 yield i, p2p.TAG_DELTA, d
         elif kind in CORRECTED:
             batch, n = args
@@ -186,12 +189,25 @@ class _DealerState:
             raise ValueError(f"unknown dealer request {kind!r}")
 
 
+def others_mask(seeds: list[bytes], rows: int, digit_bits: int, batch: int, shift: int) -> np.ndarray:
+    """For a forward shuffle opened by its last permuter l (:meth:`.shuffle.Shuffle.forward_to_last`):
+    sum_{j != l} 2^shift r_j (mod 2^32), r_j row 0 of party j's batch ``batch`` of
+    ``"onehot<digit_bits>"`` randomness (never corrected: :func:`corrected_rows`)."""
+    last = len(seeds) - 1
+    out = np.zeros(rows, dtype=np.int32)
+    for j, seed in enumerate(seeds):
+        if j != last:
+            out += ring(seed, (f"onehot{digit_bits}", batch), (1, rows), np.int32)[0] << np.int32(shift)  # wraps
+    return out
+
+
 _KINDS = ("stop", "shuffle", "mul", "binary", "b2a", "mul32", *ONEHOT, "wraps")
+REQUEST_WORDS = 9  # a request: its kind and up to 8 integer arguments
 
 
 def _encode(kind: str, args) -> torch.Tensor:
-    """A request as 6 int64: the kind and up to 5 integer arguments (all public sizes and counters)."""
-    out = torch.zeros(6, dtype=torch.long)
+    """A request as 9 int64: the kind and up to 8 integer arguments (all public sizes and counters)."""
+    out = torch.zeros(REQUEST_WORDS, dtype=torch.long)
     out[0] = _KINDS.index(kind)
     out[1 : 1 + len(args)] = torch.tensor([int(a) for a in args], dtype=torch.long)
     return out
@@ -201,7 +217,7 @@ def _decode(t: torch.Tensor):
     kind = _KINDS[int(t[0])]
     vals = [int(x) for x in t[1:]]
     if kind == "shuffle":
-        return kind, (vals[0], vals[1], vals[2], bool(vals[3]), vals[4])
+        return kind, (vals[0], vals[1], vals[2], bool(vals[3]), vals[4], vals[5], vals[6], vals[7])
     if kind in CORRECTED:
         return kind, (vals[0], vals[1])
     return kind, ()
@@ -216,7 +232,7 @@ def _worker(state: _DealerState) -> None:
         t = seed_to_tensor(seed)
         pending.append((t, p2p.isend(t, p, p2p.TAG_SEED)))
     while True:
-        kind, args = _decode(p2p.recv((6,), 0, p2p.TAG_REQUEST))
+        kind, args = _decode(p2p.recv((REQUEST_WORDS,), 0, p2p.TAG_REQUEST))
         if kind == "stop":
             p2p.wait_all(w for _, w in pending)
             return

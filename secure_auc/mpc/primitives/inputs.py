@@ -30,27 +30,48 @@ class SourceSharing:
     """Share rows held by ``sources[k]`` (``sizes[k]`` rows each, public) among all
     computing parties, concatenated in source order."""
 
-    def __init__(self, sizes: list[int], sources: list[int]):
+    def __init__(self, sizes: list[int], sources: list[int], wait: bool = True):
+        """Sends this party's seeds; receives the others' now, or (``wait`` False) at the
+        first :meth:`share` (meanwhile the party can send or wait for other messages)."""
         self.rank, self.world = backend.rank(), backend.world_size()
         self.sizes, self.sources = [int(n) for n in sizes], list(sources)
         self.seeds: dict[tuple[int, int], bytes] = {}
-        sending = []
-        for k, src in enumerate(self.sources):
+        self._sending = []
+        for k, src in enumerate(self.sources):  # own seeds first: every seed travels in one message round
             if self.rank == src:
                 for p in range(self.world):
                     if p != src:
                         seed = new_seed()
                         self.seeds[(k, p)] = seed
                         t = seed_to_tensor(seed)
-                        sending.append((t, p2p.isend(t, p, p2p.TAG_SEED)))
-            else:
-                got = p2p.recv((2,), src, p2p.TAG_SEED)
-                self.seeds[(k, self.rank)] = tensor_to_seed(got)
-        p2p.wait_all(w for _, w in sending)
+                        self._sending.append((t, p2p.isend(t, p, p2p.TAG_SEED)))
+        self._incoming = [(k, p2p.irecv((2,), src, p2p.TAG_SEED)) for k, src in enumerate(self.sources)
+                          if self.rank != src]
+        if wait:
+            self._complete()
+
+    def _complete(self) -> None:
+        for k, (t, work) in self._incoming:
+            work.wait()
+            self.seeds[(k, self.rank)] = tensor_to_seed(t)
+        self._incoming = []
+        p2p.wait_all(w for _, w in self._sending)
+        self._sending = []
+
+    def resized(self, sizes: list[int]) -> "SourceSharing":
+        """The same sources and seeds for blocks of ``sizes[k]`` rows (no message: blocks
+        of every size draw from the seeds' streams under their own names)."""
+        self._complete()
+        out = object.__new__(SourceSharing)
+        out.rank, out.world, out.sources, out.seeds = self.rank, self.world, self.sources, self.seeds
+        out._incoming, out._sending = [], []
+        out.sizes = [int(n) for n in sizes]
+        return out
 
     def share(self, local, cols: int, block) -> torch.Tensor:
         """This party's shares (rows, cols) of every source's block ``block``.
         ``local``: this party's (sizes[k], cols) int64 rows if it is a source, else ignored."""
+        self._complete()
         parts = []
         for k, (n_k, src) in enumerate(zip(self.sizes, self.sources)):
             if self.rank == src:

@@ -24,6 +24,10 @@ The :math:`w` computing parties hold :math:`x = x_0 + \dots + x_{w-1} \pmod{2^{6
   :math:`(w - 1) n` (a third fewer among 3), in two message rounds instead of
   one.  What a party receives is a subset of what the ``all_gather`` gives it
   (some of the other parties' shares) plus the opened values.
+* :func:`open_from` — values one party already holds in full, masked like the
+  above (the last permuter of a shuffle opened at its last pass,
+  :meth:`.shuffle.Shuffle.forward_to_last`), sent by it to every other party: one
+  message round, the low bytes of each value only.
 * :func:`reconstruct` — an input party that does not compute adds the shares
   every computing party sent it (its rows' ranks, in the helpers layout).
 
@@ -44,7 +48,8 @@ import torch
 from ..comm import backend, p2p
 from .words import add_into, pack, unpack, words_for
 
-__all__ = ["open_to", "open_to_owners", "open_to_all", "open_all", "reconstruct", "observers", "SCATTER_MIN_BYTES"]
+__all__ = ["open_to", "open_to_owners", "open_to_all", "open_all", "open_from", "reconstruct", "observers",
+           "SCATTER_MIN_BYTES"]
 
 SCATTER_MIN_BYTES = 1 << 20  # openings from this size on (among 3 or more parties) go by reduce-scatter
 
@@ -65,34 +70,43 @@ def open_to(share: torch.Tensor, dst: int) -> torch.Tensor | None:
 
 
 def open_to_owners(share: torch.Tensor, sizes, owners, *, shape=None,
-                   kind: str = "open_to_owners") -> torch.Tensor | None:
+                   kind: str = "open_to_owners", bits: int | None = None) -> torch.Tensor | None:
     """Open slice :math:`k` (``sizes[k]`` consecutive rows of ``share``) to party
     ``owners[k]`` only, in one round.
 
     Returns this party's slices concatenated in order (reshaped to ``shape``
     if given), or None if it owns none.  A slice whose owner is this party is
-    never sent anywhere.  ``kind``: the opening's name for the :data:`observers`."""
+    never sent anywhere.  ``kind``: the opening's name for the :data:`observers`.
+    ``bits``: open only the values mod 2^bits of int32 shares, as :func:`open_all` does
+    (the low ceil(bits / 8) bytes of each share travel; values in [0, 2^bits))."""
     rank, world = backend.rank(), backend.world_size()
     share = share.contiguous()
+    if bits is not None and (share.dtype != torch.int32 or not 0 < bits <= 32):
+        raise ValueError("a low-bits opening takes int32 additive shares and 1 to 32 bits")
+    codec = _LowBytes(-(-bits // 8)) if bits is not None else _Codec()
     sending, incoming, mine = [], [], []
     offset = 0
     for n_k, owner in zip(sizes, owners):
         part = share[offset : offset + n_k]
         offset += n_k
         if owner != rank:
-            words = pack([part])  # int32 shares (Z_2^32) travel as half as many words
+            words = pack([codec.wire(part)])  # int32 shares (Z_2^32) travel as half as many words
             sending.append((words, p2p.isend(words, owner, p2p.TAG_OPEN)))
             continue
-        mine.append(part.clone())
-        incoming.append([p2p.irecv((words_for([part]),), j, p2p.TAG_OPEN) for j in range(world) if j != rank])
+        like = codec.wire(part)
+        mine.append(codec.summed(like))
+        incoming.append([(like, p2p.irecv((words_for([like]),), j, p2p.TAG_OPEN)) for j in range(world)
+                         if j != rank])
     for total, works in zip(mine, incoming):
-        for t, work in works:
+        for like, (t, work) in works:
             work.wait()
-            total += unpack(t, [total])[0]
+            codec.add([total], unpack(t, [like]))
     p2p.wait_all(w for _, w in sending)
     if not mine:
         return None
     out = torch.cat(mine) if len(mine) > 1 else mine[0]
+    if bits is not None and bits < 32:
+        out &= (1 << bits) - 1
     _tell(kind, [out])
     return out.reshape(shape) if shape is not None else out
 
@@ -121,7 +135,7 @@ def open_all(shares: list[torch.Tensor], xor: int = 0, bits: int | None = None) 
 
     ``bits``: open only the values mod 2^bits of int32 (Z_2^32) shares: each party sends
     the low ceil(bits / 8) bytes of each share (the higher bits of a share never leave
-    it), and gets int32 values in [0, 2^bits)."""
+    it), and gets int32 values in [0, 2^bits); 1, 2 or 4 bits go 8 / bits to a byte."""
     world = backend.world_size()
     if bits is None:
         like = [t.reshape(-1) for t in shares]
@@ -129,7 +143,7 @@ def open_all(shares: list[torch.Tensor], xor: int = 0, bits: int | None = None) 
     else:
         if any(t.dtype != torch.int32 for t in shares) or xor or not 0 < bits <= 32:
             raise ValueError("a low-bits opening takes int32 additive shares and 1 to 32 bits")
-        codec = _LowBytes(-(-bits // 8))
+        codec = _LowBits(bits) if bits in _LowBits.WIDTHS else _LowBytes(-(-bits // 8))
         like = [codec.wire(t.reshape(-1)) for t in shares]
     if world == 1:
         totals = [codec.summed(t) for t in like]
@@ -141,10 +155,34 @@ def open_all(shares: list[torch.Tensor], xor: int = 0, bits: int | None = None) 
     else:
         totals = _reduce_scatter_gather(like, codec, backend.rank(), world)
     if bits is not None and bits < 32:
+        totals = [t[: x.numel()] for t, x in zip(totals, shares)]  # without a sub-byte packing's padding
         for t in totals:
             t &= (1 << bits) - 1
     _tell("open_all", totals)
     return [t.view(x.shape) for t, x in zip(totals, shares)]
+
+
+def open_from(value: torch.Tensor | None, src: int, n: int, bits: int) -> torch.Tensor:
+    """Party ``src`` holds the (n,) int32 values ``value`` (None elsewhere) that every party
+    is to learn mod 2^bits: it sends their low ceil(bits / 8) bytes to every other party.
+    Every party returns the values mod 2^bits (int32) and tells the :data:`observers`, as
+    :func:`open_all` does.  Only for values that :func:`open_all` could open (masked)."""
+    rank, world = backend.rank(), backend.world_size()
+    if not 0 < bits <= 32:
+        raise ValueError("open_from opens 1 to 32 bits")
+    codec = _LowBytes(-(-bits // 8))
+    if rank == src:
+        wire = codec.wire(value.reshape(-1).contiguous())
+        words = pack([wire])
+        p2p.wait_all([p2p.isend(words, j, p2p.TAG_SUMS) for j in range(world) if j != src])
+        out = value.reshape(-1).clone()
+    else:
+        like = codec.wire(torch.zeros(n, dtype=torch.int32))
+        out = codec.summed(unpack(p2p.recv((words_for([like]),), src, p2p.TAG_SUMS), [like])[0])
+    if bits < 32:
+        out &= (1 << bits) - 1
+    _tell("open_all", [out])
+    return out
 
 
 class _Codec:
@@ -209,6 +247,36 @@ class _LowBytes(_Codec):
             tail[: nb * (n - inside)] = raw[nb * inside :]
             out[inside:] = np.ndarray((n - inside,), dtype="<i4", buffer=tail, strides=(nb,)) & np.int32(self.mask)
         return torch.from_numpy(out)
+
+    def add(self, totals: list[torch.Tensor], parts: list[torch.Tensor]) -> None:
+        for t, p in zip(totals, parts):
+            t += self.summed(p)
+
+    result = summed
+
+
+class _LowBits(_Codec):
+    """int32 shares on the wire as their low ``bits`` bits (1, 2 or 4), 8 / bits to a byte
+    (rows of an (n_bytes, 1) uint8 tensor, the last byte padded with zeros), summed in
+    Z_2^32: the sum's low bits are the value's.  Unpacking gives a multiple of 8 / bits
+    values (the caller cuts the padding off)."""
+
+    WIDTHS = (1, 2, 4)
+
+    def __init__(self, bits: int):
+        super().__init__()
+        self.bits, self.per = bits, 8 // bits
+        self.shifts = torch.arange(0, 8, bits, dtype=torch.int32)
+
+    def wire(self, t: torch.Tensor) -> torch.Tensor:
+        n = t.numel()
+        x = torch.zeros(-(-n // self.per) * self.per, dtype=torch.int32)
+        x[:n] = t.reshape(-1)
+        x &= (1 << self.bits) - 1
+        return (x.view(-1, self.per) << self.shifts).sum(dim=1, dtype=torch.int32).to(torch.uint8).view(-1, 1)
+
+    def summed(self, w: torch.Tensor) -> torch.Tensor:
+        return ((w.reshape(-1, 1).to(torch.int32) >> self.shifts) & ((1 << self.bits) - 1)).reshape(-1)
 
     def add(self, totals: list[torch.Tensor], parts: list[torch.Tensor]) -> None:
         for t, p in zip(totals, parts):

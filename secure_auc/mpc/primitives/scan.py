@@ -22,12 +22,33 @@ round each, so the up-sweep stops at blocks of :math:`H = N / c` rows
 exclusive prefixes by Hillis-Steele (:math:`\log_2 c` rounds of at most
 :math:`c` combines: :math:`x_j \leftarrow x_{j-s} \circ x_j` for
 :math:`s = 1, 2, 4, \dots`), which the down-sweep then passes into the
-blocks.  The inclusive result is :math:`\mathrm{out}_j = e_j + f_j (v_j -
-e_j)` for the exclusive prefix :math:`e_j`.  Rounds: :math:`2 \log_2 H +
-\log_2 c + 1 = p + \log_2 H + 1` instead of :math:`2p + 1` (21 instead of 33
-for :math:`N = 2^{16}` and :math:`c = 2^{12}`); products: about
-:math:`4N + 2 c \log_2 c + n` per scanned row.  All products are Beaver
-products (:func:`.beaver.beaver_round`); nothing else is opened.
+blocks.
+
+Three savings on the plain tree, none of which opens anything else:
+
+* *Values only on the way down.*  A right child's exclusive prefix is
+  :math:`e \circ t_L` (its parent's, then the left sibling's total), whose
+  value :math:`v_e + f_{t_L} (v_{t_L} - v_e)` needs the total's flag but not
+  the prefix's: the down-sweep and the last Hillis-Steele level take one
+  product per combine, not two.
+* *Groups of* :math:`G = 4` *at the bottom.*  The down-sweep stops at groups of
+  :math:`G = \min(4, H)` rows; each row's inclusive result is then
+  :math:`\mathrm{out}_j = e_g \circ P_j`, :math:`e_g` its group's exclusive
+  prefix and :math:`P_j` the row's inclusive prefix within the group
+  (:math:`x_0`, :math:`x_0 \circ x_1`, :math:`x_0 \circ x_1 \circ x_2`,
+  :math:`x_0 \circ \dots \circ x_3`): the up-sweep's first two levels already
+  give all but the third, which rides in the second level's round
+  (:math:`(x_0 \circ x_1) \circ x_2`, :math:`N / 4` combines more), and
+  :math:`\mathrm{out}_j = v_{e_g} + f_{P_j} (v_{P_j} - v_{e_g})` is one
+  product per row, as the plain tree's last step
+  :math:`e_j + f_j (v_j - e_j)`.  The down-sweep's two lowest levels
+  (:math:`3 N / 4` combines) are not needed.
+
+Rounds: :math:`2 \log_2 H - \log_2 G + \log_2 c + 1` instead of :math:`2p + 1`
+(19 instead of 33 for :math:`N = 2^{16}` and :math:`c = 2^{12}`); products:
+about :math:`2.75 N + 2 c \log_2 c + n` per scanned row (the plain tree:
+:math:`4N + n`).  All products are Beaver products
+(:func:`.beaver.beaver_round`); nothing else is opened.
 
 Examples
 --------
@@ -39,7 +60,7 @@ One party (its shares are the values): copy each segment's first value forward.
 >>> copy_forward(f, f * torch.arange(5), rnd=None)
 tensor([[0, 0, 0, 3, 3]])
 >>> scan_rounds(1 << 16), scan_rounds(1 << 16, top=1)
-(21, 33)
+(19, 31)
 """
 
 from __future__ import annotations
@@ -52,6 +73,7 @@ from .randomness import Randomness
 __all__ = ["copy_forward", "scan_plan", "scan_rounds", "TOP"]
 
 TOP = 1 << 12  # at most this many blocks scanned by Hillis-Steele at the top of the tree
+GROUP = 4  # the down-sweep stops at groups of this many rows (or the block size, if smaller)
 
 
 def _blocks(n: int, top: int) -> tuple[int, int]:
@@ -63,79 +85,99 @@ def _blocks(n: int, top: int) -> tuple[int, int]:
     return size, block
 
 
-def scan_plan(k: int, n: int, top: int = TOP) -> list[int]:
-    """The sizes of the triple batches :func:`copy_forward` takes, in order (two per
-    combine round, then one), so the dealer can prepare each while the previous is used."""
+def _schedule(n: int, top: int):
+    """The scan's rounds, in order: (stage, nodes, products) per round of combines (each
+    combine of ``nodes`` pairs per scanned row takes ``products`` batches of that many
+    products), then ("final", n, 1)."""
     size, block = _blocks(n, top)
-    levels, h = [], 1
-    while h < block:
-        levels.append(k * (size // (2 * h)))
+    group = min(GROUP, block)
+    out, h = [], 1
+    while h < block:  # up-sweep; at h = 2 (groups of 4) also the prefix of a group's first three rows
+        out.append(("up", size // (2 * h) * (2 if h == 2 and group == 4 else 1), 2))
         h *= 2
-    c = size // block
-    tops, s = [], 1
-    while s < c:
-        tops.append(k * (c - s))
+    c, s = size // block, 1
+    while s < c:  # Hillis-Steele; its last level needs no flag
+        out.append(("top", c - s, 2 if 2 * s < c else 1))
         s *= 2
-    return _twice(levels) + _twice(tops) + _twice(reversed(levels)) + [k * n]
+    h = block // 2
+    while h >= group:  # down-sweep: only the values of the exclusive prefixes
+        out.append(("down", size // (2 * h), 1))
+        h //= 2
+    return out + [("final", n, 1)]
 
 
-def _twice(sizes) -> list[int]:
-    """Each round's batch size twice (a round's two products take one batch each)."""
-    return [x for x in sizes for _ in range(2)]
+def scan_plan(k: int, n: int, top: int = TOP) -> list[int]:
+    """The sizes of the triple batches :func:`copy_forward` takes, in order (one per product
+    of a round), so the dealer can prepare each while the previous is used."""
+    return [k * nodes for _, nodes, products in _schedule(n, top) for _ in range(products)]
 
 
 def scan_rounds(n: int, top: int = TOP) -> int:
     """Rounds of products :func:`copy_forward` takes for ``n`` rows."""
-    return (len(scan_plan(1, n, top)) - 1) // 2 + 1
+    return len(_schedule(n, top))
 
 
-def _mul(rnd: Randomness | None, pairs):
+def _mul(rnd: Randomness | None, pairs, bits: int | None = None):
     if rnd is None:  # one party, no randomness: its shares are the values
         return [x * y for x, y in pairs]
-    _, out, _ = beaver_round(rnd, muls=[(x.contiguous(), y.contiguous()) for x, y in pairs])
+    _, out, _ = beaver_round(rnd, muls=[(x.contiguous(), y.contiguous()) for x, y in pairs], bits=bits)
     return out
 
 
-def copy_forward(f: torch.Tensor, v: torch.Tensor, rnd: Randomness | None, top: int = TOP) -> torch.Tensor:
+def copy_forward(f: torch.Tensor, v: torch.Tensor, rnd: Randomness | None, top: int = TOP,
+                 bits: int | None = None) -> torch.Tensor:
     """Shares (k, n) of the inclusive segmented copy-forward of (k, n) shares ``f``, ``v``
     (k independent rows scanned together), in the ring of their dtype (int64:
     Z_2^64, int32: Z_2^32).  ``rnd`` None: a single party, products computed in the clear.
     ``top``: at most this many blocks go to the Hillis-Steele step (1: Blelloch's
-    scan alone)."""
+    scan alone).  ``bits`` (int32 only): the result is needed mod 2^bits only; every
+    product opens its masked values mod 2^bits (the low ceil(bits / 8) bytes of each
+    share), and the result is right mod 2^bits."""
     k, n = f.shape
     size, block = _blocks(n, top)
+    group = min(GROUP, block)
     F = torch.zeros((k, size), dtype=f.dtype)
     V = torch.zeros((k, size), dtype=f.dtype)
     F[:, :n], V[:, :n] = f, v
+    PF, PV = F.clone(), V.clone()  # each row's inclusive prefix within its group
     h = 1
     while h < block:  # up-sweep: node R holds the combination of its subtree
         right = torch.arange(2 * h - 1, size, 2 * h)
         left = right - h
+        if h == 2 and group == 4:  # and x_0 o x_1 o x_2 of each group: (left = x_0 o x_1) o x_2
+            right, left = torch.cat([right, right - 1]), torch.cat([left, left])
         fl, vl, fr, vr = F[:, left], V[:, left], F[:, right], V[:, right]
-        p, q = _mul(rnd, [(fr, fl), (fr, vr - vl)])
-        F[:, right], V[:, right] = fl + fr - p, vl + q
+        p, q = _mul(rnd, [(fr, fl), (fr, vr - vl)], bits)
+        fs, vs = fl + fr - p, vl + q
+        if h < group:
+            PF[:, right], PV[:, right] = fs, vs
+        m = size // (2 * h)
+        F[:, right[:m]], V[:, right[:m]] = fs[:, :m], vs[:, :m]
         h *= 2
     roots = torch.arange(block - 1, size, block)  # each block's total, then its exclusive prefix
     tf, tv = F[:, roots], V[:, roots]
     s = 1
     while s < roots.numel():  # Hillis-Steele: x_j <- x_{j-s} o x_j, inclusive
         fl, vl, fr, vr = tf[:, :-s], tv[:, :-s], tf[:, s:], tv[:, s:]
-        p, q = _mul(rnd, [(fr, fl), (fr, vr - vl)])
-        tf = torch.cat([tf[:, :s], fl + fr - p], dim=1)
+        if 2 * s < roots.numel():
+            p, q = _mul(rnd, [(fr, fl), (fr, vr - vl)], bits)
+            tf = torch.cat([tf[:, :s], fl + fr - p], dim=1)
+        else:  # the last level: the flags are not used any more
+            (q,) = _mul(rnd, [(fr, vr - vl)], bits)
         tv = torch.cat([tv[:, :s], vl + q], dim=1)
         s *= 2
-    F[:, roots[1:]], V[:, roots[1:]] = tf[:, :-1], tv[:, :-1]  # exclusive: the blocks before
-    F[:, roots[0]], V[:, roots[0]] = 0, 0
+    V[:, roots[1:]] = tv[:, :-1]  # exclusive: the blocks before
+    V[:, roots[0]] = 0
     h = block // 2
-    while h >= 1:  # down-sweep: node holds the exclusive prefix before its subtree
+    while h >= group:  # down-sweep: node holds the value of the exclusive prefix before its subtree
         right = torch.arange(2 * h - 1, size, 2 * h)
         left = right - h
-        fl, vl, fp, vp = F[:, left], V[:, left], F[:, right], V[:, right]
-        p, q = _mul(rnd, [(fp, fl), (fl, vl - vp)])
-        F[:, left], V[:, left] = fp, vp
-        F[:, right], V[:, right] = fp + fl - p, vp + q
+        fl, vl, vp = F[:, left], V[:, left], V[:, right]  # fl, vl: the left subtree's total
+        (q,) = _mul(rnd, [(fl, vl - vp)], bits)
+        V[:, left] = vp
+        V[:, right] = vp + q
         h //= 2
-    del F
-    e = V[:, :n]
-    (q,) = _mul(rnd, [(f, v - e)])
+    e = V[:, group - 1 :: group].repeat_interleave(group, dim=1)[:, :n]  # each group's exclusive prefix
+    del F, V
+    (q,) = _mul(rnd, [(PF[:, :n], PV[:, :n] - e)], bits)
     return e + q

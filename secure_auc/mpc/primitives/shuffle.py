@@ -50,6 +50,32 @@ additive sharing).  The dealer knows every :math:`p_i`: like the triples'
 dealer it must not collude with a computing party.  With the TFP provider
 rank 0 plays the dealer and is trusted anyway.
 
+*Opened by the last permuter* (:meth:`Shuffle.forward_to_last`).  When the
+shuffled column is to be opened at once, masked as :math:`Y = X[p] - R` by
+correlated randomness :math:`R = \sum_j R_j` whose shares the dealer can
+recompute, the last pass ends the shuffle and the opening together.  The
+last permuter :math:`l` gets
+
+.. math::
+
+    \Delta_l^{\text{open}} = \Big(\sum_{j \ne l} A_j\Big)[p_l] - \sum_{j \ne l} R_j,
+
+(no pads :math:`B_j`: the other parties keep no share), so its share becomes
+:math:`(X - \sum_{j \ne l} A_j)[p_l] + \Delta_l^{\text{open}} = X[p] -
+\sum_{j \ne l} R_j`, and :math:`Y` once it subtracts its own :math:`R_l`.  It
+sends the opened window of :math:`Y` to every other party
+(:func:`.opening.open_from`): one message round after the last pass, as an
+``all_gather`` would take, with :math:`(w - 1) n` words sent by one party and
+:math:`n` received by each other, instead of :math:`2 (w - 1) n / w` sent and
+received by every party in the reduce-scatter's two rounds.  What the last
+permuter receives is simulated from :math:`Y`, what the opening gives every
+party: the message :math:`m_j` is uniformly random (masked by the sender's
+fresh pad :math:`A_j`), and the correction then follows from :math:`Y`,
+:math:`m_j` and its own share, :math:`\Delta_l^{\text{open}} = Y + R_l - (X_l +
+m_j)[p_l]`; the bits of :math:`Y` above the window, which it
+also sees, are masked by :math:`R`'s (the radix sort's :math:`2^k r`, with
+:math:`r` uniform in :math:`\mathbb{Z}_{2^{32}}`).
+
 Streams: :mod:`.prg`; seeds and corrections: :mod:`.dealer`.
 """
 
@@ -139,32 +165,46 @@ def _step_id(world: int, step: int, inverse: bool) -> int:
     return world + step if inverse else step
 
 
-def deltas(seeds: list[bytes], instance: int, rows: int, cols: int, inverse: bool, perm=None, dtype=np.int64):
+def deltas(seeds: list[bytes], instance: int, rows: int, cols: int, inverse: bool, perm=None, dtype=np.int64,
+           others_mask: np.ndarray | None = None):
     """The dealer's corrections: yield (permuter i, Delta_i) for each pass, in pass order,
     in the ring of ``dtype``.  ``perm(i)`` returns p_i (default: recomputed from the stream).
     Delta_i = (sum_{j != i} A_j)[p_i] - sum_{j != i} B_j, with A_j = the previous pass's
-    B_j for the parties that do not send (:func:`senders`)."""
+    B_j for the parties that do not send (:func:`senders`).
+
+    ``others_mask`` (a forward shuffle opened by its last permuter l, module docstring):
+    sum_{j != l} R_j, shaped like the rows; the last pass's correction is then
+    (sum_{j != l} A_j)[p_l] - sum_{j != l} R_j."""
     world = len(seeds)
     last_b: dict[int, np.ndarray] = {}
-    for step, i in enumerate(pass_order(world, inverse)):
+    order = pass_order(world, inverse)
+    for step, i in enumerate(order):
         sid = _step_id(world, step, inverse)
         sending = senders(world, step, inverse)
+        opens = others_mask is not None and step == len(order) - 1
         a_sum = b_sum = None
         b_now = {}
         for j in range(world):
             if j == i:
                 continue
             a = pad(seeds[j], instance, sid, "A", (rows, cols), dtype) if j in sending else last_b[j]
-            b_now[j] = b = pad(seeds[j], instance, sid, "B", (rows, cols), dtype)
+            b = None if opens else pad(seeds[j], instance, sid, "B", (rows, cols), dtype)
+            b_now[j] = b
             if a_sum is None:
-                a_sum, b_sum = a.copy(), b.copy()
+                a_sum, b_sum = a.copy(), None if opens else b.copy()
             else:
                 a_sum += a  # wraps mod 2^64 (2^32)
-                b_sum += b
+                if not opens:
+                    b_sum += b
         last_b = b_now
         p = perm(i) if perm is not None else permutation(seeds[i], instance, rows)
+        if a_sum is None:  # one party: nothing to correct
+            a_sum = np.zeros((rows, cols), dtype=dtype)
         out = permute_rows(a_sum, p, inverse)
-        out -= b_sum
+        if opens:
+            out -= np.asarray(others_mask, dtype=dtype).reshape(rows, cols)
+        elif b_sum is not None:
+            out -= b_sum
         yield i, out
 
 
@@ -184,28 +224,51 @@ class Shuffle:
         self._perms: dict[int, np.ndarray] = {}
         self._asked: dict[tuple[int, bool], tuple[int, int, int]] = {}  # (instance, inverse) -> (rows, cols, width)
 
-    def prepare(self, rows: int, cols: int, dtype: torch.dtype, *, inverse_of: int | None = None) -> None:
+    def prepare(self, rows: int, cols: int, dtype: torch.dtype, *, inverse_of: int | None = None,
+                mask: tuple[int, int, int] | None = None) -> None:
         """Ask the dealer now for the corrections of a coming shuffle: the next forward one
         (default) or the inverse of shuffle ``inverse_of``, of a (rows, cols) matrix of
         ``dtype``, so that the dealer computes them while the parties work.  The
-        shuffle must then be run with those sizes (checked); every party calls it."""
+        shuffle must then be run with those sizes (checked); every party calls it.
+        ``mask``: the forward shuffle is opened by its last permuter (:meth:`forward_to_last`)."""
         instance = self.count if inverse_of is None else inverse_of
-        self._ask(instance, inverse_of is not None, rows, cols, torch.empty((), dtype=dtype).element_size())
+        self._ask(instance, inverse_of is not None, rows, cols, torch.empty((), dtype=dtype).element_size(), mask)
 
-    def _ask(self, instance: int, inverse: bool, rows: int, cols: int, width: int) -> None:
-        key, spec = (instance, inverse), (rows, cols, width)
+    def _ask(self, instance: int, inverse: bool, rows: int, cols: int, width: int, mask=None) -> None:
+        key, spec = (instance, inverse), (rows, cols, width, tuple(mask or (0, 0, 0)))
         if key in self._asked:
             if self._asked[key] != spec:
-                raise RuntimeError(f"shuffle {instance} was prepared for {self._asked[key]} (rows, cols, bytes) "
+                raise RuntimeError(f"shuffle {instance} was prepared for {self._asked[key]} (rows, cols, bytes, mask) "
                                    f"and run with {spec}")
             return
         self._asked[key] = spec
-        self.ch.request("shuffle", instance, rows, cols, inverse, width)
+        self.ch.request("shuffle", instance, rows, cols, inverse, width, *spec[3])
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, int]:
         instance = self.count
         self.count += 1
         return self._run(x, instance, inverse=False), instance
+
+    @property
+    def last(self) -> int:
+        """The last permuter of a forward shuffle."""
+        return pass_order(self.ch.world, False)[-1]
+
+    def forward_to_last(self, x: torch.Tensor, mask: tuple[int, int, int]) -> tuple[torch.Tensor | None, int]:
+        """Shuffle the int32 column ``x`` for an opening by its last permuter :attr:`last`
+        (module docstring): it gets X[p] - sum_{j != last} R_j, (rows,) int32, and subtracts
+        its own R_last before opening the window to everyone (:func:`.opening.open_from`);
+        the other parties get None.  ``mask`` = (d, batch, shift): R_j = 2^shift r_j, r_j row
+        0 of party j's batch ``batch`` of ``"onehot<d>"`` randomness (:mod:`.dealer`), which
+        the dealer recomputes; prepared with the same ``mask`` (:meth:`prepare`).  Returns
+        the value (or None) and the shuffle's handle (for :meth:`inverse`)."""
+        instance = self.count
+        self.count += 1
+        x = x.reshape(x.shape[0], -1)
+        if x.dtype != torch.int32 or x.shape[1] != 1:
+            raise ValueError("a shuffle opened by its last permuter takes one int32 column")
+        y = self._run(x, instance, inverse=False, mask=mask)
+        return (y[:, 0] if y is not None else None), instance
 
     def inverse(self, y: torch.Tensor, instance: int) -> torch.Tensor:
         out = self._run(y, instance, inverse=True)
@@ -217,22 +280,28 @@ class Shuffle:
             self._perms[instance] = permutation(self.ch.seed, instance, rows)
         return torch.from_numpy(self._perms[instance])
 
-    def _run(self, x: torch.Tensor, instance: int, inverse: bool) -> torch.Tensor:
+    def _run(self, x: torch.Tensor, instance: int, inverse: bool, mask=None) -> torch.Tensor | None:
+        """The passes; with ``mask`` (:meth:`forward_to_last`) the last pass leaves the other
+        parties without a share (None) and the last permuter with X[p] - sum_{j != l} R_j."""
         ch = self.ch
         x = x.reshape(x.shape[0], -1)
         rows, cols = x.shape
         dtype = np.int32 if x.dtype == torch.int32 else np.int64
-        self._ask(instance, inverse, rows, cols, np.dtype(dtype).itemsize)
+        self._ask(instance, inverse, rows, cols, np.dtype(dtype).itemsize, mask)
         self._asked.pop((instance, inverse))
         words = words_for([x])
         sending = []
-        for step, i in enumerate(pass_order(ch.world, inverse)):
+        order = pass_order(ch.world, inverse)
+        for step, i in enumerate(order):
             sid = _step_id(ch.world, step, inverse)
             sending_now = senders(ch.world, step, inverse)
             if ch.rank != i:
                 if ch.rank in sending_now:
                     m = pack([x - torch.from_numpy(pad(ch.seed, instance, sid, "A", (rows, cols), dtype))])
                     sending.append((m, p2p.isend(m, i, p2p.TAG_PAD)))
+                if mask is not None and step == len(order) - 1:
+                    x = None  # opened by the last permuter: no share kept
+                    continue
                 x = torch.from_numpy(pad(ch.seed, instance, sid, "B", (rows, cols), dtype))
             else:
                 incoming = [p2p.irecv((words,), j, p2p.TAG_PAD) for j in sending_now]

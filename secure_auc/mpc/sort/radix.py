@@ -55,7 +55,12 @@ first factor, so Beaver's protocol opens only
    :math:`\rho[s] + 2^k (v[s] - r)`: its low :math:`k` bits are
    :math:`\tau = \rho[s]` and the next :math:`d` are :math:`u` (one opening;
    :math:`\rho < 2^k` and :math:`v < 2^d` exactly in the window, so nothing
-   carries between the two).
+   carries between the two).  Among 3 or more parties the shuffle's last
+   permuter opens it: the dealer's correction for the last pass takes off the
+   other parties' shares of :math:`2^k r`, so that it alone holds the masked
+   word and sends its window to the others
+   (:meth:`.primitives.shuffle.Shuffle.forward_to_last`): one message round,
+   as an ``all_gather``, and fewer bytes than a reduce-scatter.
 2. In shuffled order, :math:`I_v, v \ge 1` from :math:`E` and :math:`u`;
    scatter them to the order sorted so far (:math:`b[\tau_i] = I_i`), count
    there, and gather the bases back; the bases of :math:`v = 0` follow from
@@ -103,7 +108,7 @@ import torch
 from ..comm import backend
 from ..primitives.dealer import ONEHOT, DealerChannel
 from ..primitives.randomness import Randomness
-from ..primitives.opening import open_all
+from ..primitives.opening import open_all, open_from
 from ..primitives.shuffle import Shuffle
 
 __all__ = ["RadixSort", "digit_permutation", "onehot_rows", "shuffled_bases", "rotate_rows"]
@@ -203,6 +208,7 @@ class RadixSort:
     """
 
     digit_bits: int = 2
+    channel: DealerChannel | None = field(default=None, repr=False)  # the dealer's, if already set up
     randomness: Randomness | None = field(default=None, repr=False)
     _shuffle: Shuffle | None = field(default=None, repr=False)
     _final: tuple | None = field(default=None, repr=False)
@@ -210,7 +216,7 @@ class RadixSort:
     def rounds(self, key_bits: int) -> int:
         return -(-key_bits // self.digit_bits)
 
-    def sort(self, digits, key_bits: int, keys: torch.Tensor, progress=None) -> torch.Tensor:
+    def sort(self, digits, key_bits: int, keys: torch.Tensor, progress=None, then=None) -> torch.Tensor:
         """Sort the rows of ``keys`` (an (M, limbs) int64 share matrix, carried along).
 
         ``digits(l)`` returns the (M,) shares (int64 or int32; only the value mod
@@ -218,6 +224,8 @@ class RadixSort:
         significant digit first) of every row's key; the key has ``key_bits`` bits.
         Returns the shares of the keys in ascending order (ties in input order);
         keeps what :meth:`unsort` needs.  ``progress(round, rounds)`` after each round.
+        ``then(randomness)``: called once the sort has asked the dealer for all it needs
+        (before its last round), to ask for what follows the sort.
         """
         rank = backend.rank()
         m = keys.shape[0]
@@ -231,7 +239,7 @@ class RadixSort:
         window = k + self.digit_bits  # the bits every opening of a round needs (module docstring)
         if window > 32:
             raise ValueError(f"{m} rows with {self.digit_bits}-bit digits: at most 2^{32 - self.digit_bits} rows")
-        channel = DealerChannel()
+        channel = self.channel if self.channel is not None else DealerChannel()
         sh = self._shuffle = Shuffle(channel)
         self.randomness = Randomness(channel)
         total = self.rounds(key_bits)
@@ -241,34 +249,49 @@ class RadixSort:
         limbs = keys.reshape(m, -1).shape[1]
         high = 1 << k
 
+        # among 3 or more, each round's shuffle is opened by its last permuter (Shuffle.forward_to_last):
+        # one round after the last pass, as an all_gather, for fewer bytes; among 2 an all_gather is as short
+        fold = backend.world_size() >= 3 and hasattr(sh, "forward_to_last")
+
         def prepare_next():  # the next forward shuffle: a round's rho + 2^k digit, or the last [rho | keys]
             if l + 1 < total:
-                sh.prepare(m, 1, I32)
+                sh.prepare(m, 1, I32, mask=(self.digit_bits, l + 1, k) if fold else None)
             else:
                 sh.prepare(m, 1 + limbs, torch.int64)
+                if then is not None:
+                    then(self.randomness)
 
         for l in range(total):
             dig = digits(l).reshape(-1).to(I32)
-            if l:  # shuffle rho + 2^k digit (one word), open its window below
-                y, inst = sh.forward((rho + dig * high).unsqueeze(1))
+            if l:  # shuffle rho + 2^k digit (one word); among 3 or more, its last permuter opens it
+                if fold:
+                    held, inst = sh.forward_to_last((rho + dig * high).unsqueeze(1), (self.digit_bits, l, k))
+                else:
+                    y, inst = sh.forward((rho + dig * high).unsqueeze(1))
+                    held = y[:, 0]
+                    del y
                 rho = dig = None
-                packed = y[:, 0]
-                del y
                 sh.prepare(m, 1, I32, inverse_of=inst)  # the dealer computes during this round
                 prepare_next()
             rows = channel.block(kind, m)  # r, E (V - 1 rows), b, c: views, no copies
             if l == 0:
                 prepare_next()
-            r, e, b, c = rows[0], rows[1:v], rows[v : 2 * v - 1], rows[2 * v - 1 :]
+            r = rows[0]
             if l == 0:
                 (u,) = open_all([dig - r], bits=self.digit_bits)  # (digit - r) mod 2^d
                 del dig
-            else:  # tau + 2^k ((digit - r) mod 2^d), from the low window bits of the shares
-                (opened,) = open_all([packed - r * high], bits=window)
-                del packed
+            else:  # tau + 2^k ((digit - r) mod 2^d), from the low window bits
+                if fold:
+                    if held is not None:
+                        held -= r * high
+                    opened = open_from(held, sh.last, m, window)
+                else:
+                    (opened,) = open_all([held - r * high], bits=window)
+                del held
                 tau = (opened & (high - 1)).long()
                 u = opened >> k
                 _check_permutation(tau)
+            r, e, b, c = rows[0], rows[1:v], rows[v : 2 * v - 1], rows[2 * v - 1 :]
             u = u.long()
             base = shuffled_bases(onehot_rows(e, u, rank), tau if l else None, rank)
             d_rot = rotate_rows(base, u)
