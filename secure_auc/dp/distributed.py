@@ -117,7 +117,6 @@ from functools import lru_cache
 
 import numpy as np
 from scipy.optimize import minimize_scalar
-from scipy.stats import nbinom
 
 from ..local_stats import LocalStatistics
 from ..validation import InputError, check_delta, check_epsilon
@@ -686,6 +685,8 @@ class DistributedNoiseMechanism(Mechanism):
             return _tightest_epsilon([skellam_event(cal.param_c / h, total - 1), skellam_event(cal.param_p / h, 1)],
                                      self.delta)
         r, p = 1.0 / h, cal.param_p
+        from scipy.stats import nbinom  # here, not at import: scipy.stats costs ~1 s of every process's start
+
         kmax = int(nbinom.ppf(1 - 1e-15, r, p)) + 2
         ks = np.arange(kmax + 1)
         f = nbinom.pmf(ks, r, p)

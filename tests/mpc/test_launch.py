@@ -206,6 +206,13 @@ def four_hosts():
         subprocess.run(["ip", "link", "del", _BR], capture_output=True)
 
 
+@pytest.fixture(scope="module")
+def roster_deployment(tmp_path_factory):
+    """The 2-client deployment's keys and roster, made once for the tests that use it (each
+    keygen is a CLI start): they only read the keys and the roster."""
+    return _roster_deployment(tmp_path_factory.mktemp("roster"), 2)
+
+
 def _roster_deployment(tmp_path, clients: int):
     """One identity key per role (secure-auc keygen) and the roster of their public keys."""
     from secure_auc.cli import main as cli
@@ -224,12 +231,12 @@ def _roster_deployment(tmp_path, clients: int):
     return roster, [tmp_path / f"{role}.pem" for role in roles]
 
 
-def test_parties_on_separate_hosts(tmp_path, four_hosts):
+def test_parties_on_separate_hosts(tmp_path, four_hosts, roster_deployment):
     """Server, two clients and the dealer, each in its own network namespace with its own
     address, launched as the README's multi-organisation torchrun command (one node per
     host, a roster and one identity key per host)."""
     paths = write_clients(tmp_path, [9, 14], distinct=5)
-    roster, keys = _roster_deployment(tmp_path, 2)
+    roster, keys = roster_deployment
     master = four_hosts[0]
     procs = []
     for node, ns in enumerate(NS):
@@ -246,12 +253,12 @@ def test_parties_on_separate_hosts(tmp_path, four_hosts):
     assert report["auc"] == pytest.approx(reference(paths), abs=1e-12)
 
 
-def test_a_host_that_never_joins_ends_every_other_within_the_timeout(tmp_path, four_hosts):
+def test_a_host_that_never_joins_ends_every_other_within_the_timeout(tmp_path, four_hosts, roster_deployment):
     """The dealer's host never starts: with torchrun's rendezvous bounded as the README
     says (--rdzv-conf timeout=15), every other host's torchrun ends with an error about the
     rendezvous within that bound, and leaves no process behind."""
     paths = write_clients(tmp_path, [9, 14], distinct=5)
-    roster, keys = _roster_deployment(tmp_path, 2)
+    roster, keys = roster_deployment
     start = time.monotonic()
     procs = []
     for node, ns in enumerate(NS[:3]):
@@ -270,11 +277,11 @@ def test_a_host_that_never_joins_ends_every_other_within_the_timeout(tmp_path, f
     assert not set(ps) & {str(p.pid) for p in procs}
 
 
-def test_a_host_that_never_joins_is_named_when_parties_start_by_hand(tmp_path, four_hosts):
+def test_a_host_that_never_joins_is_named_when_parties_start_by_hand(tmp_path, four_hosts, roster_deployment):
     """Parties started directly (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set by hand,
     no torchrun agent): every party that started names the dealer, which never did."""
     paths = write_clients(tmp_path, [9, 14], distinct=5)
-    roster, keys = _roster_deployment(tmp_path, 2)
+    roster, keys = roster_deployment
     start = time.monotonic()
     procs = []
     for rank, ns in enumerate(NS[:3]):
