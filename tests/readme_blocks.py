@@ -18,6 +18,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 BLOCK = re.compile(r"(?:^(<!--[^\n]*-->)\n)?^```(bash|python)\n(.*?)^```", re.M | re.S)
 SECOND_PART = "### Python: one result type, in a training loop"
@@ -72,3 +74,19 @@ def run_block(scratch, line, lang, code):
                          text=True, timeout=600, stdin=subprocess.DEVNULL)
     assert res.returncode == 0, f"README line {line}:\n{code}\nstdout:\n{res.stdout[-2000:]}\nstderr:\n{res.stderr[-3000:]}"
     assert "Traceback" not in res.stderr, res.stderr[-3000:]
+
+
+def part_tests(part):
+    """The scratch fixture and the parametrized test of one part, for its test file to hold:
+    ``scratch, test_readme_block_runs = part_tests(1)``."""
+    blocks = runnable(part)
+
+    @pytest.fixture(scope="module")
+    def scratch(tmp_path_factory):
+        return make_scratch(tmp_path_factory)
+
+    @pytest.mark.parametrize("line, lang, code", blocks, ids=[f"README line {line}" for line, _, _ in blocks])
+    def test_readme_block_runs(scratch, line, lang, code):
+        run_block(scratch, line, lang, code)
+
+    return scratch, test_readme_block_runs

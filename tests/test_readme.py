@@ -4,9 +4,8 @@ marked ``<!-- docs-test: skip (reason) -->``: this file runs the blocks before t
 
 import re
 
-import pytest
 
-from readme_blocks import make_scratch, readme_blocks, run_block, runnable, second_part_line
+from readme_blocks import part_tests, readme_blocks, runnable, second_part_line
 
 
 def test_every_skipped_block_says_why():
@@ -23,14 +22,4 @@ def test_both_parts_run_blocks_and_together_every_unmarked_block():
     assert len(first) + len(second) == sum(1 for _, marker, _, _ in readme_blocks() if not marker)
 
 
-@pytest.fixture(scope="module")
-def scratch(tmp_path_factory):
-    return make_scratch(tmp_path_factory)
-
-
-RUNNABLE = runnable(1)
-
-
-@pytest.mark.parametrize("line, lang, code", RUNNABLE, ids=[f"README line {line}" for line, _, _ in RUNNABLE])
-def test_readme_block_runs(scratch, line, lang, code):
-    run_block(scratch, line, lang, code)
+scratch, test_readme_block_runs = part_tests(1)
