@@ -303,6 +303,14 @@ def _ddg_classes():
         """``RdpAccountant`` that also composes :class:`DdgDpEvent` (Proposition 14, :func:`.ddg.ddg_rdp`)."""
 
         def _maybe_compose(self, event, count, do_compose):
+            if (do_compose and isinstance(event, dpa.RandomizedResponseDpEvent)
+                    and self._neighboring_relation.name in _RR_RELATIONS):
+                # as RdpAccountant's own branch (count times the event's RDP curve), with the curve
+                # of each (p, k, orders) computed once: a ledger composes the same pure event again
+                # at every reservation, and the curve takes 600 logsumexp calls
+                self._rdp += count * _rr_rdp(event.noise_parameter, event.num_buckets, tuple(self._orders),
+                                             self._neighboring_relation)
+                return None
             if not isinstance(event, DdgDpEvent):
                 return super()._maybe_compose(event, count, do_compose)
             if do_compose:
@@ -313,6 +321,20 @@ def _ddg_classes():
             return None
 
     return DdgDpEvent, DdgPLDAccountant, DdgRdpAccountant
+
+
+_RR_RELATIONS = ("REPLACE_ONE", "REPLACE_SPECIAL")  # NeighboringRelation names RdpAccountant composes RR under
+
+
+@lru_cache(maxsize=1024)
+def _rr_rdp(noise_parameter: float, num_buckets: int, orders: tuple, relation) -> np.ndarray:
+    """dp-accounting's RDP curve of randomized response at ``orders`` (read-only: it is shared)."""
+    from dp_accounting.rdp.rdp_privacy_accountant import _compute_randomized_response_rdp
+
+    curve = np.asarray(_compute_randomized_response_rdp(noise_parameter, num_buckets, np.array(orders), relation),
+                       dtype=np.float64)
+    curve.flags.writeable = False
+    return curve
 
 
 @dataclass(frozen=True)
