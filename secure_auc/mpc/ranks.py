@@ -65,7 +65,7 @@ from .primitives.circuits import COMPARE_BITS, eq_and_words, eq_packed
 from .primitives.inputs import SourceSharing
 from .primitives.memory import TRIM_MIN_ROWS, release_free_memory
 from .primitives.opening import open_to_all, open_to_owners
-from .primitives.dealer import DealerChannel
+from .primitives.dealer import DealerChannel, digit_kind
 from .primitives.randomness import Randomness, dealer_randomness
 from .primitives.scan import copy_forward, scan_plan
 from .sort import BitonicSort, RadixSort, n_stages
@@ -318,7 +318,7 @@ def rank_step(scores, client_sizes: list[int], rank: int, *, method: str = RANK_
         sharing = SourceSharing(client_sizes, sources, wait=False)  # the seeds travel with the dealer's
         channel = DealerChannel()
     limbs = agree_limbs(scores, client_sizes, sources, sharing, channel,
-                        prefetch=(f"onehot{DIGIT_BITS}", sum(client_sizes)) if channel is not None else None)
+                        prefetch=(digit_kind(DIGIT_BITS, backend.world_size()), sum(client_sizes)) if channel is not None else None)
     local = encode_keys(scores, limbs) if rank in sources else None
     if method == "radix":
         # right mod 2^bits only, the bits of 2 x mid-rank: the scan and the opening send no more

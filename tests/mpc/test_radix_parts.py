@@ -77,19 +77,22 @@ def test_a_shuffle_opened_by_its_last_permuter_gives_it_the_masked_value(world):
     """deltas(..., others_mask=): the last pass leaves the other parties without a share and
     the last permuter with X[p] - sum_{j != l} R_j (shuffle docstring), R_j = 2^k r_j from
     each party's one-hot batch (dealer.others_mask); what it receives is masked by pads."""
-    from secure_auc.mpc.primitives.dealer import others_mask
+    from secure_auc.mpc.primitives.dealer import digit_kind, others_mask, rep_block
 
     rng = np.random.default_rng(world)
     seeds = [new_seed() for _ in range(world)]
+    reps = [new_seed() for _ in range(world)] if world == 3 else None  # among 3: replicated randomness
     rows, k, batch = 40, 6, 3
     x = rng.integers(0, 1 << 8, size=(rows, 1), dtype=np.int32)
     shares = share(rng, x, world)
-    mask_shares = [ring(s_, ("onehot2", batch), (1, rows), np.int32)[0] << np.int32(k) for s_ in seeds]
-    np.testing.assert_array_equal(ring(seeds[0], ("onehot2", batch), (1, rows), np.int32)[0],
-                                  triple_shares(seeds[0], batch, rows, "onehot2")[0])  # r_j, as the parties draw it
+    kind = digit_kind(2, world)
+    # r_j, as the parties draw it (row 0 of their block)
+    r_shares = [rep_block((reps[j], reps[(j + 1) % 3]), batch, rows, kind)[0] if reps else
+                triple_shares(seeds[j], batch, rows, kind)[0] for j in range(world)]
+    mask_shares = [r << np.int32(k) for r in r_shares]
     last = pass_order(world, False)[-1]
     corrections = list(deltas(seeds, 5, rows, 1, False, dtype=np.int32,
-                              others_mask=others_mask(seeds, rows, 2, batch, k)))
+                              others_mask=others_mask(seeds, rows, 2, batch, k, reps=reps)))
     plain = list(deltas(seeds, 5, rows, 1, False, dtype=np.int32))
     assert [i for i, _ in corrections] == [i for i, _ in plain] == pass_order(world, False)
     for (_, d), (_, e) in zip(corrections[:-1], plain[:-1]):  # the passes before the last are the same
@@ -248,6 +251,97 @@ def test_one_radix_round_gives_the_stable_sort_destinations(world, d):
             for p in range(world))
     in_order = np.empty(m, dtype=np.int32)
     in_order[tau] = digits  # the digits in the order sorted so far
+    sigma = np.empty(m, dtype=np.int64)
+    sigma[np.argsort(in_order, kind="stable")] = np.arange(m)
+    np.testing.assert_array_equal(w.numpy(), sigma[tau])
+
+
+def _replicated_blocks(reps, batch, n, kind, rotate=True):
+    """Every party's block of replicated one-hot randomness, corrected as its channel does."""
+    from secure_auc.mpc.primitives.dealer import rep_block, rep_correction, rep_corrected, rep_rows
+
+    q = rep_corrected(batch, rotate)
+    corr = rep_correction(reps, batch, n, kind, q)
+    out = []
+    for i in range(3):
+        block = rep_block((reps[i], reps[(i + 1) % 3]), batch, n, kind).copy()
+        rows = rep_rows(kind, i, q)
+        if rows is not None:
+            block[rows] = corr
+        out.append(block)
+    return out
+
+
+@pytest.mark.parametrize("d", [1, 2, 3])
+@pytest.mark.parametrize("rotate", [True, False])
+def test_replicated_randomness_is_the_one_hot_of_the_shared_r(d, rotate):
+    """Among three: party i's second component is party i+1's first (both corrected alike),
+    the three first components' E add up to the one-hot of (sum r^(i)) mod 2^d, r mod 2^d is
+    uniform, and each corrected component reaches exactly its two holders."""
+    from secure_auc.mpc.primitives.dealer import rep_corrected, rep_holders, rep_rows
+
+    n, v = 4000, 1 << d
+    kind = f"rep{d}"
+    reps = [new_seed() for _ in range(3)]
+    for batch in range(3):
+        blocks = _replicated_blocks(reps, batch, n, kind, rotate)
+        for i in range(3):
+            np.testing.assert_array_equal(blocks[i][v:], blocks[(i + 1) % 3][1:v])  # the shared component
+        r = sum(b[0] for b in blocks) & (v - 1)
+        e = sum(b[1:v] for b in blocks)
+        np.testing.assert_array_equal(e, (r[None, :] == np.arange(1, v)[:, None]).astype(np.int32))
+        counts = np.bincount(r, minlength=v) / n
+        assert np.all(np.abs(counts - 1 / v) < 0.05)
+        q = rep_corrected(batch, rotate)
+        assert sorted(p for p in range(3) if rep_rows(kind, p, q) is not None) == sorted(rep_holders(q))
+
+
+def test_replicated_products_and_zero_shares_add_up():
+    """z_0 + z_1 + z_2 = sum of x*y from replicated x, y; the zero shares add up to 0 and differ."""
+    from secure_auc.mpc.primitives.dealer import zero_share
+    from secure_auc.mpc.sort.radix import replicated_sum_of_products
+    import torch
+
+    rng = np.random.default_rng(0)
+    x = rng.integers(-2**31, 2**31, size=(3, 3, 50), dtype=np.int64).astype(np.int32)  # components x rows x cols
+    y = rng.integers(-2**31, 2**31, size=(3, 3, 50), dtype=np.int64).astype(np.int32)
+    t = [torch.from_numpy(a) for a in x], [torch.from_numpy(a) for a in y]
+    z = sum(replicated_sum_of_products((t[0][i], t[0][(i + 1) % 3]), (t[1][i], t[1][(i + 1) % 3])) for i in range(3))
+    want = (x.sum(axis=0, dtype=np.int32) * y.sum(axis=0, dtype=np.int32)).sum(axis=0, dtype=np.int32)
+    np.testing.assert_array_equal(z.numpy(), want)
+    reps = [new_seed() for _ in range(3)]
+    zs = [zero_share((reps[i], reps[(i + 1) % 3]), 4, 50) for i in range(3)]
+    np.testing.assert_array_equal(sum(zs), np.zeros(50, dtype=np.int32))
+    assert not np.array_equal(zs[0], zs[1])
+
+
+@pytest.mark.parametrize("d", [1, 2, 3])
+@pytest.mark.parametrize("first", [True, False])
+def test_one_replicated_radix_round_gives_the_stable_sort_destinations(d, first):
+    """The three parties' replicated_digit_permutation (no message; only u opened) add up to
+    sigma[tau], sigma the stable sort of the digits in tau's order (numpy's stable argsort);
+    round 0 (tau the identity) too."""
+    import torch
+
+    from secure_auc.mpc.primitives.dealer import zero_share
+    from secure_auc.mpc.sort.radix import replicated_digit_permutation
+
+    rng = np.random.default_rng(d + 10 * first)
+    m, v = 300, 1 << d
+    digits = rng.integers(0, v, m).astype(np.int32)
+    digits[:40] = 1  # many ties
+    tau = np.arange(m) if first else rng.permutation(m)
+    reps = [new_seed() for _ in range(3)]
+    blocks = _replicated_blocks(reps, 1, m, f"rep{d}")
+    dig = share(rng, digits, 3)
+    u = sum(((dig[p] - blocks[p][0]) & (v - 1)).astype(np.uint8) for p in range(3)) & (v - 1)
+    u = torch.from_numpy(u.astype(np.int64))
+    w = sum(replicated_digit_permutation((torch.from_numpy(blocks[p][1:v]), torch.from_numpy(blocks[p][v:])), u,
+                                         None if first else torch.from_numpy(tau), p,
+                                         torch.from_numpy(zero_share((reps[p], reps[(p + 1) % 3]), 1, m)))
+            for p in range(3))
+    in_order = np.empty(m, dtype=np.int32)
+    in_order[tau] = digits
     sigma = np.empty(m, dtype=np.int64)
     sigma[np.argsort(in_order, kind="stable")] = np.arange(m)
     np.testing.assert_array_equal(w.numpy(), sigma[tau])

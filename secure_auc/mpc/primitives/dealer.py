@@ -23,10 +23,26 @@ sends only corrections, each to one party:
   (``"mul32"``), one corrected word per product; AND triples; B2A bits; and
   the radix sort's one-hot randomness (``"onehot<d>"``: a random :math:`r`,
   the one-hot of :math:`r \bmod 2^d` and triples with it as first factor,
-  :math:`2 (2^d - 1)` corrected words per row); and CrypTen's wrap randomness
+  :math:`2 (2^d - 1)` corrected words per row; among three parties its
+  replicated form ``"rep<d>"``, below); and CrypTen's wrap randomness
   (``"wraps"``: a random :math:`r` and shares of the number of times the sum of its
   shares wraps around :math:`\mathbb{Z}_{2^{64}}`, for CrypTen's truncation among
   three or more parties, :mod:`secure_auc.mpc.crypten.safe`).
+
+*Replicated one-hot randomness* (``"rep<d>"``, three computing parties).
+:math:`r = r^{(0)} + r^{(1)} + r^{(2)}` and
+:math:`E = E^{(0)} + E^{(1)} + E^{(2)}` (the one-hot of :math:`r \bmod 2^d`, rows
+:math:`t = 1, \dots, 2^d - 1`) in three components; party :math:`i` holds
+components :math:`i` and :math:`i + 1` (mod 3), its additive share of :math:`r`
+is :math:`r^{(i)}`.  Component :math:`c` comes from a *replication seed* that the
+dealer sends to its two holders, parties :math:`c` and :math:`c - 1`, with their
+own seeds; each batch one component's :math:`E` rows (:func:`rep_component`,
+rotating) are the dealer's correction, sent to both its holders
+(:math:`2^d - 1` words per row to two parties; :math:`r` needs none).  A party
+misses one component, so :math:`E` and :math:`r` are uniformly random to it.
+With both factors replicated, the product of two such vectors is a local sum of
+cross terms (:func:`secure_auc.mpc.sort.radix.replicated_sum_of_products`): the
+radix sort's digit permutation then opens nothing (Araki et al. 2016).
 
 Transport: at the start of a sort rank 0 asks the dealer, through CrypTen's
 TTP channel, to start (:func:`serve`); the dealer sends the seeds, then takes
@@ -49,7 +65,72 @@ __all__ = ["DealerChannel", "serve", "run_dealer", "ping_dealer", "triple_shares
 
 
 ONEHOT = {f"onehot{d}": d for d in (1, 2, 3, 4)}  # one-hot randomness for digits of d bits
-KINDS32 = ("mul32", *ONEHOT)  # kinds in Z_2^32 (int32); the others are in Z_2^64
+REPLICATED = {f"rep{d}": d for d in (1, 2, 3, 4)}  # the same, replicated among three parties
+KINDS32 = ("mul32", *ONEHOT, *REPLICATED)  # kinds in Z_2^32 (int32); the others are in Z_2^64
+REPLICAS = 3  # computing parties for which the radix sort uses replicated randomness
+
+
+def digit_kind(digit_bits: int, world: int) -> str:
+    """The radix sort's randomness for ``digit_bits``-bit digits among ``world`` computing
+    parties: replicated among three, Beaver's one-hot triples otherwise."""
+    return f"rep{digit_bits}" if world == REPLICAS else f"onehot{digit_bits}"
+
+
+def rep_component(rep_seed: bytes, batch: int, n: int, kind: str) -> np.ndarray:
+    """Component c of batch ``batch`` of ``"rep<d>"`` randomness from replication seed c,
+    (V, n) int32: row 0 r^(c), rows 1..V-1 E^(c) (replaced by the correction in the
+    batch's :func:`rep_corrected` component)."""
+    return ring(rep_seed, (kind, batch), (1 << REPLICATED[kind], n), np.int32)
+
+
+def rep_corrected(batch: int, rotate: bool = True) -> int:
+    """The component whose E rows the dealer corrects in batch ``batch``: rotating, or 0."""
+    return batch % REPLICAS if rotate else 0
+
+
+def rep_holders(component: int) -> list[int]:
+    """The parties that hold ``component``: party c (its own) and party c - 1 (its next)."""
+    return [component, (component - 1) % REPLICAS]
+
+
+def rep_correction(reps: list[bytes], batch: int, n: int, kind: str, component: int) -> np.ndarray:
+    """E^(component) = onehot(r mod V) - the other two components' E, (V - 1, n) int32."""
+    v = 1 << REPLICATED[kind]
+    comps = [rep_component(s, batch, n, kind) for s in reps]
+    t = sum(c[0] for c in comps) & (v - 1)
+    out = (t[None, :] == np.arange(1, v, dtype=t.dtype)[:, None]).astype(np.int32)
+    for c, comp in enumerate(comps):
+        if c != component:
+            out -= comp[1:]
+    return out
+
+
+def rep_block(reps: tuple[bytes, bytes], batch: int, n: int, kind: str) -> np.ndarray:
+    """A party's block of ``"rep<d>"`` randomness before any correction, (2V - 1, n) int32:
+    r^(i), then E^(i) (V - 1 rows) and E^(i + 1) (V - 1 rows), from its two replication
+    seeds ``reps`` (components i and i + 1)."""
+    own, nxt = (rep_component(s, batch, n, kind) for s in reps)
+    return np.concatenate([own, nxt[1:]])
+
+
+def zero_share(reps: tuple[bytes, bytes], counter: int, n: int) -> np.ndarray:
+    """A party's (n,) int32 share of the ``counter``-th sharing of zero among three, from its
+    two replication seeds (components i, i + 1): F_i - F_(i+1), F_c the stream of seed c;
+    the three shares add up to zero and each is uniformly random to the other parties."""
+    own, nxt = (ring(s, ("zero", counter), (n,), np.int32) for s in reps)
+    own -= nxt
+    return own
+
+
+def rep_rows(kind: str, rank: int, component: int) -> list[int] | None:
+    """The rows of party ``rank``'s :func:`rep_block` that hold ``component``'s E (None: it
+    does not hold that component)."""
+    v = 1 << REPLICATED[kind]
+    if component == rank:
+        return list(range(1, v))
+    if component == (rank + 1) % REPLICAS:
+        return list(range(v, 2 * v - 1))
+    return None
 
 
 def _rows(kind: str) -> int:
@@ -141,7 +222,8 @@ def count_wraps(shares: list[np.ndarray]) -> np.ndarray:
 
 def correction_like(kind: str, n: int) -> torch.Tensor:
     """An empty tensor shaped and typed like a correction (to size the receive)."""
-    return torch.empty((len(corrected_rows(kind)), n), dtype=torch.int32 if kind in KINDS32 else torch.int64)
+    rows = (1 << REPLICATED[kind]) - 1 if kind in REPLICATED else len(corrected_rows(kind))
+    return torch.empty((rows, n), dtype=torch.int32 if kind in KINDS32 else torch.int64)
 
 
 def corrected_party(batch: int, world: int, rotate: bool = True) -> int:
@@ -161,6 +243,7 @@ class _DealerState:
         self.world = world
         self.rotate = rotate
         self.seeds = [new_seed() for _ in range(world)]
+        self.reps = [new_seed() for _ in range(world)] if world == REPLICAS else []
         self._perms: dict[tuple[int, int], np.ndarray] = {}
 
     def _perm(self, instance: int, rows: int):
@@ -173,35 +256,53 @@ class _DealerState:
             return self._perms[key]
         return get
 
+    def seed_message(self, party: int) -> torch.Tensor:
+        """What the dealer sends party ``party`` at set-up: its seed, then (among three) the
+        replication seeds of its two components."""
+        own = [self.seeds[party]] + ([self.reps[party], self.reps[(party + 1) % REPLICAS]] if self.reps else [])
+        return torch.cat([seed_to_tensor(x) for x in own])
+
     def messages(self, kind: str, args: tuple):
         """(party, tag, correction) for one request, in the order the parties expect them."""
         if kind == "shuffle":
             instance, rows, cols, inverse, width, *mask = args
             dtype = np.int32 if width == 4 else np.int64
-            others = others_mask(self.seeds, rows, *mask) if mask and mask[0] else None
+            others = others_mask(self.seeds, rows, *mask, reps=self.reps) if mask and mask[0] else None
             for i, d in deltas(self.seeds, instance, rows, cols, inverse, self._perm(instance, rows), dtype, others):
                 yield i, p2p.TAG_DELTA, d
         elif kind in CORRECTED:
             batch, n = args
             q = corrected_party(batch, self.world, self.rotate)
             yield q, p2p.TAG_TRIPLE, triple_correction(self.seeds, batch, n, kind, q)
+        elif kind in REPLICATED:
+            batch, n = args
+            q = rep_corrected(batch, self.rotate)
+            corr = rep_correction(self.reps, batch, n, kind, q)
+            for party in sorted(rep_holders(q)):
+                yield party, p2p.TAG_TRIPLE, corr
         else:
             raise ValueError(f"unknown dealer request {kind!r}")
 
 
-def others_mask(seeds: list[bytes], rows: int, digit_bits: int, batch: int, shift: int) -> np.ndarray:
+def others_mask(seeds: list[bytes], rows: int, digit_bits: int, batch: int, shift: int,
+                reps: list[bytes] | None = None) -> np.ndarray:
     """For a forward shuffle opened by its last permuter l (:meth:`.shuffle.Shuffle.forward_to_last`):
-    sum_{j != l} 2^shift r_j (mod 2^32), r_j row 0 of party j's batch ``batch`` of
-    ``"onehot<digit_bits>"`` randomness (never corrected: :func:`corrected_rows`)."""
+    sum_{j != l} 2^shift r_j (mod 2^32), r_j party j's share of r in batch ``batch`` of the
+    radix sort's randomness (:func:`digit_kind`; never corrected): row 0 of its
+    ``"onehot<digit_bits>"`` stream, or among three (``reps`` given) r^(j), row 0 of
+    component j (:func:`rep_component`)."""
     last = len(seeds) - 1
     out = np.zeros(rows, dtype=np.int32)
+    kind = digit_kind(digit_bits, len(seeds))
     for j, seed in enumerate(seeds):
         if j != last:
-            out += ring(seed, (f"onehot{digit_bits}", batch), (1, rows), np.int32)[0] << np.int32(shift)  # wraps
+            r = ring(reps[j], (kind, batch), (1, rows), np.int32)[0] if kind in REPLICATED \
+                else ring(seed, (kind, batch), (1, rows), np.int32)[0]
+            out += r << np.int32(shift)  # wraps
     return out
 
 
-_KINDS = ("stop", "shuffle", "mul", "binary", "b2a", "mul32", *ONEHOT, "wraps")
+_KINDS = ("stop", "shuffle", "mul", "binary", "b2a", "mul32", *ONEHOT, "wraps", *REPLICATED)
 REQUEST_WORDS = 9  # a request: its kind and up to 8 integer arguments
 
 
@@ -218,7 +319,7 @@ def _decode(t: torch.Tensor):
     vals = [int(x) for x in t[1:]]
     if kind == "shuffle":
         return kind, (vals[0], vals[1], vals[2], bool(vals[3]), vals[4], vals[5], vals[6], vals[7])
-    if kind in CORRECTED:
+    if kind in CORRECTED or kind in REPLICATED:
         return kind, (vals[0], vals[1])
     return kind, ()
 
@@ -228,8 +329,8 @@ def _worker(state: _DealerState) -> None:
     requests in order, each correction to its party, until rank 0's stop.  Waits for a
     request at most the process group's timeout, like any party waiting for another."""
     pending: list = []
-    for p, seed in enumerate(state.seeds):
-        t = seed_to_tensor(seed)
+    for p in range(state.world):
+        t = state.seed_message(p)
         pending.append((t, p2p.isend(t, p, p2p.TAG_SEED)))
     while True:
         kind, args = _decode(p2p.recv((REQUEST_WORDS,), 0, p2p.TAG_REQUEST))
@@ -315,18 +416,22 @@ class DealerChannel:
         self._plan: dict[str, list[int]] = {}  # sizes of the next batches of each kind (prefetched with TTP)
         self._ahead: dict[str, int] = {}  # batches of each kind asked for before they are used
         self._prefetched: dict[str, list[tuple]] = {}  # kind -> [(batch, n, tensor, work, like)], in batch order
+        self._zeros = 0  # sharings of zero drawn (zero_share)
+        words = 2 * (3 if self.world == REPLICAS else 1)
         if self.ttp:
             if self.rank == 0:
                 self._ttp(SETUP)
-            self.seed = tensor_to_seed(p2p.recv((2,), self.dealer, p2p.TAG_SEED))
+            got = p2p.recv((words,), self.dealer, p2p.TAG_SEED)
         elif self.rank == 0:
             self._state = _DealerState(self.world, rotate=False)
             for p in range(1, self.world):
-                t = seed_to_tensor(self._state.seeds[p])
+                t = self._state.seed_message(p)
                 self._sending.append((t, p2p.isend(t, p, p2p.TAG_SEED)))
-            self.seed = self._state.seeds[0]
+            got = self._state.seed_message(0)
         else:
-            self.seed = tensor_to_seed(p2p.recv((2,), 0, p2p.TAG_SEED))
+            got = p2p.recv((words,), 0, p2p.TAG_SEED)
+        self.seed = tensor_to_seed(got[:2])
+        self.reps = tuple(tensor_to_seed(got[k : k + 2]) for k in range(2, words, 2))  # components rank, rank + 1
 
     @staticmethod
     def _ttp(name: str, *args):
@@ -376,7 +481,7 @@ class DealerChannel:
         party's receive of its corrections if they are for it."""
         self.request(kind, batch, n)
         asked = self._prefetched.setdefault(kind, [])
-        if self.rank == corrected_party(batch, self.world, self.rotate):
+        if self._corrected_rows(kind, batch) is not None:
             like = correction_like(kind, n)
             t, work = p2p.irecv((words_for([like]),), self.dealer, p2p.TAG_TRIPLE)
             asked.append((batch, n, t, work, like))
@@ -405,7 +510,9 @@ class DealerChannel:
             plan.pop(0)
         else:
             self._plan[kind] = plan = []
-        out = torch.from_numpy(triple_shares(self.seed, batch, n, kind))
+        rows = self._corrected_rows(kind, batch)
+        out = torch.from_numpy(rep_block(self.reps, batch, n, kind) if kind in REPLICATED
+                               else triple_shares(self.seed, batch, n, kind))
         asked = self._prefetched.setdefault(kind, [])
         if asked and asked[0][:2] == (batch, n):
             corr = self._wait(asked.pop(0))
@@ -414,14 +521,27 @@ class DealerChannel:
                 self._wait(pre)
             asked.clear()
             self.request(kind, batch, n)
-            mine = self.rank == corrected_party(batch, self.world, self.rotate)
-            corr = self.receive(correction_like(kind, n), p2p.TAG_TRIPLE) if mine else None
+            corr = self.receive(correction_like(kind, n), p2p.TAG_TRIPLE) if rows is not None else None
         if corr is not None:
-            out[CORRECTED[kind]] = corr
+            out[rows] = corr
         if self.ttp:  # the next planned batches not asked for yet, up to ``ahead`` in all
             for nb, nxt in list(zip(range(batch + 1, batch + 1 + len(plan)), plan))[len(asked) : self._ahead.get(kind, 1)]:
                 self._ask_ahead(kind, nb, nxt)
         return out
+
+    def _corrected_rows(self, kind: str, batch: int) -> list[int] | None:
+        """The rows of this party's block of batch ``batch`` that the dealer's correction
+        replaces, or None if it gets none."""
+        if kind in REPLICATED:
+            return rep_rows(kind, self.rank, rep_corrected(batch, self.rotate))
+        return CORRECTED[kind] if self.rank == corrected_party(batch, self.world, self.rotate) else None
+
+    def zero_share(self, n: int) -> torch.Tensor:
+        """Among three parties, this party's (n,) int32 share of a fresh additive sharing of
+        zero with no message: F(rep_i) - F(rep_(i+1)) from its two replication seeds (every
+        F(rep_c) is added by one party and taken off by another)."""
+        self._zeros += 1
+        return torch.from_numpy(zero_share(self.reps, self._zeros, n))
 
     def triples(self, n: int) -> list[torch.Tensor]:
         """This party's shares [a, b, c] of ``n`` fresh multiplication triples (Z_2^64)."""

@@ -48,6 +48,19 @@ first factor, so Beaver's protocol opens only
 :math:`f_t = (D'_t - D'_0) - b_t` and :math:`[E_t x] = f_t [E_t] + [c_t]`:
 :math:`V - 1` opened words per row (a product of two shared values opens two).
 
+*Among three parties* the digit permutation opens nothing: the dealer's
+:math:`r` and :math:`E` are replicated (kind ``"rep<d>"``, party :math:`i`
+holds components :math:`i` and :math:`i + 1` of three,
+:mod:`.primitives.dealer`), every step from :math:`E` to the bases is linear,
+so each component gives its own :math:`I^{(c)}` and :math:`B^{(c)}`, and
+:math:`\sigma = B_0 + \sum_{v \ge 1} I_v (B_v - B_0)` is a sum of products of
+replicated values: each party adds its three cross terms locally
+(:func:`replicated_digit_permutation`, :func:`replicated_sum_of_products`;
+Araki et al. 2016) and a fresh sharing of zero.  The result is an additive
+sharing like the one-opening form's, with :math:`V - 1` fewer opened words per
+row and no triples; the dealer sends :math:`V - 1` corrected words per row to
+two parties instead of :math:`2 (V - 1)` to one.
+
 *Round* :math:`l \ge 1`, with the sort so far :math:`\rho` (shared):
 
 1. Shuffle the one word :math:`\rho + 2^k v` with a fresh secret :math:`S`
@@ -81,10 +94,11 @@ nothing about the keys, not even ties (ties are kept in input order by the
 stable digit sorts; equal keys are never compared).
 
 Cost per round for :math:`M` rows: one shuffle of one int32 column, one
-inverse shuffle of one, one opening of :math:`M` window values and one of
-:math:`(V - 1) M`, and the dealer's :math:`2 (V - 1)` corrected words per row
-to one party (rotating); :math:`\lceil 32\,\text{limbs} / d \rceil`
-rounds.  Time grows as :math:`M` per round.
+inverse shuffle of one, one opening of :math:`M` window values and, except
+among three, one of :math:`(V - 1) M`; the dealer's :math:`2 (V - 1)` corrected
+words per row to one party (among three, :math:`V - 1` to two; rotating);
+:math:`\lceil 32\,\text{limbs} / d \rceil` rounds.  Time grows as :math:`M`
+per round.
 
 Examples
 --------
@@ -103,24 +117,32 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
 from ..comm import backend
-from ..primitives.dealer import ONEHOT, DealerChannel
+from ..primitives.dealer import ONEHOT, REPLICAS, DealerChannel, digit_kind
 from ..primitives.randomness import Randomness
 from ..primitives.opening import open_all, open_from
 from ..primitives.shuffle import Shuffle
 
-__all__ = ["RadixSort", "digit_permutation", "onehot_rows", "shuffled_bases", "rotate_rows"]
+__all__ = ["RadixSort", "digit_permutation", "replicated_digit_permutation", "replicated_sum_of_products",
+           "onehot_rows", "shuffled_bases", "rotate_rows"]
 
 I32 = torch.int32
 
 
-def onehot_rows(e: torch.Tensor, u: torch.Tensor, rank: int) -> torch.Tensor:
+def onehot_index(u: torch.Tensor, v: int) -> torch.Tensor:
+    """(V - 1, M) int64: row v - 1 holds (v - u) mod V, where :func:`onehot_rows` finds I_v."""
+    return (torch.arange(1, v).unsqueeze(1) - u.unsqueeze(0)) & (v - 1)  # & (V - 1) is mod V (V = 2^d)
+
+
+def onehot_rows(e: torch.Tensor, u: torch.Tensor, rank: int, index: torch.Tensor | None = None) -> torch.Tensor:
     """Shares (V - 1, M) of the indicators I_v = [digit = v], v = 1..V-1, from the shares
     (V - 1, M) of E_t = [r mod V = t], t = 1..V-1, and the opened u = (digit - r) mod V:
     I_v = E_{(v - u) mod V}, with E_0 = 1 - sum_t E_t.  (I_0 = 1 - sum_v I_v is never
-    formed: :func:`shuffled_bases` gets its row by linearity.)"""
+    formed: :func:`shuffled_bases` gets its row by linearity.)  ``index``:
+    :func:`onehot_index` of ``u``, if already computed (one gather for every row)."""
     v = e.shape[0] + 1
     full = torch.empty((v, e.shape[1]), dtype=e.dtype)
     full[1:] = e
@@ -128,13 +150,18 @@ def onehot_rows(e: torch.Tensor, u: torch.Tensor, rank: int) -> torch.Tensor:
     full[0].neg_()
     if rank == 0:
         full[0] += 1
-    out = torch.empty_like(e)
-    for t in range(1, v):  # row by row: one (M,) index at a time; & (v - 1) is mod v (v = 2^d), 2x faster than %
-        out[t - 1] = torch.gather(full, 0, ((t - u) & (v - 1)).unsqueeze(0))[0]
-    return out
+    return torch.gather(full, 0, onehot_index(u, v) if index is None else index)
 
 
-def shuffled_bases(ind: torch.Tensor, tau: torch.Tensor | None, rank: int) -> torch.Tensor:
+def inverse_permutation(tau: torch.Tensor) -> torch.Tensor:
+    """tau^-1 as an int64 tensor (one numpy scatter: faster than torch's here)."""
+    out = np.empty(tau.numel(), dtype=np.int64)
+    out[tau.numpy()] = np.arange(tau.numel(), dtype=np.int64)
+    return torch.from_numpy(out)
+
+
+def shuffled_bases(ind: torch.Tensor, tau: torch.Tensor | None, rank: int,
+                   inverse: torch.Tensor | None = None) -> torch.Tensor:
     """Shares (V, M), in shuffled order, of the destinations B_v = O_v + C_{j,v} - 1 that
     row j of the order sorted so far gets if its digit is v, from the shares (V - 1, M)
     of I_1..I_{V-1} in shuffled order (``ind``, overwritten) and the opened ``tau``
@@ -144,10 +171,17 @@ def shuffled_bases(ind: torch.Tensor, tau: torch.Tensor | None, rank: int) -> to
     back.  Row 0 needs no scatter, count or gather: sum_v I_v = 1 gives
     C_{j,0} = j + 1 - sum_{v >= 1} C_{j,v} and T_0 = M - sum_{v >= 1} T_v, so in
     shuffled order B_0 = tau + sum_{v >= 1} (O_v - B_v) - (V - 1), the public terms
-    added by rank 0 only."""
+    added by rank 0 only.  The scatter is a gather by tau^-1 (``inverse``, if already
+    computed: :func:`inverse_permutation`)."""
     m = ind.shape[1]
     r0 = 1 if rank == 0 else 0
-    x = _scatter_cols(tau, ind) if tau is not None else ind
+    if tau is not None:
+        inverse = inverse_permutation(tau) if inverse is None else inverse
+        x = torch.empty_like(ind)
+        for i in range(ind.shape[0]):  # out[:, tau] = ind: row by row, several times faster than at once
+            torch.index_select(ind[i], 0, inverse, out=x[i])
+    else:
+        x = ind
     torch.cumsum(x, dim=1, dtype=x.dtype, out=x)  # C_v (wraps mod 2^32: shares stay exact)
     totals = x[:, -1].clone()
     t0 = r0 * m - totals.sum(dtype=x.dtype)
@@ -170,10 +204,7 @@ def shuffled_bases(ind: torch.Tensor, tau: torch.Tensor | None, rank: int) -> to
 def rotate_rows(base: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     """D'_t = base_{(t + u) mod V} per column (the bases seen from r's one-hot)."""
     v = base.shape[0]
-    out = torch.empty_like(base)
-    for t in range(v):
-        out[t] = torch.gather(base, 0, ((t + u) & (v - 1)).unsqueeze(0))[0]
-    return out
+    return torch.gather(base, 0, (torch.arange(v).unsqueeze(1) + u.unsqueeze(0)) & (v - 1))
 
 
 def digit_permutation(d_rot: torch.Tensor, e: torch.Tensor, c: torch.Tensor, f: torch.Tensor, rank: int) -> torch.Tensor:
@@ -183,6 +214,54 @@ def digit_permutation(d_rot: torch.Tensor, e: torch.Tensor, c: torch.Tensor, f: 
     [E_t x] = f [E_t] + [c_t]."""
     out = d_rot[0].clone()
     out += (e * f + c).sum(dim=0, dtype=out.dtype)
+    return out
+
+
+def replicated_sum_of_products(x: tuple[torch.Tensor, torch.Tensor], y: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    r"""Party i's additive share of :math:`\sum_{\text{rows}} x y` (elementwise per column)
+    from replicated shares: ``x = (x^(i), x^(i+1))``, the two components of 3 that it
+    holds, likewise ``y``.  :math:`z_i = x^{(i)} y^{(i)} + x^{(i)} y^{(i+1)} + x^{(i+1)} y^{(i)}`:
+    the three parties' terms cover the 9 cross products once each, so
+    :math:`z_0 + z_1 + z_2 = x y`, with no message."""
+    own, nxt = x
+    out = own * (y[0] + y[1])
+    out += nxt * y[0]
+    return out.sum(dim=0, dtype=out.dtype)
+
+
+def replicated_digit_permutation(e: tuple[torch.Tensor, torch.Tensor], u: torch.Tensor, tau: torch.Tensor | None,
+                                 rank: int, zero: torch.Tensor, inverse: torch.Tensor | None = None) -> torch.Tensor:
+    r"""Among three parties, party ``rank``'s additive share of sigma in shuffled order
+    (:math:`\sigma[\tau]`, module docstring) from its two components
+    ``e = (E^(rank), E^(rank+1))`` of the replicated one-hot
+    (:func:`.primitives.dealer.rep_component`), with no message: every step to the
+    bases is linear, so each component gives the indicators :math:`I^{(c)}` and the
+    bases :math:`B^{(c)}` (:func:`onehot_rows`, :func:`shuffled_bases`, public terms in
+    component 0), and
+
+    .. math::
+
+        \sigma = \sum_v I_v B_v = B_0 + \sum_{v \ge 1} I_v (B_v - B_0),
+
+    the products by :func:`replicated_sum_of_products`.  ``zero``: this party's share of
+    a fresh sharing of zero (:meth:`.primitives.dealer.DealerChannel.zero_share`), so the
+    result is a fresh additive sharing.  ``inverse``: tau^-1, if already computed."""
+    comps = (rank, (rank + 1) % REPLICAS)
+    ind, diff, first = [], [], None
+    index = onehot_index(u, e[0].shape[0] + 1)
+    if tau is not None and inverse is None:
+        inverse = inverse_permutation(tau)
+    for part, c in zip(e, comps):
+        rows = onehot_rows(part, u, c, index)
+        base = shuffled_bases(rows.clone() if tau is None else rows, tau, c, inverse)  # round 0 counts in place
+        ind.append(rows)
+        base[1:] -= base[0]
+        diff.append(base[1:])
+        if first is None:
+            first = base[0]
+    out = replicated_sum_of_products(ind, diff)
+    out += first
+    out += zero
     return out
 
 
@@ -231,9 +310,10 @@ class RadixSort:
         m = keys.shape[0]
         if m >= 1 << 30:
             raise ValueError(f"the radix sort ranks fewer than 2^30 rows, got {m}")
-        kind = f"onehot{self.digit_bits}"
-        if kind not in ONEHOT:
+        if f"onehot{self.digit_bits}" not in ONEHOT:
             raise ValueError(f"digit_bits must be 1 to 4, got {self.digit_bits}")
+        kind = digit_kind(self.digit_bits, backend.world_size())
+        replicated = kind != f"onehot{self.digit_bits}"
         mask = (1 << self.digit_bits) - 1
         k = max(1, (m - 1).bit_length())  # positions are below 2^k
         window = k + self.digit_bits  # the bits every opening of a round needs (module docstring)
@@ -291,17 +371,22 @@ class RadixSort:
                 tau = (opened & (high - 1)).long()
                 u = opened >> k
                 _check_permutation(tau)
-            r, e, b, c = rows[0], rows[1:v], rows[v : 2 * v - 1], rows[2 * v - 1 :]
             u = u.long()
-            base = shuffled_bases(onehot_rows(e, u, rank), tau if l else None, rank)
-            d_rot = rotate_rows(base, u)
-            del base, u
-            diff = d_rot[1:] - d_rot[0]
-            diff -= b
-            (f,) = open_all([diff], bits=window)  # sigma is then right mod 2^window, all a round needs
-            del diff
-            w = digit_permutation(d_rot, e, c, f, rank)  # sigma in shuffled order: sigma[tau]
-            del d_rot, f, r, e, b, c, rows
+            if replicated:  # among three: the products are local (replicated_digit_permutation)
+                w = replicated_digit_permutation((rows[1:v], rows[v:]), u, tau if l else None, rank,
+                                                 channel.zero_share(m))
+                del rows, u
+            else:
+                r, e, b, c = rows[0], rows[1:v], rows[v : 2 * v - 1], rows[2 * v - 1 :]
+                base = shuffled_bases(onehot_rows(e, u, rank), tau if l else None, rank)
+                d_rot = rotate_rows(base, u)
+                del base, u
+                diff = d_rot[1:] - d_rot[0]
+                diff -= b
+                (f,) = open_all([diff], bits=window)  # sigma is then right mod 2^window, all a round needs
+                del diff
+                w = digit_permutation(d_rot, e, c, f, rank)  # sigma in shuffled order: sigma[tau]
+                del d_rot, f, r, e, b, c, rows
             rho = w if l == 0 else sh.inverse(w.unsqueeze(1), inst)[:, 0].contiguous()
             del w
             if progress is not None:
@@ -324,9 +409,4 @@ class RadixSort:
         return out
 
 
-def _scatter_cols(tau: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-    """out[:, tau] = rows, one row at a time (several times faster than at once)."""
-    out = torch.empty_like(rows)
-    for i in range(rows.shape[0]):
-        out[i].index_copy_(0, tau, rows[i])
-    return out
+
