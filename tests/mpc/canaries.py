@@ -33,11 +33,11 @@ class IdentityShuffle:
     def prepare(self, *args, **kwargs):
         pass
 
-    def forward(self, x):
+    def forward(self, x, bits=None):
         self.count += 1
         return x.reshape(x.shape[0], -1).clone(), self.count - 1
 
-    def inverse(self, y, instance):
+    def inverse(self, y, instance, bits=None):
         return y.reshape(y.shape[0], -1).clone()
 
 

@@ -111,13 +111,13 @@ def test_low_byte_codec_round_trips_any_length_and_stride(nbytes, ordered, monke
     overlapping strided writes and by the byte-wise fallback."""
     import torch
 
-    from secure_auc.mpc.primitives import opening
-    from secure_auc.mpc.primitives.opening import _LowBytes, _ordered_strided_writes
+    from secure_auc.mpc.primitives import words
+    from secure_auc.mpc.primitives.words import LowBytes, _ordered_strided_writes
 
     assert _ordered_strided_writes()  # this numpy writes in order: the fast path is the one used
     if not ordered:
-        monkeypatch.setattr(opening, "_ordered_strided_writes", lambda: False)
-    codec = _LowBytes(nbytes)
+        monkeypatch.setattr(words, "_ordered_strided_writes", lambda: False)
+    codec = LowBytes(nbytes)
     mask = (1 << (8 * nbytes)) - 1
     g = torch.Generator().manual_seed(nbytes)
     for n in (0, 1, 2, 3, 4, 5, 1001):

@@ -59,7 +59,7 @@ import torch
 from ..comm import backend, p2p
 from .prg import new_seed, ring, seed_to_tensor, tensor_to_seed
 from .shuffle import deltas, permutation
-from .words import pack, unpack, words_for
+from .words import LowBytes, pack, unpack, words_for
 
 __all__ = ["DealerChannel", "serve", "run_dealer", "ping_dealer", "triple_shares", "triple_correction"]
 
@@ -266,10 +266,11 @@ class _DealerState:
         """(party, tag, correction) for one request, in the order the parties expect them."""
         if kind == "shuffle":
             instance, rows, cols, inverse, width, *mask = args
-            dtype = np.int32 if width == 4 else np.int64
+            dtype = np.int32 if width <= 4 else np.int64
             others = others_mask(self.seeds, rows, *mask, reps=self.reps) if mask and mask[0] else None
+            low = LowBytes(width) if width < 4 else None  # the low bytes only (Shuffle.forward's bits)
             for i, d in deltas(self.seeds, instance, rows, cols, inverse, self._perm(instance, rows), dtype, others):
-                yield i, p2p.TAG_DELTA, d
+                yield i, p2p.TAG_DELTA, (low.wire(torch.from_numpy(d).reshape(-1)).numpy() if low is not None else d)
         elif kind in CORRECTED:
             batch, n = args
             q = corrected_party(batch, self.world, self.rotate)

@@ -39,14 +39,11 @@ receives.
 
 from __future__ import annotations
 
-import functools
-import sys
-
 import numpy as np
 import torch
 
 from ..comm import backend, p2p
-from .words import add_into, pack, unpack, words_for
+from .words import LowBytes, add_into, pack, unpack, words_for
 
 __all__ = ["open_to", "open_to_owners", "open_to_all", "open_all", "open_from", "reconstruct", "observers",
            "SCATTER_MIN_BYTES"]
@@ -205,54 +202,18 @@ class _Codec:
         return w
 
 
-class _LowBytes(_Codec):
-    """int32 shares on the wire as their low ``nbytes`` bytes (rows of an (n, nbytes) uint8
-    tensor), summed in Z_2^32: the sum's low bytes are the value's, whatever was dropped.
-
-    Packing writes each value's 4 bytes at a stride of ``nbytes`` in increasing order (each
-    write's high bytes are overwritten by the next value's low bytes), unpacking reads 4
-    bytes at that stride and masks (the last values from a padded copy): one pass each
-    (numpy's unaligned strided copy).  The order of the writes is checked once
-    (:func:`_ordered_strided_writes`); without it, a byte-wise copy."""
+class _LowBytes(LowBytes, _Codec):
+    """:class:`.words.LowBytes` as an opening's codec: the sums of every party's low bytes."""
 
     def __init__(self, nbytes: int):
-        super().__init__()
-        if sys.byteorder != "little":
-            raise RuntimeError("low-bits openings assume a little-endian machine")
-        self.nbytes = nbytes
-        self.mask = (1 << (8 * nbytes)) - 1 if nbytes < 4 else -1
-
-    def wire(self, t: torch.Tensor) -> torch.Tensor:
-        n, nb = t.numel(), self.nbytes
-        if nb == 4:
-            return t.contiguous()
-        if not _ordered_strided_writes():
-            return t.new_empty(t.shape).copy_(t).view(torch.uint8).view(-1, 4)[:, :nb].contiguous()
-        buf = np.empty(nb * n + 4, dtype=np.uint8)
-        np.ndarray((n,), dtype="<i4", buffer=buf, strides=(nb,))[...] = t.numpy()
-        return torch.from_numpy(buf[: nb * n]).view(n, nb)
-
-    def summed(self, w: torch.Tensor) -> torch.Tensor:
-        if self.nbytes == 4:
-            return w.clone()
-        n, nb = w.shape[0], self.nbytes
-        raw = np.ascontiguousarray(w.numpy()).reshape(-1)
-        out = np.empty(n, dtype=np.int32)
-        inside = max(0, (nb * n - 4) // nb + 1)  # 4-byte reads at a stride of nb that stay inside the bytes
-        if inside:
-            np.bitwise_and(np.ndarray((inside,), dtype="<i4", buffer=raw, strides=(nb,)), np.int32(self.mask),
-                           out=out[:inside])
-        if inside < n:  # the last few, from a padded copy
-            tail = np.zeros(nb * (n - inside) + 4, dtype=np.uint8)
-            tail[: nb * (n - inside)] = raw[nb * inside :]
-            out[inside:] = np.ndarray((n - inside,), dtype="<i4", buffer=tail, strides=(nb,)) & np.int32(self.mask)
-        return torch.from_numpy(out)
+        LowBytes.__init__(self, nbytes)
+        self.xor = 0
 
     def add(self, totals: list[torch.Tensor], parts: list[torch.Tensor]) -> None:
         for t, p in zip(totals, parts):
             t += self.summed(p)
 
-    result = summed
+    result = LowBytes.summed
 
 
 class _LowBits(_Codec):
@@ -283,16 +244,6 @@ class _LowBits(_Codec):
             t += self.summed(p)
 
     result = summed
-
-
-@functools.cache
-def _ordered_strided_writes() -> bool:
-    """Whether numpy writes an unaligned strided int32 view in increasing order (so that
-    overlapping writes leave each value's low bytes)."""
-    x = np.arange(1, 40, dtype=np.int32) * 0x01010101
-    buf = np.zeros(3 * x.size + 4, dtype=np.uint8)
-    np.ndarray((x.size,), dtype="<i4", buffer=buf, strides=(3,))[...] = x
-    return bool(np.array_equal(buf[: 3 * x.size], x.view(np.uint8).reshape(-1, 4)[:, :3].reshape(-1)))
 
 
 def _reduce_scatter_gather(like: list[torch.Tensor], codec: _Codec, rank: int, world: int) -> list[torch.Tensor]:

@@ -86,7 +86,7 @@ import torch
 
 from ..comm import p2p
 from .prg import ring, stream
-from .words import pack, unpack, words_for
+from .words import LowBytes, pack, unpack, words_for
 
 __all__ = ["Shuffle", "pad", "senders", "permutation", "sort_permutation", "permute_rows", "pass_order", "deltas"]
 
@@ -170,6 +170,13 @@ def permute_rows(x, p, inverse: bool = False):
     return out.view(x.dtype).reshape(x.shape)
 
 
+def _width(dtype, bits: int | None) -> int:
+    """Bytes per word on the wire: the low ceil(bits / 8) of an int32 word when only its
+    value mod 2^bits is needed, else the word's size."""
+    size = torch.empty((), dtype=dtype).element_size()
+    return min(size, -(-bits // 8)) if bits is not None and size == 4 else size
+
+
 def pass_order(world: int, inverse: bool) -> list[int]:
     """Permuters in pass order: 0..w-1 forward, w-1..0 for the inverse."""
     order = list(range(world))
@@ -240,14 +247,15 @@ class Shuffle:
         self._asked: dict[tuple[int, bool], tuple[int, int, int]] = {}  # (instance, inverse) -> (rows, cols, width)
 
     def prepare(self, rows: int, cols: int, dtype: torch.dtype, *, inverse_of: int | None = None,
-                mask: tuple[int, int, int] | None = None) -> None:
+                mask: tuple[int, int, int] | None = None, bits: int | None = None) -> None:
         """Ask the dealer now for the corrections of a coming shuffle: the next forward one
         (default) or the inverse of shuffle ``inverse_of``, of a (rows, cols) matrix of
         ``dtype``, so that the dealer computes them while the parties work.  The
         shuffle must then be run with those sizes (checked); every party calls it.
-        ``mask``: the forward shuffle is opened by its last permuter (:meth:`forward_to_last`)."""
+        ``mask``: the forward shuffle is opened by its last permuter (:meth:`forward_to_last`).
+        ``bits``: see :meth:`forward`."""
         instance = self.count if inverse_of is None else inverse_of
-        self._ask(instance, inverse_of is not None, rows, cols, torch.empty((), dtype=dtype).element_size(), mask)
+        self._ask(instance, inverse_of is not None, rows, cols, _width(dtype, bits), mask)
 
     def _ask(self, instance: int, inverse: bool, rows: int, cols: int, width: int, mask=None) -> None:
         key, spec = (instance, inverse), (rows, cols, width, tuple(mask or (0, 0, 0)))
@@ -259,34 +267,41 @@ class Shuffle:
         self._asked[key] = spec
         self.ch.request("shuffle", instance, rows, cols, inverse, width, *spec[3])
 
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, int]:
+    def forward(self, x: torch.Tensor, bits: int | None = None) -> tuple[torch.Tensor, int]:
+        """Shares of X[p] and the shuffle's handle.  ``bits`` (int32 shares only): the result
+        is needed mod 2^bits only, so every message and correction carries the low
+        ceil(bits / 8) bytes of each word (:class:`.words.LowBytes`) and the permuters'
+        shares are right mod 2^(8 ceil(bits / 8)) only."""
         instance = self.count
         self.count += 1
-        return self._run(x, instance, inverse=False), instance
+        return self._run(x, instance, inverse=False, bits=bits), instance
 
     @property
     def last(self) -> int:
         """The last permuter of a forward shuffle."""
         return pass_order(self.ch.world, False)[-1]
 
-    def forward_to_last(self, x: torch.Tensor, mask: tuple[int, int, int]) -> tuple[torch.Tensor | None, int]:
+    def forward_to_last(self, x: torch.Tensor, mask: tuple[int, int, int],
+                        bits: int | None = None) -> tuple[torch.Tensor | None, int]:
         """Shuffle the int32 column ``x`` for an opening by its last permuter :attr:`last`
         (module docstring): it gets X[p] - sum_{j != last} R_j, (rows,) int32, and subtracts
         its own R_last before opening the window to everyone (:func:`.opening.open_from`);
         the other parties get None.  ``mask`` = (d, batch, shift): R_j = 2^shift r_j, r_j row
         0 of party j's batch ``batch`` of ``"onehot<d>"`` randomness (:mod:`.dealer`), which
         the dealer recomputes; prepared with the same ``mask`` (:meth:`prepare`).  Returns
-        the value (or None) and the shuffle's handle (for :meth:`inverse`)."""
+        the value (or None) and the shuffle's handle (for :meth:`inverse`); ``bits``: as
+        :meth:`forward`'s."""
         instance = self.count
         self.count += 1
         x = x.reshape(x.shape[0], -1)
         if x.dtype != torch.int32 or x.shape[1] != 1:
             raise ValueError("a shuffle opened by its last permuter takes one int32 column")
-        y = self._run(x, instance, inverse=False, mask=mask)
+        y = self._run(x, instance, inverse=False, mask=mask, bits=bits)
         return (y[:, 0] if y is not None else None), instance
 
-    def inverse(self, y: torch.Tensor, instance: int) -> torch.Tensor:
-        out = self._run(y, instance, inverse=True)
+    def inverse(self, y: torch.Tensor, instance: int, bits: int | None = None) -> torch.Tensor:
+        """Shares of Y[p^-1] for shuffle ``instance``'s p; ``bits``: as :meth:`forward`'s."""
+        out = self._run(y, instance, inverse=True, bits=bits)
         self._perms.pop(instance, None)
         return out
 
@@ -295,16 +310,19 @@ class Shuffle:
             self._perms[instance] = permutation(self.ch.seed, instance, rows)
         return torch.from_numpy(self._perms[instance])
 
-    def _run(self, x: torch.Tensor, instance: int, inverse: bool, mask=None) -> torch.Tensor | None:
+    def _run(self, x: torch.Tensor, instance: int, inverse: bool, mask=None, bits=None) -> torch.Tensor | None:
         """The passes; with ``mask`` (:meth:`forward_to_last`) the last pass leaves the other
         parties without a share (None) and the last permuter with X[p] - sum_{j != l} R_j."""
         ch = self.ch
         x = x.reshape(x.shape[0], -1)
         rows, cols = x.shape
         dtype = np.int32 if x.dtype == torch.int32 else np.int64
-        self._ask(instance, inverse, rows, cols, np.dtype(dtype).itemsize, mask)
+        width = _width(x.dtype, bits)
+        self._ask(instance, inverse, rows, cols, width, mask)
         self._asked.pop((instance, inverse))
-        words = words_for([x])
+        low = LowBytes(width) if width < 4 else None  # narrow words on the wire
+        like = low.wire(torch.zeros(rows * cols, dtype=torch.int32)) if low is not None else x
+        words = words_for([like])
         sending = []
         order = pass_order(ch.world, inverse)
         for step, i in enumerate(order):
@@ -312,7 +330,8 @@ class Shuffle:
             sending_now = senders(ch.world, step, inverse)
             if ch.rank != i:
                 if ch.rank in sending_now:
-                    m = pack([x - torch.from_numpy(pad(ch.seed, instance, sid, "A", (rows, cols), dtype))])
+                    m = x - torch.from_numpy(pad(ch.seed, instance, sid, "A", (rows, cols), dtype))
+                    m = pack([low.wire(m.reshape(-1)) if low is not None else m])
                     sending.append((m, p2p.isend(m, i, p2p.TAG_PAD)))
                 if mask is not None and step == len(order) - 1:
                     x = None  # opened by the last permuter: no share kept
@@ -321,11 +340,14 @@ class Shuffle:
             else:
                 incoming = [p2p.irecv((words,), j, p2p.TAG_PAD) for j in sending_now]
                 p = self._perm(instance, rows)
-                delta = ch.receive(x)
+                delta = ch.receive(like)
+                if low is not None:
+                    delta = low.summed(delta).view(rows, cols)
                 x = x.clone()
                 for t, work in incoming:
                     work.wait()
-                    x += unpack(t, [x])[0]
+                    got = unpack(t, [like])[0]
+                    x += low.summed(got).view(rows, cols) if low is not None else got
                 x = permute_rows(x, p, inverse)
                 x += delta
         p2p.wait_all(w for _, w in sending)

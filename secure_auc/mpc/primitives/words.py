@@ -7,7 +7,8 @@ to whole int64 words (:func:`pack`), and are read back by views
 (:func:`unpack`): a message of :math:`b` bytes of shares is
 :math:`\lceil b / 8 \rceil` words, so int32 shares cost half as many bytes as
 int64 ones.  Sums of shares wrap in each tensor's own ring
-(:func:`add_into`).
+(:func:`add_into`).  :class:`LowBytes` carries int32 words as their low bytes only,
+for values needed modulo :math:`2^{8b}` (openings and shuffles of a window).
 
 Examples
 --------
@@ -23,9 +24,13 @@ Examples
 
 from __future__ import annotations
 
+import functools
+import sys
+
+import numpy as np
 import torch
 
-__all__ = ["pack", "unpack", "words_for", "add_into"]
+__all__ = ["pack", "unpack", "words_for", "add_into", "LowBytes"]
 
 
 def _nbytes(t: torch.Tensor) -> int:
@@ -84,3 +89,57 @@ def add_into(totals: list[torch.Tensor], parts: list[torch.Tensor], xor: int = 0
             t ^= p
         else:
             t += p
+
+
+class LowBytes:
+    """int32 words on the wire as their low ``nbytes`` bytes (rows of an (n, nbytes) uint8
+    tensor; :meth:`wire`), read back as int32 values in [0, 2^(8 nbytes)) (:meth:`summed`):
+    shares summed in Z_2^32 keep the value's low bytes, whatever was dropped.
+
+    Packing writes each value's 4 bytes at a stride of ``nbytes`` in increasing order (each
+    write's high bytes are overwritten by the next value's low bytes), unpacking reads 4
+    bytes at that stride and masks (the last values from a padded copy): one pass each
+    (numpy's unaligned strided copy).  The order of the writes is checked once
+    (:func:`_ordered_strided_writes`); without it, a byte-wise copy."""
+
+    def __init__(self, nbytes: int):
+        if sys.byteorder != "little":
+            raise RuntimeError("low-bits openings assume a little-endian machine")
+        self.nbytes = nbytes
+        self.mask = (1 << (8 * nbytes)) - 1 if nbytes < 4 else -1
+
+    def wire(self, t: torch.Tensor) -> torch.Tensor:
+        n, nb = t.numel(), self.nbytes
+        if nb == 4:
+            return t.contiguous()
+        if not _ordered_strided_writes():
+            return t.new_empty(t.shape).copy_(t).view(torch.uint8).view(-1, 4)[:, :nb].contiguous()
+        buf = np.empty(nb * n + 4, dtype=np.uint8)
+        np.ndarray((n,), dtype="<i4", buffer=buf, strides=(nb,))[...] = t.numpy()
+        return torch.from_numpy(buf[: nb * n]).view(n, nb)
+
+    def summed(self, w: torch.Tensor) -> torch.Tensor:
+        if self.nbytes == 4:
+            return w.clone()
+        n, nb = w.shape[0], self.nbytes
+        raw = np.ascontiguousarray(w.numpy()).reshape(-1)
+        out = np.empty(n, dtype=np.int32)
+        inside = max(0, (nb * n - 4) // nb + 1)  # 4-byte reads at a stride of nb that stay inside the bytes
+        if inside:
+            np.bitwise_and(np.ndarray((inside,), dtype="<i4", buffer=raw, strides=(nb,)), np.int32(self.mask),
+                           out=out[:inside])
+        if inside < n:  # the last few, from a padded copy
+            tail = np.zeros(nb * (n - inside) + 4, dtype=np.uint8)
+            tail[: nb * (n - inside)] = raw[nb * inside :]
+            out[inside:] = np.ndarray((n - inside,), dtype="<i4", buffer=tail, strides=(nb,)) & np.int32(self.mask)
+        return torch.from_numpy(out)
+
+
+@functools.cache
+def _ordered_strided_writes() -> bool:
+    """Whether numpy writes an unaligned strided int32 view in increasing order (so that
+    overlapping writes leave each value's low bytes)."""
+    x = np.arange(1, 40, dtype=np.int32) * 0x01010101
+    buf = np.zeros(3 * x.size + 4, dtype=np.uint8)
+    np.ndarray((x.size,), dtype="<i4", buffer=buf, strides=(3,))[...] = x
+    return bool(np.array_equal(buf[: 3 * x.size], x.view(np.uint8).reshape(-1, 4)[:, :3].reshape(-1)))

@@ -14,8 +14,10 @@ destinations are below :math:`M \le 2^k`, :math:`k = \lceil \log_2 M \rceil`.
 A round only ever needs values modulo :math:`2^q`, :math:`q = k + d` (the
 *window*): every opening sends the low :math:`\lceil q / 8 \rceil` bytes of
 each share (:func:`.primitives.opening.open_all` with ``bits``; 3 bytes up to
-:math:`M = 2^{22}` with 2-bit digits), so the shares' higher bits, and the
-values' (which may then be wrong), never leave a party.  The keys carried to
+:math:`M = 2^{22}` with 2-bit digits), and so does every message and dealer
+correction of the rounds' shuffles (:meth:`.primitives.shuffle.Shuffle.forward`'s
+``bits``), so the shares' higher bits, and the values' (which may then be
+wrong), never leave a party.  The keys carried to
 sorted order stay in :math:`\mathbb{Z}_{2^{64}}` (the mid-rank step compares
 them).
 
@@ -154,9 +156,16 @@ def onehot_rows(e: torch.Tensor, u: torch.Tensor, rank: int, index: torch.Tensor
 
 
 def inverse_permutation(tau: torch.Tensor) -> torch.Tensor:
-    """tau^-1 as an int64 tensor (one numpy scatter: faster than torch's here)."""
-    out = np.empty(tau.numel(), dtype=np.int64)
-    out[tau.numpy()] = np.arange(tau.numel(), dtype=np.int64)
+    """tau^-1 as an int64 tensor (one numpy scatter: faster than torch's here), checking that
+    the opened tau is a permutation (a repeated destination leaves a slot unwritten)."""
+    m = tau.numel()
+    t = tau.numpy()
+    out = np.full(m, -1, dtype=np.int64)
+    if m and (int(t.min()) < 0 or int(t.max()) >= m):
+        _not_a_permutation()
+    out[t] = np.arange(m, dtype=np.int64)
+    if m and int(out.min()) < 0:
+        _not_a_permutation()
     return torch.from_numpy(out)
 
 
@@ -265,17 +274,9 @@ def replicated_digit_permutation(e: tuple[torch.Tensor, torch.Tensor], u: torch.
     return out
 
 
-def _scatter(tau: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-    out = torch.empty_like(rows)
-    out[tau] = rows
-    return out
-
-
-def _check_permutation(tau: torch.Tensor) -> None:
-    m = tau.numel()
-    if m and (int(tau.min()) < 0 or int(tau.max()) >= m or not bool((torch.bincount(tau, minlength=m) == 1).all())):
-        raise RuntimeError("the shuffle opened something that is not a permutation: the parties' randomness is "
-                           "out of step (different numpy versions on different machines?)")
+def _not_a_permutation() -> None:
+    raise RuntimeError("the shuffle opened something that is not a permutation: the parties' randomness is "
+                       "out of step (different numpy versions on different machines?)")
 
 
 @dataclass
@@ -325,7 +326,7 @@ class RadixSort:
         total = self.rounds(key_bits)
         channel.plan_triples([m] * total, kind)
         v = mask + 1
-        rho = tau = inst = None
+        rho = tau = inst = inverse = None
         limbs = keys.reshape(m, -1).shape[1]
         high = 1 << k
 
@@ -335,7 +336,7 @@ class RadixSort:
 
         def prepare_next():  # the next forward shuffle: a round's rho + 2^k digit, or the last [rho | keys]
             if l + 1 < total:
-                sh.prepare(m, 1, I32, mask=(self.digit_bits, l + 1, k) if fold else None)
+                sh.prepare(m, 1, I32, mask=(self.digit_bits, l + 1, k) if fold else None, bits=window)
             else:
                 sh.prepare(m, 1 + limbs, torch.int64)
                 if then is not None:
@@ -345,13 +346,13 @@ class RadixSort:
             dig = digits(l).reshape(-1).to(I32)
             if l:  # shuffle rho + 2^k digit (one word); among 3 or more, its last permuter opens it
                 if fold:
-                    held, inst = sh.forward_to_last((rho + dig * high).unsqueeze(1), (self.digit_bits, l, k))
+                    held, inst = sh.forward_to_last((rho + dig * high).unsqueeze(1), (self.digit_bits, l, k), window)
                 else:
-                    y, inst = sh.forward((rho + dig * high).unsqueeze(1))
+                    y, inst = sh.forward((rho + dig * high).unsqueeze(1), window)
                     held = y[:, 0]
                     del y
                 rho = dig = None
-                sh.prepare(m, 1, I32, inverse_of=inst)  # the dealer computes during this round
+                sh.prepare(m, 1, I32, inverse_of=inst, bits=window)  # the dealer computes during this round
                 prepare_next()
             rows = channel.block(kind, m)  # r, E (V - 1 rows), b, c: views, no copies
             if l == 0:
@@ -370,15 +371,15 @@ class RadixSort:
                 del held
                 tau = (opened & (high - 1)).long()
                 u = opened >> k
-                _check_permutation(tau)
+                inverse = inverse_permutation(tau)  # checks that tau is a permutation
             u = u.long()
             if replicated:  # among three: the products are local (replicated_digit_permutation)
                 w = replicated_digit_permutation((rows[1:v], rows[v:]), u, tau if l else None, rank,
-                                                 channel.zero_share(m))
+                                                 channel.zero_share(m), inverse if l else None)
                 del rows, u
             else:
                 r, e, b, c = rows[0], rows[1:v], rows[v : 2 * v - 1], rows[2 * v - 1 :]
-                base = shuffled_bases(onehot_rows(e, u, rank), tau if l else None, rank)
+                base = shuffled_bases(onehot_rows(e, u, rank), tau if l else None, rank, inverse if l else None)
                 d_rot = rotate_rows(base, u)
                 del base, u
                 diff = d_rot[1:] - d_rot[0]
@@ -387,7 +388,7 @@ class RadixSort:
                 del diff
                 w = digit_permutation(d_rot, e, c, f, rank)  # sigma in shuffled order: sigma[tau]
                 del d_rot, f, r, e, b, c, rows
-            rho = w if l == 0 else sh.inverse(w.unsqueeze(1), inst)[:, 0].contiguous()
+            rho = w if l == 0 else sh.inverse(w.unsqueeze(1), inst, window)[:, 0].contiguous()
             del w
             if progress is not None:
                 progress(l + 1, total)
@@ -395,9 +396,9 @@ class RadixSort:
         y, inst = sh.forward(torch.cat([rho.to(torch.int64).unsqueeze(1), keys], dim=1))
         (tau,) = open_all([y[:, 0].to(I32)], bits=k)
         tau = tau.long()
-        _check_permutation(tau)
+        inverse = inverse_permutation(tau)  # checks that tau is a permutation
         self._final = (tau, inst)
-        return _scatter(tau, y[:, 1:])
+        return y[:, 1:].index_select(0, inverse)  # out[tau] = y: a gather by tau^-1
 
     def unsort(self, values: torch.Tensor) -> torch.Tensor:
         """Shares of a secret (M,) or (M, c) vector in sorted order -> in input order."""
