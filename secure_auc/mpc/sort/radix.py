@@ -129,7 +129,8 @@ from ..primitives.opening import open_all, open_from
 from ..primitives.shuffle import Shuffle
 
 __all__ = ["RadixSort", "digit_permutation", "replicated_digit_permutation", "replicated_sum_of_products",
-           "onehot_rows", "shuffled_bases", "rotate_rows"]
+           "onehot_rows", "onehot_index", "shuffled_bases", "sorted_bases", "scatter_rows", "inverse_permutation",
+           "rotate_rows"]
 
 I32 = torch.int32
 
@@ -169,12 +170,56 @@ def inverse_permutation(tau: torch.Tensor) -> torch.Tensor:
     return torch.from_numpy(out)
 
 
+def _bases_rows(ind: torch.Tensor, rank: int, out: torch.Tensor) -> torch.Tensor:
+    """Rows v >= 1 of the bases in the order sorted so far, B_v = O_v + C_v - 1, into
+    ``out`` (V - 1, M), from the indicators I_1..I_{V-1} in that order; returns the offsets
+    O_v (shares)."""
+    m = ind.shape[1]
+    r0 = 1 if rank == 0 else 0
+    torch.cumsum(ind, dim=1, dtype=ind.dtype, out=out)  # C_v (wraps mod 2^32: shares stay exact)
+    totals = out[:, -1].clone()
+    t0 = r0 * m - totals.sum(dtype=ind.dtype)
+    offsets = torch.cumsum(totals, dim=0, dtype=ind.dtype) - totals + t0  # O_v = T_0 + ... + T_{v-1}
+    out += (offsets - r0).unsqueeze(1)
+    return offsets
+
+
+def _base_zero(out: torch.Tensor, offsets: torch.Tensor, rank: int, positions: torch.Tensor | None) -> None:
+    """Row 0 of the bases from rows 1..V-1 (module docstring of :func:`shuffled_bases`):
+    B_0 = position + sum_{v >= 1} (O_v - B_v) - (V - 1), the public terms at rank 0 only;
+    ``positions``: each row's position in the order sorted so far (None: 0..M-1)."""
+    r0 = 1 if rank == 0 else 0
+    torch.sum(out[1:], dim=0, dtype=out.dtype, out=out[0])
+    out[0].neg_()
+    out[0] += offsets.sum(dtype=out.dtype) - r0 * (out.shape[0] - 1)
+    if r0:
+        out[0] += positions.to(out.dtype) if positions is not None else torch.arange(out.shape[1], dtype=out.dtype)
+
+
+def scatter_rows(ind: torch.Tensor, inverse: torch.Tensor) -> torch.Tensor:
+    """out[:, tau] = ind, as a gather by tau^-1 (:func:`inverse_permutation`), row by row
+    (several times faster than at once)."""
+    out = torch.empty_like(ind)
+    for i in range(ind.shape[0]):
+        torch.index_select(ind[i], 0, inverse, out=out[i])
+    return out
+
+
+def sorted_bases(ind: torch.Tensor, rank: int) -> torch.Tensor:
+    """Shares (V, M) of the bases B_v = O_v + C_v - 1 (v = 0..V-1) in the order sorted so
+    far, from the shares (V - 1, M) of I_1..I_{V-1} in that order (not overwritten)."""
+    out = torch.empty((ind.shape[0] + 1, ind.shape[1]), dtype=ind.dtype)
+    offsets = _bases_rows(ind, rank, out[1:])
+    _base_zero(out, offsets, rank, None)
+    return out
+
+
 def shuffled_bases(ind: torch.Tensor, tau: torch.Tensor | None, rank: int,
                    inverse: torch.Tensor | None = None) -> torch.Tensor:
     """Shares (V, M), in shuffled order, of the destinations B_v = O_v + C_{j,v} - 1 that
     row j of the order sorted so far gets if its digit is v, from the shares (V - 1, M)
-    of I_1..I_{V-1} in shuffled order (``ind``, overwritten) and the opened ``tau``
-    (None: the identity, round 0).
+    of I_1..I_{V-1} in shuffled order (``ind``) and the opened ``tau`` (None: the
+    identity, round 0).
 
     Rows v >= 1 are scattered to the order sorted so far, counted there and gathered
     back.  Row 0 needs no scatter, count or gather: sum_v I_v = 1 gives
@@ -182,31 +227,14 @@ def shuffled_bases(ind: torch.Tensor, tau: torch.Tensor | None, rank: int,
     shuffled order B_0 = tau + sum_{v >= 1} (O_v - B_v) - (V - 1), the public terms
     added by rank 0 only.  The scatter is a gather by tau^-1 (``inverse``, if already
     computed: :func:`inverse_permutation`)."""
-    m = ind.shape[1]
-    r0 = 1 if rank == 0 else 0
-    if tau is not None:
-        inverse = inverse_permutation(tau) if inverse is None else inverse
-        x = torch.empty_like(ind)
-        for i in range(ind.shape[0]):  # out[:, tau] = ind: row by row, several times faster than at once
-            torch.index_select(ind[i], 0, inverse, out=x[i])
-    else:
-        x = ind
-    torch.cumsum(x, dim=1, dtype=x.dtype, out=x)  # C_v (wraps mod 2^32: shares stay exact)
-    totals = x[:, -1].clone()
-    t0 = r0 * m - totals.sum(dtype=x.dtype)
-    offsets = torch.cumsum(totals, dim=0, dtype=x.dtype) - totals + t0  # O_v = T_0 + ... + T_{v-1}
-    x += (offsets - r0).unsqueeze(1)
-    out = torch.empty((x.shape[0] + 1, m), dtype=x.dtype)
-    if tau is not None:
-        for i in range(x.shape[0]):
-            torch.index_select(x[i], 0, tau, out=out[i + 1])
-    else:
-        out[1:] = x
-    torch.sum(out[1:], dim=0, dtype=x.dtype, out=out[0])
-    out[0].neg_()
-    out[0] += offsets.sum(dtype=x.dtype) - r0 * x.shape[0]
-    if r0:
-        out[0] += tau.to(x.dtype) if tau is not None else torch.arange(m, dtype=x.dtype)
+    if tau is None:
+        return sorted_bases(ind, rank)
+    x = scatter_rows(ind, inverse_permutation(tau) if inverse is None else inverse)
+    offsets = _bases_rows(x, rank, x)
+    out = torch.empty((x.shape[0] + 1, x.shape[1]), dtype=x.dtype)
+    for i in range(x.shape[0]):
+        torch.index_select(x[i], 0, tau, out=out[i + 1])
+    _base_zero(out, offsets, rank, tau)
     return out
 
 
@@ -252,7 +280,9 @@ def replicated_digit_permutation(e: tuple[torch.Tensor, torch.Tensor], u: torch.
 
         \sigma = \sum_v I_v B_v = B_0 + \sum_{v \ge 1} I_v (B_v - B_0),
 
-    the products by :func:`replicated_sum_of_products`.  ``zero``: this party's share of
+    the products by :func:`replicated_sum_of_products`, all in the order sorted so far
+    (the indicators scattered there, :func:`sorted_bases`), then one gather gives
+    :math:`\sigma[\tau]`.  ``zero``: this party's share of
     a fresh sharing of zero (:meth:`.primitives.dealer.DealerChannel.zero_share`), so the
     result is a fresh additive sharing.  ``inverse``: tau^-1, if already computed."""
     comps = (rank, (rank + 1) % REPLICAS)
@@ -262,14 +292,18 @@ def replicated_digit_permutation(e: tuple[torch.Tensor, torch.Tensor], u: torch.
         inverse = inverse_permutation(tau)
     for part, c in zip(e, comps):
         rows = onehot_rows(part, u, c, index)
-        base = shuffled_bases(rows.clone() if tau is None else rows, tau, c, inverse)  # round 0 counts in place
+        if tau is not None:
+            rows = scatter_rows(rows, inverse)  # to the order sorted so far
+        base = sorted_bases(rows, c)
         ind.append(rows)
         base[1:] -= base[0]
         diff.append(base[1:])
         if first is None:
             first = base[0]
-    out = replicated_sum_of_products(ind, diff)
+    out = replicated_sum_of_products(ind, diff)  # sigma, in the order sorted so far
     out += first
+    if tau is not None:
+        out = out.index_select(0, tau)  # sigma[tau]: one gather back
     out += zero
     return out
 
