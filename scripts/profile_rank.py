@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""Where the rank step's time goes: each computing party's profile, by kind of work.
+
+    .venv/bin/python scripts/profile_rank.py                      # 2^20 scores among 3 parties
+    .venv/bin/python scripts/profile_rank.py --sizes 1048576 --parties 2 --json
+
+Runs :func:`secure_auc.mpc.ranks.rank_step` (radix) as ``scripts/bench_rank.py`` does (the
+server and parties - 1 clients holding equal slices, the dealer extra), with Python's
+``cProfile`` around the rank step in every computing party, and sums each function's own
+time (``tottime``) into kinds of work:
+
+* permutations: the shuffles' random permutations (AES keys sorted by numpy);
+* gathers and scatters: moving rows by an index (``index_select``, ``gather``, numpy's fancy
+  indexing), the permutations' inverses and checks;
+* AES-CTR randomness: the pads, the dealer's randomness and input shares drawn from the PRG
+  (and assembled);
+* links: encrypting and decrypting the links' records (OpenSSL through ``ssl``) and framing;
+* kernel: socket reads and writes (``recv``, ``sendmsg``);
+* waiting: ``poll`` (blocked for another party: not CPU);
+* packing: low bytes and words on the wire (``words.py``, the openings' codecs);
+* arithmetic: sums, prefix sums and products (torch and numpy element-wise work, and the
+  protocol's own functions that do it);
+* other: the rest (Python's own work between them).
+
+The party's CPU seconds (``time.process_time``, all its threads) and the dealer's are given
+too; the ranks are checked against ``scipy.stats.rankdata``.  Every party has the same code,
+so the table gives the mean over the computing parties, and the busiest party's CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+KINDS = ["permutations", "gathers and scatters", "AES-CTR randomness", "links (TLS, framing)", "kernel", "waiting",
+         "packing", "arithmetic", "other"]
+_RULES = [  # (kind, substrings of cProfile's function label), first match wins
+    ("permutations", ["sort_permutation", "method 'sort' of 'numpy", "torch.sort", "'shuffle' of"]),
+    ("gathers and scatters", ["index_select", "index_copy", "torch.gather", "inverse_permutation", "permute_rows",
+                              "scatter_rows", "bincount", "_check_permutation", "'take'"]),
+    ("AES-CTR randomness", ["update_into", "prg.py", "dealer.py:"]),
+    ("links (TLS, framing)", ["_ssl.", "ssl.py", "MemoryBIO", "tls.py", "transport.py", "p2p.py"]),
+    ("waiting", ["'poll' of"]),
+    ("kernel", ["'recv' of", "'sendmsg' of", "'send' of", "'recv_into' of"]),
+    ("packing", ["words.py", "opening.py:", "bits.py"]),
+    ("arithmetic", ["built-in method torch.", "of 'torch._C.TensorBase'", "numpy", "radix.py:", "scan.py:",
+                    "beaver.py:", "circuits.py:", "b2a.py:", "shuffle.py:", "ranks.py:", "inputs.py:"]),
+]
+
+
+def kind_of(label: str) -> str:
+    for kind, needles in _RULES:
+        if any(n in label for n in needles):
+            return kind
+    return "other"
+
+
+def _job(rank, part, sizes):
+    import cProfile
+    import pstats
+
+    from secure_auc.mpc.comm import backend
+    from secure_auc.mpc.ranks import rank_step
+
+    backend.comm().barrier()
+    prof = cProfile.Profile()
+    start, cpu = time.perf_counter(), time.process_time()
+    prof.enable()
+    twice = rank_step(part, sizes, rank, method="radix")
+    prof.disable()
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+    by_kind, by_function = dict.fromkeys(KINDS, 0.0), {}
+    for (path, line, name), (_, _, tottime, _, _) in pstats.Stats(prof).stats.items():
+        label = f"{name}" if path == "~" else f"{Path(path).name}:{line}({name})"
+        by_kind[kind_of(label)] += tottime
+        by_function[label] = by_function.get(label, 0.0) + tottime
+    return {"twice": twice, "seconds": seconds, "cpu": cpu, "by_kind": by_kind, "by_function": by_function}
+
+
+def _dealer():
+    return {"cpu": time.process_time()}
+
+
+def profile(m: int, parties: int) -> dict:
+    from scipy.stats import rankdata
+
+    from bench_rank import scores_for
+    from secure_auc.mpc.launch import spawn_parties
+
+    scores, _ = scores_for(m, "float32", 0)
+    parts = np.array_split(scores, parties - 1)
+    sizes = [len(p) for p in parts]
+    per_rank = {r: (parts[r - 1] if r >= 1 else None, sizes) for r in range(parties)}
+    done = spawn_parties(_job, per_rank, parties, provider="ttp", timeout=120, deadline=3600, after_dealer=_dealer)
+    got = np.concatenate([done[r]["twice"] for r in range(1, parties)])
+    mean = {k: float(np.mean([done[r]["by_kind"][k] for r in range(parties)])) for k in KINDS}
+    labels = {f for r in range(parties) for f in done[r]["by_function"]}
+    functions = {f: float(np.mean([done[r]["by_function"].get(f, 0.0) for r in range(parties)])) for f in labels}
+    return {"samples": m, "parties": parties, "exact": bool(np.array_equal(got, 2 * (rankdata(scores) - 1))),
+            "seconds": max(done[r]["seconds"] for r in range(parties)),
+            "cpu_per_party": [round(done[r]["cpu"], 2) for r in range(parties)],
+            "dealer_cpu": round(done[parties]["cpu"], 2), "mean_seconds_by_kind": mean,
+            "mean_seconds_by_function": dict(sorted(functions.items(), key=lambda kv: -kv[1]))}
+
+
+def markdown(rows: list[dict]) -> str:
+    head = "| kind of work | " + " | ".join(f"M = {r['samples']:,}, {r['parties']} parties" for r in rows) + " |"
+    lines = [head, "|---|" + "---:|" * len(rows)]
+    for k in KINDS:
+        lines.append(f"| {k} | " + " | ".join(f"{r['mean_seconds_by_kind'][k]:.2f}" for r in rows) + " |")
+    lines.append("| CPU s, busiest party | " + " | ".join(f"{max(r['cpu_per_party']):.2f}" for r in rows) + " |")
+    lines.append("| CPU s, dealer | " + " | ".join(f"{r['dealer_cpu']:.2f}" for r in rows) + " |")
+    lines.append("| rank step s | " + " | ".join(f"{r['seconds']:.2f}" for r in rows) + " |")
+    lines.append("| exact | " + " | ".join("yes" if r["exact"] else "NO" for r in rows) + " |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    ap.add_argument("--sizes", type=int, nargs="+", default=[1 << 20], help="numbers of scores (default 2^20)")
+    ap.add_argument("--parties", type=int, nargs="+", default=[3], help="computing parties (default 3)")
+    ap.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    ap.add_argument("--top", type=int, default=0, metavar="N", help="also list each run's N costliest functions")
+    args = ap.parse_args()
+    if any(p < 2 for p in args.parties) or any(m < 2 for m in args.sizes):
+        ap.error("--parties and --sizes: at least 2")
+    rows = []
+    for m in args.sizes:
+        for p in args.parties:
+            print(f"profiling M={m} parties={p} ...", file=sys.stderr)
+            rows.append(profile(m, p))
+    if args.json:
+        print(json.dumps({"rows": rows}, indent=1))
+    else:
+        print("seconds in each kind of work (cProfile's own time, mean over the computing parties)\n")
+        print(markdown(rows))
+        for r in rows if args.top else []:
+            print(f"\nM = {r['samples']:,}, {r['parties']} parties: the {args.top} costliest functions")
+            for f, t in list(r["mean_seconds_by_function"].items())[: args.top]:
+                print(f"  {t:6.2f}  {kind_of(f):22s}  {f}")
+    return 0 if all(r["exact"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
