@@ -481,10 +481,10 @@ def rank_step_estimate(m: int, parties: int, method: str) -> float:
     """Rough seconds of the rank step on the 2-core reference machine (docs/benchmarks.md)."""
     if method == "radix":
         # 16 digit rounds for float32 keys (32 for float64), each linear in M, and every
-        # shuffle has one pass per party; on the idle machine (docs/benchmarks.md) 2^20
-        # scores: 4.9 s among 2 parties, 7.5-8.0 s among 3; 458,407 among 3: 3.1 s;
-        # 4,584,062 among 3: 41 s
-        return 0.2 + 4.5e-6 * m * (parties - 1) ** 0.72
+        # shuffle has one pass per party; on the idle machine over the TLS links
+        # (docs/benchmarks.md) 2^20 scores: 6.9-7.9 s among 2 parties, 8.5-10.8 s among 3;
+        # 458,407 among 3: 4.8 s; 4,584,062 among 3: 53 s
+        return 0.2 + 7.5e-6 * m * (parties - 1) ** 0.3
     n = 1 << max(0, (m - 1).bit_length())
     p = max(1, n.bit_length() - 1)
     stages = p * (p + 1) // 2

@@ -270,3 +270,51 @@ def test_network_batches_stay_within_the_budget_after_the_sort():
     np.testing.assert_array_equal(results[1][0], 2 * (rankdata(scores) - 1))
     for _, asked in results:
         assert asked and max(n for _, n in asked) <= budget, sorted(asked, key=lambda a: -a[1])[:3]
+
+
+def _narrow_shuffle(rank, bits_list):
+    """Shuffle a known int32 column forward and back with each ``bits`` (None: whole words),
+    opening both results; returns, per bits, the opened values and the bytes this party
+    sent and received."""
+    import torch
+
+    from secure_auc.mpc.comm import backend
+    from secure_auc.mpc.primitives.dealer import DealerChannel
+    from secure_auc.mpc.primitives.opening import open_all
+    from secure_auc.mpc.primitives.shuffle import Shuffle
+
+    m = 5000
+    x = torch.arange(m, dtype=torch.int32) * 7919 + (1 << 30)  # high bits set: they must not matter
+    share = (x if rank == 0 else torch.zeros(m, dtype=torch.int32)).unsqueeze(1)
+    comm = backend.comm()
+    out = []
+    for bits in bits_list:
+        ch = DealerChannel()
+        sh = Shuffle(ch)
+        before = int(comm.get_communication_stats()["bytes"])
+        y, inst = sh.forward(share, bits=bits)
+        back = sh.inverse(y, inst, bits=bits)
+        moved = int(comm.get_communication_stats()["bytes"]) - before
+        opened, again = open_all([y[:, 0].contiguous(), back[:, 0].contiguous()], bits=bits or 32)
+        ch.close()
+        out.append((opened.numpy(), again.numpy(), moved))
+    return out
+
+
+@pytest.mark.parametrize("world, provider", [(2, "tfp"), (3, "ttp")])
+def test_narrow_shuffles_are_exact_mod_2_to_the_bits_and_send_fewer_bytes(world, provider):
+    """A shuffle with ``bits`` moves the values mod 2^bits (forward: a permutation of them;
+    inverse: back in place), with the low ceil(bits / 8) bytes of each word on the wire:
+    about half the bytes of whole words at 12 bits (2 bytes of 4)."""
+    bits_list = [None, 22, 12]
+    res = run_parties(world, _narrow_shuffle, bits_list, provider=provider)
+    x = (np.arange(5000, dtype=np.int64) * 7919 + (1 << 30)) & 0xFFFFFFFF
+    for i, bits in enumerate(bits_list):
+        mask = (1 << (bits or 32)) - 1
+        opened, again = (r.astype(np.int64) & mask for r in res[0][i][:2])
+        assert not np.array_equal(opened, x & mask)  # shuffled
+        np.testing.assert_array_equal(np.sort(opened), np.sort(x & mask))
+        np.testing.assert_array_equal(again, x & mask)
+    for party in res:
+        whole, b22, b12 = (moved for _, _, moved in party)
+        assert b12 < b22 < whole and b12 <= 0.6 * whole
