@@ -317,6 +317,8 @@ def rank_step(scores, client_sizes: list[int], rank: int, *, method: str = RANK_
     if method == "radix":
         sharing = SourceSharing(client_sizes, sources, wait=False)  # the seeds travel with the dealer's
         channel = DealerChannel()
+        # the first digit round's randomness is asked for during the limbs' test: narrowed as the sort will
+        channel.narrow(digit_kind(DIGIT_BITS, backend.world_size()), RadixSort(DIGIT_BITS).window(sum(client_sizes)))
     limbs = agree_limbs(scores, client_sizes, sources, sharing, channel,
                         prefetch=(digit_kind(DIGIT_BITS, backend.world_size()), sum(client_sizes)) if channel is not None else None)
     local = encode_keys(scores, limbs) if rank in sources else None

@@ -29,6 +29,11 @@ sends only corrections, each to one party:
   shares wraps around :math:`\mathbb{Z}_{2^{64}}`, for CrypTen's truncation among
   three or more parties, :mod:`secure_auc.mpc.crypten.safe`).
 
+A party that needs a kind in :math:`\mathbb{Z}_{2^{32}}` only modulo :math:`2^b` (the
+radix sort's one-hot randomness, modulo its window) narrows it
+(:meth:`DealerChannel.narrow`): the dealer then sends the low :math:`\lceil b / 8 \rceil`
+bytes of each corrected word.
+
 *Replicated one-hot randomness* (``"rep<d>"``, three computing parties).
 :math:`r = r^{(0)} + r^{(1)} + r^{(2)}` and
 :math:`E = E^{(0)} + E^{(1)} + E^{(2)}` (the one-hot of :math:`r \bmod 2^d`, rows
@@ -272,17 +277,27 @@ class _DealerState:
             for i, d in deltas(self.seeds, instance, rows, cols, inverse, self._perm(instance, rows), dtype, others):
                 yield i, p2p.TAG_DELTA, (low.wire(torch.from_numpy(d).reshape(-1)).numpy() if low is not None else d)
         elif kind in CORRECTED:
-            batch, n = args
+            batch, n, *rest = args
+            nbytes = rest[0] if rest else 0
             q = corrected_party(batch, self.world, self.rotate)
-            yield q, p2p.TAG_TRIPLE, triple_correction(self.seeds, batch, n, kind, q)
+            yield q, p2p.TAG_TRIPLE, _on_wire(triple_correction(self.seeds, batch, n, kind, q), nbytes)
         elif kind in REPLICATED:
-            batch, n = args
+            batch, n, *rest = args
+            nbytes = rest[0] if rest else 0
             q = rep_corrected(batch, self.rotate)
-            corr = rep_correction(self.reps, batch, n, kind, q)
+            corr = _on_wire(rep_correction(self.reps, batch, n, kind, q), nbytes)
             for party in sorted(rep_holders(q)):
                 yield party, p2p.TAG_TRIPLE, corr
         else:
             raise ValueError(f"unknown dealer request {kind!r}")
+
+
+def _on_wire(correction: np.ndarray, nbytes: int) -> np.ndarray:
+    """A correction as the dealer sends it: whole words, or (``nbytes`` 1 to 3, int32 kinds
+    the party narrowed: :meth:`DealerChannel.narrow`) the low bytes of each word."""
+    if not nbytes:
+        return correction
+    return LowBytes(nbytes).wire(torch.from_numpy(np.ascontiguousarray(correction)).reshape(-1)).numpy()
 
 
 def others_mask(seeds: list[bytes], rows: int, digit_bits: int, batch: int, shift: int,
@@ -321,7 +336,7 @@ def _decode(t: torch.Tensor):
     if kind == "shuffle":
         return kind, (vals[0], vals[1], vals[2], bool(vals[3]), vals[4], vals[5], vals[6], vals[7])
     if kind in CORRECTED or kind in REPLICATED:
-        return kind, (vals[0], vals[1])
+        return kind, (vals[0], vals[1], vals[2])
     return kind, ()
 
 
@@ -418,6 +433,7 @@ class DealerChannel:
         self._ahead: dict[str, int] = {}  # batches of each kind asked for before they are used
         self._prefetched: dict[str, list[tuple]] = {}  # kind -> [(batch, n, tensor, work, like)], in batch order
         self._zeros = 0  # sharings of zero drawn (zero_share)
+        self._narrow: dict[str, int] = {}  # kind -> bytes per corrected word on the wire (narrow)
         words = 2 * (3 if self.world == REPLICAS else 1)
         if self.ttp:
             if self.rank == 0:
@@ -477,24 +493,53 @@ class DealerChannel:
             for nb, n in list(zip(range(batch, batch + len(sizes)), self._plan[kind]))[: self._ahead[kind]]:
                 self._ask_ahead(kind, nb, n)
 
+    def narrow(self, kind: str, bits: int) -> None:
+        """The corrections of ``kind`` (an int32 kind) are needed modulo 2^bits only: from now
+        on the dealer sends the low ceil(bits / 8) bytes of each corrected word
+        (:class:`.words.LowBytes`).  Every party calls it, before the kind's first request."""
+        nbytes = -(-bits // 8)
+        nbytes = nbytes if kind in KINDS32 and nbytes < 4 else 0
+        if self._batches.get(kind) or self._prefetched.get(kind):
+            if self._narrow.get(kind, 0) != nbytes:
+                raise RuntimeError(f"{kind} randomness already asked for with other corrections' widths")
+            return
+        self._narrow[kind] = nbytes
+
+    def _ask(self, kind: str, batch: int, n: int) -> None:
+        self.request(kind, batch, n, self._narrow.get(kind, 0))
+
+    def _wire(self, kind: str, n: int) -> tuple[torch.Tensor, tuple, int]:
+        """What a correction of ``kind`` looks like on the wire: (like, its shape as a
+        correction, bytes per word if narrow else 0)."""
+        like = correction_like(kind, n)
+        nbytes = self._narrow.get(kind, 0)
+        if nbytes:
+            return LowBytes(nbytes).wire(torch.zeros(like.numel(), dtype=torch.int32)), tuple(like.shape), nbytes
+        return like, tuple(like.shape), 0
+
+    @staticmethod
+    def _read(got: torch.Tensor, shape: tuple, nbytes: int) -> torch.Tensor:
+        return LowBytes(nbytes).summed(got).view(shape) if nbytes else got
+
     def _ask_ahead(self, kind: str, batch: int, n: int) -> None:
         """Ask for batch ``batch`` (``n`` items) of ``kind`` before it is used, and post this
         party's receive of its corrections if they are for it."""
-        self.request(kind, batch, n)
+        self._ask(kind, batch, n)
         asked = self._prefetched.setdefault(kind, [])
         if self._corrected_rows(kind, batch) is not None:
-            like = correction_like(kind, n)
-            t, work = p2p.irecv((words_for([like]),), self.dealer, p2p.TAG_TRIPLE)
-            asked.append((batch, n, t, work, like))
+            wire = self._wire(kind, n)
+            t, work = p2p.irecv((words_for([wire[0]]),), self.dealer, p2p.TAG_TRIPLE)
+            asked.append((batch, n, t, work, wire))
         else:
             asked.append((batch, n, None, None, None))
 
     def _wait(self, pre) -> torch.Tensor | None:
-        _, _, t, work, like = pre
+        _, _, t, work, wire = pre
         if work is None:
             return None
         work.wait()
-        return unpack(t, [like])[0]
+        like, shape, nbytes = wire
+        return self._read(unpack(t, [like])[0], shape, nbytes)
 
     def shares(self, kind: str, n: int) -> list[torch.Tensor]:
         """This party's shares of ``n`` fresh items of correlated randomness of ``kind``
@@ -521,8 +566,11 @@ class DealerChannel:
             for pre in asked:  # asked for batches of other sizes: drop them
                 self._wait(pre)
             asked.clear()
-            self.request(kind, batch, n)
-            corr = self.receive(correction_like(kind, n), p2p.TAG_TRIPLE) if rows is not None else None
+            self._ask(kind, batch, n)
+            corr = None
+            if rows is not None:
+                like, shape, nbytes = self._wire(kind, n)
+                corr = self._read(self.receive(like, p2p.TAG_TRIPLE), shape, nbytes)
         if corr is not None:
             out[rows] = corr
         if self.ttp:  # the next planned batches not asked for yet, up to ``ahead`` in all

@@ -330,6 +330,10 @@ class RadixSort:
     def rounds(self, key_bits: int) -> int:
         return -(-key_bits // self.digit_bits)
 
+    def window(self, m: int) -> int:
+        """The bits every opening of a round needs for ``m`` rows (module docstring)."""
+        return max(1, (m - 1).bit_length()) + self.digit_bits
+
     def sort(self, digits, key_bits: int, keys: torch.Tensor, progress=None, then=None) -> torch.Tensor:
         """Sort the rows of ``keys`` (an (M, limbs) int64 share matrix, carried along).
 
@@ -351,13 +355,14 @@ class RadixSort:
         replicated = kind != f"onehot{self.digit_bits}"
         mask = (1 << self.digit_bits) - 1
         k = max(1, (m - 1).bit_length())  # positions are below 2^k
-        window = k + self.digit_bits  # the bits every opening of a round needs (module docstring)
+        window = self.window(m)
         if window > 32:
             raise ValueError(f"{m} rows with {self.digit_bits}-bit digits: at most 2^{32 - self.digit_bits} rows")
         channel = self.channel if self.channel is not None else DealerChannel()
         sh = self._shuffle = Shuffle(channel)
         self.randomness = Randomness(channel)
         total = self.rounds(key_bits)
+        channel.narrow(kind, window)  # the one-hot's corrections are needed mod 2^window only
         channel.plan_triples([m] * total, kind)
         v = mask + 1
         rho = tau = inst = inverse = None
