@@ -345,3 +345,19 @@ def test_one_replicated_radix_round_gives_the_stable_sort_destinations(d, first)
     sigma = np.empty(m, dtype=np.int64)
     sigma[np.argsort(in_order, kind="stable")] = np.arange(m)
     np.testing.assert_array_equal(w.numpy(), sigma[tau])
+
+
+def test_each_party_gets_the_replication_seeds_of_its_two_components_only():
+    """Among three, party p's set-up message holds its own seed and the replication seeds of
+    components p and p + 1, never component p + 2's (with it, it would know r, hence every
+    digit from the opened u); among two there are no replication seeds."""
+    from secure_auc.mpc.primitives.dealer import _DealerState
+
+    state = _DealerState(3)
+    for p in range(3):
+        got = state.seed_message(p)
+        seeds = [tensor_to_seed(got[k : k + 2]) for k in range(0, got.numel(), 2)]
+        assert seeds == [state.seeds[p], state.reps[p], state.reps[(p + 1) % 3]]
+        assert state.reps[(p + 2) % 3] not in seeds and not set(seeds) & set(state.seeds[:p] + state.seeds[p + 1:])
+    two = _DealerState(2)
+    assert two.reps == [] and tensor_to_seed(two.seed_message(1)) == two.seeds[1]
