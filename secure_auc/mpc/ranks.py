@@ -313,14 +313,15 @@ def rank_step(scores, client_sizes: list[int], rank: int, *, method: str = RANK_
         raise ValueError(f"unknown rank method {method!r}; choose from {RANK_METHODS}")
     sources = [first_client + k for k in range(len(client_sizes))]
     # the radix method's seeds and dealer channel serve the limbs' test too: each set up once
-    sharing = channel = bits = None
+    sharing = channel = bits = prefetch = None
     if method == "radix":
         sharing = SourceSharing(client_sizes, sources, wait=False)  # the seeds travel with the dealer's
         channel = DealerChannel()
-        # the first digit round's randomness is asked for during the limbs' test: narrowed as the sort will
-        channel.narrow(digit_kind(DIGIT_BITS, backend.world_size()), RadixSort(DIGIT_BITS).window(sum(client_sizes)))
-    limbs = agree_limbs(scores, client_sizes, sources, sharing, channel,
-                        prefetch=(digit_kind(DIGIT_BITS, backend.world_size()), sum(client_sizes)) if channel is not None else None)
+        # the first digit round's randomness is asked for during the limbs' test, narrowed as the sort will
+        kind = digit_kind(DIGIT_BITS, backend.world_size())
+        channel.narrow(kind, RadixSort(DIGIT_BITS).window(sum(client_sizes)))
+        prefetch = (kind, sum(client_sizes))
+    limbs = agree_limbs(scores, client_sizes, sources, sharing, channel, prefetch=prefetch)
     local = encode_keys(scores, limbs) if rank in sources else None
     if method == "radix":
         # right mod 2^bits only, the bits of 2 x mid-rank: the scan and the opening send no more

@@ -273,9 +273,9 @@ class _DealerState:
             instance, rows, cols, inverse, width, *mask = args
             dtype = np.int32 if width <= 4 else np.int64
             others = others_mask(self.seeds, rows, *mask, reps=self.reps) if mask and mask[0] else None
-            low = LowBytes(width) if width < 4 else None  # the low bytes only (Shuffle.forward's bits)
+            narrow = width if width < 4 else 0  # the low bytes only (Shuffle.forward's bits)
             for i, d in deltas(self.seeds, instance, rows, cols, inverse, self._perm(instance, rows), dtype, others):
-                yield i, p2p.TAG_DELTA, (low.wire(torch.from_numpy(d).reshape(-1)).numpy() if low is not None else d)
+                yield i, p2p.TAG_DELTA, _on_wire(d, narrow)
         elif kind in CORRECTED:
             batch, n, *rest = args
             nbytes = rest[0] if rest else 0
@@ -293,8 +293,9 @@ class _DealerState:
 
 
 def _on_wire(correction: np.ndarray, nbytes: int) -> np.ndarray:
-    """A correction as the dealer sends it: whole words, or (``nbytes`` 1 to 3, int32 kinds
-    the party narrowed: :meth:`DealerChannel.narrow`) the low bytes of each word."""
+    """A correction as the dealer sends it: whole words, or (``nbytes`` 1 to 3: int32 kinds
+    the parties narrowed, :meth:`DealerChannel.narrow`, and narrow shuffles) the low bytes
+    of each word."""
     if not nbytes:
         return correction
     return LowBytes(nbytes).wire(torch.from_numpy(np.ascontiguousarray(correction)).reshape(-1)).numpy()
@@ -312,9 +313,8 @@ def others_mask(seeds: list[bytes], rows: int, digit_bits: int, batch: int, shif
     kind = digit_kind(digit_bits, len(seeds))
     for j, seed in enumerate(seeds):
         if j != last:
-            r = ring(reps[j], (kind, batch), (1, rows), np.int32)[0] if kind in REPLICATED \
-                else ring(seed, (kind, batch), (1, rows), np.int32)[0]
-            out += r << np.int32(shift)  # wraps
+            key = reps[j] if kind in REPLICATED else seed
+            out += ring(key, (kind, batch), (1, rows), np.int32)[0] << np.int32(shift)  # wraps
     return out
 
 
@@ -514,7 +514,7 @@ class DealerChannel:
         like = correction_like(kind, n)
         nbytes = self._narrow.get(kind, 0)
         if nbytes:
-            return LowBytes(nbytes).wire(torch.zeros(like.numel(), dtype=torch.int32)), tuple(like.shape), nbytes
+            return LowBytes(nbytes).like(like.numel()), tuple(like.shape), nbytes
         return like, tuple(like.shape), 0
 
     @staticmethod

@@ -321,7 +321,7 @@ class Shuffle:
         self._ask(instance, inverse, rows, cols, width, mask)
         self._asked.pop((instance, inverse))
         low = LowBytes(width) if width < 4 else None  # narrow words on the wire
-        like = low.wire(torch.zeros(rows * cols, dtype=torch.int32)) if low is not None else x
+        like = low.like(rows * cols) if low is not None else x
         words = words_for([like])
         sending = []
         order = pass_order(ch.world, inverse)

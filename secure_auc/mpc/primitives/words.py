@@ -108,6 +108,10 @@ class LowBytes:
         self.nbytes = nbytes
         self.mask = (1 << (8 * nbytes)) - 1 if nbytes < 4 else -1
 
+    def like(self, n: int) -> torch.Tensor:
+        """The wire form of ``n`` words (to size a receive)."""
+        return self.wire(torch.zeros(n, dtype=torch.int32))
+
     def wire(self, t: torch.Tensor) -> torch.Tensor:
         n, nb = t.numel(), self.nbytes
         if nb == 4:
