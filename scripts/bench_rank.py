@@ -67,7 +67,7 @@ def _job(rank, part, sizes, method):
         if mesh is not None:
             mesh.mark(name)
         ends.append((name, time.perf_counter() - start, time.process_time() - cpu,
-                     int(comm.get_communication_stats()["bytes"])))
+                     int(comm.get_communication_stats()["bytes"]), _peak_rss()))
 
     start, cpu = time.perf_counter(), time.process_time()
     step("start")
@@ -105,6 +105,8 @@ def rounds_by_step(done: dict, parties: int) -> tuple[list[int] | None, list[dic
         row = {"step": name, "rounds": None}
         for key, col, kind in (("seconds", 1, float), ("cpu", 2, float), ("bytes", 3, int)):
             row[key] = [kind(done[r]["ends"][i][col] - done[r]["ends"][i - 1][col]) for r in range(parties)]
+        # the peak resident memory so far: where it grows is the step that sets it
+        row["peak"] = [done[r]["ends"][i][4] if len(done[r]["ends"][i]) > 4 else None for r in range(parties)]
         if depths is not None:
             marks = {r: [d for n, d in depths[r] if n != "end"] for r in range(parties)}
             row["rounds"] = [marks[r][i] - marks[r][i - 1] for r in range(parties)]
@@ -264,20 +266,26 @@ def markdown(rows: list[dict], rtt_ms: float = 20.0, gbit: float = 1.0) -> str:
 
 
 def steps_markdown(r: dict) -> str:
-    """One run's steps: rounds, MB sent plus received, CPU seconds and seconds, per party
-    (rank 0, the server, first)."""
+    """One run's steps: rounds, MB sent plus received, CPU seconds, seconds and the peak
+    resident MB so far (at the step's end), per party (rank 0, the server, first)."""
     def per(values, fmt):
         return " / ".join(fmt(v) for v in values)
 
+    def mb(v):
+        return "" if v is None else f"{v / 1e6:,.0f}"
+
     lines = [f"{r['method']}, M = {r['samples']:,}, {r['parties']} parties (per party: server / clients)", "",
-             "| step | rounds | MB | CPU s | seconds |", "|---|---:|---:|---:|---:|"]
+             "| step | rounds | MB | CPU s | seconds | peak MB so far |", "|---|---:|---:|---:|---:|---:|"]
     rows = r.get("steps", [])
     total = {"step": "total", "rounds": r.get("rounds_per_party"), "bytes": r["bytes_per_party"],
-             "cpu": r["cpu_per_party"], "seconds": r["seconds_per_party"]}
+             "cpu": r["cpu_per_party"], "seconds": r["seconds_per_party"], "peak": r.get("peak_rss_per_party")}
     for s in rows + [total]:
         rounds = "" if s["rounds"] is None else per(s["rounds"], str)
+        peak = "" if not s.get("peak") or None in s["peak"] else per(s["peak"], mb)
         lines.append(f"| {s['step']} | {rounds} | {per(s['bytes'], lambda b: f'{b / 1e6:,.1f}')} | "
-                     f"{per(s['cpu'], lambda c: f'{c:.2f}')} | {per(s['seconds'], lambda t: f'{t:.2f}')} |")
+                     f"{per(s['cpu'], lambda c: f'{c:.2f}')} | {per(s['seconds'], lambda t: f'{t:.2f}')} | {peak} |")
+    if r.get("dealer_peak_rss"):
+        lines.append(f"\nThe dealer's peak: {r['dealer_peak_rss'] / 1e6:,.0f} MB.")
     return "\n".join(lines)
 
 

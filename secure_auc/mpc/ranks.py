@@ -236,8 +236,9 @@ def radix_midranks_shared(keys: torch.Tensor, digits, limbs: int, *, digit_bits:
         if m > 1:
             _ask_for_equality(rnd, limbs, m - 1, ascending=True)
 
+    # the mid-rank step compares neighbours' keys on COMPARE_BITS bits: the last shuffle carries no more
     keys_sorted = sorter.sort(digits, key_bits, keys, progress=None if progress is None else
-                              (lambda r, _n: progress(r, total)), then=ask_for_equality)
+                              (lambda r, _n: progress(r, total)), then=ask_for_equality, carry_bits=COMPARE_BITS)
     _step("digit rounds")
     if keys.shape[0] >= TRIM_MIN_ROWS:  # memory, not time, limits runs this large
         release_free_memory()
@@ -246,7 +247,7 @@ def radix_midranks_shared(keys: torch.Tensor, digits, limbs: int, *, digit_bits:
     _step("mid-rank scan")
     if progress is not None:
         progress(rounds + 1, total)
-    twice = sorter.unsort(twice_sorted)
+    twice = sorter.unsort(twice_sorted, midrank_bits(m) if window and dtype == torch.int32 else None)
     _step("unsort")
     if progress is not None:
         progress(total, total)

@@ -104,29 +104,31 @@ def test_low_bits_openings_give_the_values_mod_2_to_the_bits_from_fewer_bytes(wo
 
 
 @pytest.mark.parametrize("ordered", [True, False])
-@pytest.mark.parametrize("nbytes", [1, 2, 3, 4])
-def test_low_byte_codec_round_trips_any_length_and_stride(nbytes, ordered, monkeypatch):
-    """The wire form of int32 shares is their low bytes, read back exactly (short vectors,
-    whose last values are read from a padded copy, and a strided column included), by the
-    overlapping strided writes and by the byte-wise fallback."""
+@pytest.mark.parametrize("itemsize, nbytes", [(4, 1), (4, 2), (4, 3), (4, 4), (8, 5), (8, 6), (8, 7), (8, 8)])
+def test_low_byte_codec_round_trips_any_length_and_stride(itemsize, nbytes, ordered, monkeypatch):
+    """The wire form of int32 (int64) shares is their low bytes, read back exactly (short
+    vectors, whose last values are read from a padded copy, and a strided column included),
+    by the overlapping strided writes and by the byte-wise fallback."""
     import torch
 
     from secure_auc.mpc.primitives import words
     from secure_auc.mpc.primitives.words import LowBytes, _ordered_strided_writes
 
-    assert _ordered_strided_writes()  # this numpy writes in order: the fast path is the one used
+    assert _ordered_strided_writes(itemsize)  # this numpy writes in order: the fast path is the one used
     if not ordered:
-        monkeypatch.setattr(words, "_ordered_strided_writes", lambda: False)
-    codec = LowBytes(nbytes)
+        monkeypatch.setattr(words, "_ordered_strided_writes", lambda *_: False)
+    codec = LowBytes(nbytes, itemsize)
+    dtype, top = (torch.int32, 2**31 - 1) if itemsize == 4 else (torch.int64, 2**63 - 1)
     mask = (1 << (8 * nbytes)) - 1
     g = torch.Generator().manual_seed(nbytes)
     for n in (0, 1, 2, 3, 4, 5, 1001):
-        for x in (torch.randint(-2**31, 2**31 - 1, (n,), dtype=torch.int32, generator=g),
-                  torch.randint(-2**31, 2**31 - 1, (n, 3), dtype=torch.int32, generator=g)[:, 1]):
+        for x in (torch.randint(-top - 1, top, (n,), dtype=dtype, generator=g),
+                  torch.randint(-top - 1, top, (n, 3), dtype=dtype, generator=g)[:, 1]):
             w = codec.wire(x)
-            assert w.dtype == (torch.int32 if nbytes == 4 else torch.uint8) and w.numel() * w.element_size() == n * nbytes
-            np.testing.assert_array_equal(codec.summed(w).numpy().astype(np.int64) & mask,
-                                          x.numpy().astype(np.int64) & mask)
+            assert w.dtype == (dtype if nbytes == itemsize else torch.uint8)
+            assert w.numel() * w.element_size() == n * nbytes
+            got = [int(v) & mask for v in codec.summed(w).tolist()]
+            assert got == [int(v) & mask for v in x.tolist()]
 
 
 def _recorded_openings_job(rank):

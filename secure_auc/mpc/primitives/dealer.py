@@ -63,7 +63,7 @@ import torch
 
 from ..comm import backend, p2p
 from .prg import new_seed, ring, seed_to_tensor, tensor_to_seed
-from .shuffle import deltas, permutation
+from .shuffle import deltas, narrow_width, permutation
 from .words import LowBytes, pack, unpack, words_for
 
 __all__ = ["DealerChannel", "serve", "run_dealer", "ping_dealer", "triple_shares", "triple_correction"]
@@ -273,7 +273,7 @@ class _DealerState:
             instance, rows, cols, inverse, width, *mask = args
             dtype = np.int32 if width <= 4 else np.int64
             others = others_mask(self.seeds, rows, *mask, reps=self.reps) if mask and mask[0] else None
-            narrow = width if width < 4 else 0  # the low bytes only (Shuffle.forward's bits)
+            narrow = narrow_width(width)  # the low bytes only (Shuffle.forward's bits)
             for i, d in deltas(self.seeds, instance, rows, cols, inverse, self._perm(instance, rows), dtype, others):
                 yield i, p2p.TAG_DELTA, _on_wire(d, narrow)
         elif kind in CORRECTED:
@@ -293,12 +293,13 @@ class _DealerState:
 
 
 def _on_wire(correction: np.ndarray, nbytes: int) -> np.ndarray:
-    """A correction as the dealer sends it: whole words, or (``nbytes`` 1 to 3: int32 kinds
-    the parties narrowed, :meth:`DealerChannel.narrow`, and narrow shuffles) the low bytes
-    of each word."""
+    """A correction as the dealer sends it: whole words, or (``nbytes``: int32 kinds the
+    parties narrowed, :meth:`DealerChannel.narrow`, and narrow shuffles) the low bytes of
+    each word."""
     if not nbytes:
         return correction
-    return LowBytes(nbytes).wire(torch.from_numpy(np.ascontiguousarray(correction)).reshape(-1)).numpy()
+    return LowBytes(nbytes, correction.dtype.itemsize).wire(
+        torch.from_numpy(np.ascontiguousarray(correction)).reshape(-1)).numpy()
 
 
 def others_mask(seeds: list[bytes], rows: int, digit_bits: int, batch: int, shift: int,

@@ -88,7 +88,7 @@ from ..comm import p2p
 from .prg import ring, stream
 from .words import LowBytes, pack, unpack, words_for
 
-__all__ = ["Shuffle", "pad", "senders", "permutation", "sort_permutation", "permute_rows", "pass_order", "deltas"]
+__all__ = ["Shuffle", "narrow_width", "pad", "senders", "permutation", "sort_permutation", "permute_rows", "pass_order", "deltas"]
 
 
 # ----------------------------------------------------------------- pads and permutations (pure)
@@ -171,10 +171,18 @@ def permute_rows(x, p, inverse: bool = False):
 
 
 def _width(dtype, bits: int | None) -> int:
-    """Bytes per word on the wire: the low ceil(bits / 8) of an int32 word when only its
-    value mod 2^bits is needed, else the word's size."""
+    """Bytes per word on the wire: the low ceil(bits / 8) of a word when only its value
+    mod 2^bits is needed (1 to 3 bytes of an int32 word, 5 to 7 of an int64 one), else
+    the word's size."""
     size = torch.empty((), dtype=dtype).element_size()
-    return min(size, -(-bits // 8)) if bits is not None and size == 4 else size
+    if bits is None:
+        return size
+    return min(size, max(-(-bits // 8), 1 if size == 4 else 5))
+
+
+def narrow_width(width: int) -> int:
+    """The low bytes per word a shuffle of ``width`` bytes per word sends (0: whole words)."""
+    return 0 if width in (4, 8) else width
 
 
 def pass_order(world: int, inverse: bool) -> list[int]:
@@ -320,7 +328,7 @@ class Shuffle:
         width = _width(x.dtype, bits)
         self._ask(instance, inverse, rows, cols, width, mask)
         self._asked.pop((instance, inverse))
-        low = LowBytes(width) if width < 4 else None  # narrow words on the wire
+        low = LowBytes(width, x.element_size()) if narrow_width(width) else None  # narrow words on the wire
         like = low.like(rows * cols) if low is not None else x
         words = words_for([like])
         sending = []

@@ -8,7 +8,8 @@ to whole int64 words (:func:`pack`), and are read back by views
 :math:`\lceil b / 8 \rceil` words, so int32 shares cost half as many bytes as
 int64 ones.  Sums of shares wrap in each tensor's own ring
 (:func:`add_into`).  :class:`LowBytes` carries int32 words as their low bytes only,
-for values needed modulo :math:`2^{8b}` (openings and shuffles of a window).
+for values needed modulo :math:`2^{8b}` (openings and shuffles of a window),
+and int64 words likewise.
 
 Examples
 --------
@@ -92,58 +93,64 @@ def add_into(totals: list[torch.Tensor], parts: list[torch.Tensor], xor: int = 0
 
 
 class LowBytes:
-    """int32 words on the wire as their low ``nbytes`` bytes (rows of an (n, nbytes) uint8
-    tensor; :meth:`wire`), read back as int32 values in [0, 2^(8 nbytes)) (:meth:`summed`):
-    shares summed in Z_2^32 keep the value's low bytes, whatever was dropped.
+    """int32 (or int64) words on the wire as their low ``nbytes`` bytes (rows of an
+    (n, nbytes) uint8 tensor; :meth:`wire`), read back as values in [0, 2^(8 nbytes))
+    (:meth:`summed`): shares summed in Z_2^32 (Z_2^64) keep the value's low bytes,
+    whatever was dropped.
 
-    Packing writes each value's 4 bytes at a stride of ``nbytes`` in increasing order (each
-    write's high bytes are overwritten by the next value's low bytes), unpacking reads 4
-    bytes at that stride and masks (the last values from a padded copy): one pass each
-    (numpy's unaligned strided copy).  The order of the writes is checked once
-    (:func:`_ordered_strided_writes`); without it, a byte-wise copy."""
+    Packing writes each value's ``itemsize`` bytes at a stride of ``nbytes`` in increasing
+    order (each write's high bytes are overwritten by the next value's low bytes),
+    unpacking reads ``itemsize`` bytes at that stride and masks (the last values from a
+    padded copy): one pass each (numpy's unaligned strided copy).  The order of the writes
+    is checked once (:func:`_ordered_strided_writes`); without it, a byte-wise copy."""
 
-    def __init__(self, nbytes: int):
+    def __init__(self, nbytes: int, itemsize: int = 4):
         if sys.byteorder != "little":
             raise RuntimeError("low-bits openings assume a little-endian machine")
-        self.nbytes = nbytes
-        self.mask = (1 << (8 * nbytes)) - 1 if nbytes < 4 else -1
+        if itemsize not in (4, 8) or not 1 <= nbytes <= itemsize:
+            raise ValueError(f"{nbytes} low bytes of {itemsize}-byte words")
+        self.nbytes, self.itemsize = nbytes, itemsize
+        self.dtype = np.dtype(f"<i{itemsize}")
+        self.mask = self.dtype.type((1 << (8 * nbytes)) - 1 if nbytes < itemsize else -1)
 
     def like(self, n: int) -> torch.Tensor:
         """The wire form of ``n`` words (to size a receive)."""
-        return self.wire(torch.zeros(n, dtype=torch.int32))
+        return self.wire(torch.zeros(n, dtype=torch.int32 if self.itemsize == 4 else torch.int64))
 
     def wire(self, t: torch.Tensor) -> torch.Tensor:
-        n, nb = t.numel(), self.nbytes
-        if nb == 4:
+        n, nb, size = t.numel(), self.nbytes, self.itemsize
+        if nb == size:
             return t.contiguous()
-        if not _ordered_strided_writes():
-            return t.new_empty(t.shape).copy_(t).view(torch.uint8).view(-1, 4)[:, :nb].contiguous()
-        buf = np.empty(nb * n + 4, dtype=np.uint8)
-        np.ndarray((n,), dtype="<i4", buffer=buf, strides=(nb,))[...] = t.numpy()
+        if not _ordered_strided_writes(size):
+            return t.new_empty(t.shape).copy_(t).view(torch.uint8).view(-1, size)[:, :nb].contiguous()
+        buf = np.empty(nb * n + size, dtype=np.uint8)
+        np.ndarray((n,), dtype=self.dtype, buffer=buf, strides=(nb,))[...] = t.numpy()
         return torch.from_numpy(buf[: nb * n]).view(n, nb)
 
     def summed(self, w: torch.Tensor) -> torch.Tensor:
-        if self.nbytes == 4:
+        if self.nbytes == self.itemsize:
             return w.clone()
-        n, nb = w.shape[0], self.nbytes
+        n, nb, size = w.shape[0], self.nbytes, self.itemsize
         raw = np.ascontiguousarray(w.numpy()).reshape(-1)
-        out = np.empty(n, dtype=np.int32)
-        inside = max(0, (nb * n - 4) // nb + 1)  # 4-byte reads at a stride of nb that stay inside the bytes
+        out = np.empty(n, dtype=self.dtype)
+        inside = max(0, (nb * n - size) // nb + 1)  # reads of `size` bytes at a stride of nb inside the bytes
         if inside:
-            np.bitwise_and(np.ndarray((inside,), dtype="<i4", buffer=raw, strides=(nb,)), np.int32(self.mask),
+            np.bitwise_and(np.ndarray((inside,), dtype=self.dtype, buffer=raw, strides=(nb,)), self.mask,
                            out=out[:inside])
         if inside < n:  # the last few, from a padded copy
-            tail = np.zeros(nb * (n - inside) + 4, dtype=np.uint8)
+            tail = np.zeros(nb * (n - inside) + size, dtype=np.uint8)
             tail[: nb * (n - inside)] = raw[nb * inside :]
-            out[inside:] = np.ndarray((n - inside,), dtype="<i4", buffer=tail, strides=(nb,)) & np.int32(self.mask)
+            out[inside:] = np.ndarray((n - inside,), dtype=self.dtype, buffer=tail, strides=(nb,)) & self.mask
         return torch.from_numpy(out)
 
 
 @functools.cache
-def _ordered_strided_writes() -> bool:
-    """Whether numpy writes an unaligned strided int32 view in increasing order (so that
-    overlapping writes leave each value's low bytes)."""
-    x = np.arange(1, 40, dtype=np.int32) * 0x01010101
-    buf = np.zeros(3 * x.size + 4, dtype=np.uint8)
-    np.ndarray((x.size,), dtype="<i4", buffer=buf, strides=(3,))[...] = x
-    return bool(np.array_equal(buf[: 3 * x.size], x.view(np.uint8).reshape(-1, 4)[:, :3].reshape(-1)))
+def _ordered_strided_writes(itemsize: int = 4) -> bool:
+    """Whether numpy writes an unaligned strided int32 (int64) view in increasing order (so
+    that overlapping writes leave each value's low bytes)."""
+    dtype = np.dtype(f"<i{itemsize}")
+    x = np.arange(1, 40, dtype=dtype) * dtype.type(int("01" * itemsize, 16))
+    nb = itemsize - 1
+    buf = np.zeros(nb * x.size + itemsize, dtype=np.uint8)
+    np.ndarray((x.size,), dtype=dtype, buffer=buf, strides=(nb,))[...] = x
+    return bool(np.array_equal(buf[: nb * x.size], x.view(np.uint8).reshape(-1, itemsize)[:, :nb].reshape(-1)))

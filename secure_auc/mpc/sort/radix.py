@@ -70,12 +70,12 @@ two parties instead of :math:`2 (V - 1)` to one.
    :math:`\rho[s] + 2^k (v[s] - r)`: its low :math:`k` bits are
    :math:`\tau = \rho[s]` and the next :math:`d` are :math:`u` (one opening;
    :math:`\rho < 2^k` and :math:`v < 2^d` exactly in the window, so nothing
-   carries between the two).  Among 3 or more parties the shuffle's last
-   permuter opens it: the dealer's correction for the last pass takes off the
-   other parties' shares of :math:`2^k r`, so that it alone holds the masked
-   word and sends its window to the others
-   (:meth:`.primitives.shuffle.Shuffle.forward_to_last`): one message round,
-   as an ``all_gather``, and fewer bytes than a reduce-scatter.
+   carries between the two).  The shuffle's last permuter opens it: the
+   dealer's correction for the last pass takes off the other parties' shares
+   of :math:`2^k r`, so that it alone holds the masked word and sends its
+   window to the others (:meth:`.primitives.shuffle.Shuffle.forward_to_last`):
+   one message round, as an ``all_gather``, with half its bytes among 2
+   parties and fewer than a reduce-scatter's among more.
 2. In shuffled order, :math:`I_v, v \ge 1` from :math:`E` and :math:`u`;
    scatter them to the order sorted so far (:math:`b[\tau_i] = I_i`), count
    there, and gather the bases back; the bases of :math:`v = 0` follow from
@@ -334,7 +334,8 @@ class RadixSort:
         """The bits every opening of a round needs for ``m`` rows (module docstring)."""
         return max(1, (m - 1).bit_length()) + self.digit_bits
 
-    def sort(self, digits, key_bits: int, keys: torch.Tensor, progress=None, then=None) -> torch.Tensor:
+    def sort(self, digits, key_bits: int, keys: torch.Tensor, progress=None, then=None,
+             carry_bits: int | None = None) -> torch.Tensor:
         """Sort the rows of ``keys`` (an (M, limbs) int64 share matrix, carried along).
 
         ``digits(l)`` returns the (M,) shares (int64 or int32; only the value mod
@@ -343,7 +344,11 @@ class RadixSort:
         Returns the shares of the keys in ascending order (ties in input order);
         keeps what :meth:`unsort` needs.  ``progress(round, rounds)`` after each round.
         ``then(randomness)``: called once the sort has asked the dealer for all it needs
-        (before its last round), to ask for what follows the sort.
+        (before its last round), to ask for what follows the sort.  ``carry_bits``: the
+        sorted keys are needed modulo 2^carry_bits only, so the last shuffle carries the
+        low bytes of each word, enough for them and for the positions (5 bytes for
+        33 bits, :func:`.primitives.shuffle.Shuffle.forward`'s ``bits``); the keys'
+        higher bits are then wrong.
         """
         rank = backend.rank()
         m = keys.shape[0]
@@ -368,22 +373,23 @@ class RadixSort:
         rho = tau = inst = inverse = None
         limbs = keys.reshape(m, -1).shape[1]
         high = 1 << k
+        last_bits = None if carry_bits is None else max(k, carry_bits)  # the last shuffle's [rho | keys]
 
-        # among 3 or more, each round's shuffle is opened by its last permuter (Shuffle.forward_to_last):
-        # one round after the last pass, as an all_gather, for fewer bytes; among 2 an all_gather is as short
-        fold = backend.world_size() >= 3 and hasattr(sh, "forward_to_last")
+        # each round's shuffle is opened by its last permuter (Shuffle.forward_to_last): one round after the
+        # last pass, as an all_gather, for fewer bytes (among 2: one party sends the window, instead of both)
+        fold = backend.world_size() >= 2 and hasattr(sh, "forward_to_last")
 
         def prepare_next():  # the next forward shuffle: a round's rho + 2^k digit, or the last [rho | keys]
             if l + 1 < total:
                 sh.prepare(m, 1, I32, mask=(self.digit_bits, l + 1, k) if fold else None, bits=window)
             else:
-                sh.prepare(m, 1 + limbs, torch.int64)
+                sh.prepare(m, 1 + limbs, torch.int64, bits=last_bits)
                 if then is not None:
                     then(self.randomness)
 
         for l in range(total):
             dig = digits(l).reshape(-1).to(I32)
-            if l:  # shuffle rho + 2^k digit (one word); among 3 or more, its last permuter opens it
+            if l:  # shuffle rho + 2^k digit (one word); its last permuter opens it
                 if fold:
                     held, inst = sh.forward_to_last((rho + dig * high).unsqueeze(1), (self.digit_bits, l, k), window)
                 else:
@@ -432,19 +438,20 @@ class RadixSort:
             if progress is not None:
                 progress(l + 1, total)
         keys = keys.reshape(m, -1)
-        y, inst = sh.forward(torch.cat([rho.to(torch.int64).unsqueeze(1), keys], dim=1))
+        y, inst = sh.forward(torch.cat([rho.to(torch.int64).unsqueeze(1), keys], dim=1), last_bits)
         (tau,) = open_all([y[:, 0].to(I32)], bits=k)
         tau = tau.long()
         inverse = inverse_permutation(tau)  # checks that tau is a permutation
         self._final = (tau, inst)
         return y[:, 1:].index_select(0, inverse)  # out[tau] = y: a gather by tau^-1
 
-    def unsort(self, values: torch.Tensor) -> torch.Tensor:
-        """Shares of a secret (M,) or (M, c) vector in sorted order -> in input order."""
+    def unsort(self, values: torch.Tensor, bits: int | None = None) -> torch.Tensor:
+        """Shares of a secret (M,) or (M, c) vector in sorted order -> in input order;
+        ``bits`` (int32 values): needed modulo 2^bits only (narrow words on the wire)."""
         tau, inst = self._final
         shape = values.shape
         w = values.reshape(shape[0], -1)[tau]
-        out = self._shuffle.inverse(w, inst).reshape(shape)
+        out = self._shuffle.inverse(w, inst, bits).reshape(shape)
         self._shuffle.ch.close()
         return out
 
