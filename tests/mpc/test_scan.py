@@ -11,7 +11,8 @@ from secure_auc.mpc.primitives.scan import copy_forward, scan_plan, scan_rounds
 
 from .test_ranks import run_parties
 
-CASES = [(1, 1), (2, 1), (5, 2), (37, 1), (37, 4), (37, 64), (1000, 1), (1000, 8), (1000, 4096)]  # (n, top)
+CASES = [(1, 1), (2, 1), (5, 2), (37, 1), (37, 4), (37, 64), (1000, 1), (1000, 8), (1000, 4096),
+         (1100, 8), (1100, 512)]  # (n, top); n = 1100: padded to whole blocks of 256 and of 4, not to 2^11
 
 
 def plain(n: int, dtype):
@@ -64,3 +65,13 @@ def test_copy_forward_matches_a_loop_for_every_top(world, dtype):
 def test_the_top_cuts_rounds():
     assert [scan_rounds(1 << p, top=1) for p in (4, 16, 20)] == [7, 31, 39]  # Blelloch to groups of 4: 2p - 1
     assert [scan_rounds(1 << p) for p in (4, 12, 16, 20)] == [5, 13, 19, 27]  # p + max(0, p - 14) + 1
+
+
+def test_rows_are_padded_to_whole_blocks_only():
+    """Padding to whole blocks (not to a power of two) keeps the rounds of the power-of-two
+    tree and drops the padding's products: the large built-in set's 4,584,062 rows take 55 %
+    of the products of a tree of 2^23."""
+    for n in (5, 37, 1000, 1100, 5000, 458_407, 4_584_062, (1 << 20) + 1):
+        assert scan_rounds(n) == scan_rounds(1 << (n - 1).bit_length()), n
+    assert sum(scan_plan(2, 4_584_062)) < 0.56 * sum(scan_plan(2, 1 << 23))
+    assert sum(scan_plan(2, (1 << 20) + 1)) < 0.51 * sum(scan_plan(2, 1 << 21))

@@ -14,11 +14,14 @@ one first,
 :math:`v` matters (a segment with :math:`f = 0` has no start, and its
 :math:`v` is never selected).
 
-Blelloch's scan pads to :math:`N = 2^p` rows with :math:`(0, 0)`, reduces up
-the tree and passes exclusive prefixes down: :math:`N - 1` combines each way,
+Blelloch's scan pads to :math:`2^p` rows with :math:`(0, 0)`, reduces up
+the tree and passes exclusive prefixes down: :math:`2^p - 1` combines each way,
 in :math:`p` rounds each.  The levels near the root hold few nodes but cost a
-round each, so the up-sweep stops at blocks of :math:`H = N / c` rows
-(:math:`c \le` ``top`` blocks): the :math:`c` block totals get their
+round each, so the up-sweep stops at blocks of :math:`H` rows, the smallest
+power of two that cuts the rows into :math:`c \le` ``top`` blocks, and the
+rows are padded only to :math:`N = c H` (fewer than :math:`H` rows of padding
+instead of up to :math:`n`; the same rounds as a tree of :math:`2^p`
+rows): the :math:`c` block totals get their
 exclusive prefixes by Hillis-Steele (:math:`\log_2 c` rounds of at most
 :math:`c` combines: :math:`x_j \leftarrow x_{j-s} \circ x_j` for
 :math:`s = 1, 2, 4, \dots`), which the down-sweep then passes into the
@@ -77,12 +80,13 @@ GROUP = 4  # the down-sweep stops at groups of this many rows (or the block size
 
 
 def _blocks(n: int, top: int) -> tuple[int, int]:
-    """(N, H): the padded size and the block size where the up-sweep stops."""
-    size = 1 << max(0, (n - 1).bit_length())
+    """(N, H): the block size H where the up-sweep stops, the smallest power of two that
+    cuts the n rows into at most ``top`` blocks, and the padded size N, n rounded up to
+    whole blocks (fewer than H rows of padding)."""
     block = 1
-    while size // block > max(1, top):
+    while -(-n // block) > max(1, top):
         block *= 2
-    return size, block
+    return -(-max(n, 1) // block) * block, block
 
 
 def _schedule(n: int, top: int):

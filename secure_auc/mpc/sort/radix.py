@@ -261,9 +261,15 @@ def replicated_sum_of_products(x: tuple[torch.Tensor, torch.Tensor], y: tuple[to
     the three parties' terms cover the 9 cross products once each, so
     :math:`z_0 + z_1 + z_2 = x y`, with no message."""
     own, nxt = x
-    out = own * (y[0] + y[1])
-    out += nxt * y[0]
-    return out.sum(dim=0, dtype=out.dtype)
+    out = torch.zeros(own.shape[1:], dtype=own.dtype)
+    tmp = torch.empty_like(out)
+    for row in range(own.shape[0]):  # row by row: one row of temporaries, not three
+        torch.add(y[0][row], y[1][row], out=tmp)
+        tmp *= own[row]
+        out += tmp
+        torch.mul(nxt[row], y[0][row], out=tmp)
+        out += tmp
+    return out
 
 
 def replicated_digit_permutation(e: tuple[torch.Tensor, torch.Tensor], u: torch.Tensor, tau: torch.Tensor | None,
@@ -290,8 +296,10 @@ def replicated_digit_permutation(e: tuple[torch.Tensor, torch.Tensor], u: torch.
     index = onehot_index(u, e[0].shape[0] + 1)
     if tau is not None and inverse is None:
         inverse = inverse_permutation(tau)
-    for part, c in zip(e, comps):
-        rows = onehot_rows(part, u, c, index)
+    shuffled = [onehot_rows(part, u, c, index) for part, c in zip(e, comps)]
+    del index  # (V - 1, M) int64: freed before the bases and products
+    for c in comps:
+        rows = shuffled.pop(0)
         if tau is not None:
             rows = scatter_rows(rows, inverse)  # to the order sorted so far
         base = sorted_bases(rows, c)
