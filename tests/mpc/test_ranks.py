@@ -274,8 +274,8 @@ def test_network_batches_stay_within_the_budget_after_the_sort():
 
 def _narrow_shuffle(rank, bits_list):
     """Shuffle a known int32 column forward and back with each ``bits`` (None: whole words),
-    opening both results; returns, per bits, the opened values and the bytes this party
-    sent and received."""
+    then a known int64 column whole and with 40 bits, opening both results; returns, per
+    case, the opened values and the bytes this party sent and received."""
     import torch
 
     from secure_auc.mpc.comm import backend
@@ -285,30 +285,19 @@ def _narrow_shuffle(rank, bits_list):
 
     m = 5000
     x = torch.arange(m, dtype=torch.int32) * 7919 + (1 << 30)  # high bits set: they must not matter
-    share = (x if rank == 0 else torch.zeros(m, dtype=torch.int32)).unsqueeze(1)
+    x64 = torch.arange(m, dtype=torch.int64) * 1_000_003 + (3 << 50)
+    cases = [(x, bits, bits or 32) for bits in bits_list] + [(x64, bits, None) for bits in (None, 40)]
     comm = backend.comm()
     out = []
-    for bits in bits_list:
+    for values, bits, opened_bits in cases:
+        share = (values if rank == 0 else torch.zeros_like(values)).unsqueeze(1)
         ch = DealerChannel()
         sh = Shuffle(ch)
         before = int(comm.get_communication_stats()["bytes"])
         y, inst = sh.forward(share, bits=bits)
         back = sh.inverse(y, inst, bits=bits)
         moved = int(comm.get_communication_stats()["bytes"]) - before
-        opened, again = open_all([y[:, 0].contiguous(), back[:, 0].contiguous()], bits=bits or 32)
-        ch.close()
-        out.append((opened.numpy(), again.numpy(), moved))
-    # int64 words: whole, and their low 5 bytes (40 bits; the high bits of the values must not matter)
-    x64 = torch.arange(m, dtype=torch.int64) * 1_000_003 + (3 << 50)
-    share = (x64 if rank == 0 else torch.zeros(m, dtype=torch.int64)).unsqueeze(1)
-    for bits in (None, 40):
-        ch = DealerChannel()
-        sh = Shuffle(ch)
-        before = int(comm.get_communication_stats()["bytes"])
-        y, inst = sh.forward(share, bits=bits)
-        back = sh.inverse(y, inst, bits=bits)
-        moved = int(comm.get_communication_stats()["bytes"]) - before
-        opened, again = open_all([y[:, 0].contiguous(), back[:, 0].contiguous()])
+        opened, again = open_all([y[:, 0].contiguous(), back[:, 0].contiguous()], bits=opened_bits)
         ch.close()
         out.append((opened.numpy(), again.numpy(), moved))
     return out
