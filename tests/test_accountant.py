@@ -338,6 +338,27 @@ def test_skellam_pld_matches_the_brute_force_pld_at_small_mu(mu, d):
     assert c10.epsilon == pytest.approx(ref_eps, abs=10 * 1e-4)
 
 
+def test_a_large_pessimistic_pld_is_the_dense_pmf_dp_accounting_makes_of_its_dict(monkeypatch):
+    """Beyond dp-accounting's sparse limit (1,000 losses) the PLD is built as the dense pmf directly:
+    the same lowest loss, probabilities and +infinity mass as dp-accounting's own dict route gives."""
+    from dp_accounting.pld import pld_pmf
+
+    from secure_auc.dp.skellam_pld import pessimistic_pld
+
+    rng = np.random.default_rng(0)
+    losses = np.sort(rng.uniform(-0.4, 0.4, 6000))[::-1]
+    mass = rng.random(6000)
+    mass *= 0.99 / mass.sum()
+    direct = pessimistic_pld(losses, mass, -0.5, 0.0099, 1e-3, 1e-4)._pmf_remove
+    monkeypatch.setattr(pld_pmf, "_MAX_PMF_SPARSE_SIZE", math.inf)  # now the dict, kept sparse
+    via_dict = pessimistic_pld(losses, mass, -0.5, 0.0099, 1e-3, 1e-4)._pmf_remove
+    assert isinstance(direct, pld_pmf.DensePLDPmf) and isinstance(via_dict, pld_pmf.SparsePLDPmf)
+    assert direct.size > 5000
+    dense = via_dict.to_dense_pmf()
+    assert (direct._lower_loss, direct._infinity_mass) == (dense._lower_loss, dense._infinity_mass)
+    assert np.array_equal(direct._probs, dense._probs)
+
+
 def test_skellam_pld_with_a_sensitivity_far_beyond_the_noise_is_not_private():
     """Delta = 1000 against Sk(10): p(x - Delta) underflows on the whole support, every loss is +infinity."""
     from secure_auc.dp.skellam_pld import skellam_pld
