@@ -270,7 +270,8 @@ def test_cli_plan_and_evaluations(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("name", ["secure_auc.dp.events", "secure_auc.dp.planning", "secure_auc.dp.discrete", "secure_auc.dp.ddg",
-                                  "secure_auc.dp.noise", "secure_auc.dp.skellam_pld"])
+                                  "secure_auc.dp.noise", "secure_auc.dp.skellam_pld",
+                                  "secure_auc.dp.pld_compose"])
 def test_examples_of_the_accounting_and_noise_modules_run(name):
     import doctest
     import importlib
@@ -336,6 +337,55 @@ def test_skellam_pld_matches_the_brute_force_pld_at_small_mu(mu, d):
     ref_eps = ref.get_epsilon_for_delta(delta - 10 * tail)
     c10 = compose([skellam_event(mu, d)] * 10, delta)
     assert c10.epsilon == pytest.approx(ref_eps, abs=10 * 1e-4)
+
+
+def test_a_large_pessimistic_pld_is_the_dense_pmf_dp_accounting_makes_of_its_dict(monkeypatch):
+    """Beyond dp-accounting's sparse limit (1,000 losses) the PLD is built as the dense pmf directly:
+    the same lowest loss, probabilities and +infinity mass as dp-accounting's own dict route gives."""
+    from dp_accounting.pld import pld_pmf
+
+    from secure_auc.dp.skellam_pld import pessimistic_pld
+
+    rng = np.random.default_rng(0)
+    losses = np.sort(rng.uniform(-0.4, 0.4, 6000))[::-1]
+    mass = rng.random(6000)
+    mass *= 0.99 / mass.sum()
+    direct = pessimistic_pld(losses, mass, -0.5, 0.0099, 1e-3, 1e-4)._pmf_remove
+    monkeypatch.setattr(pld_pmf, "_MAX_PMF_SPARSE_SIZE", math.inf)  # now the dict, kept sparse
+    via_dict = pessimistic_pld(losses, mass, -0.5, 0.0099, 1e-3, 1e-4)._pmf_remove
+    assert isinstance(direct, pld_pmf.DensePLDPmf) and isinstance(via_dict, pld_pmf.SparsePLDPmf)
+    assert direct.size > 5000
+    dense = via_dict.to_dense_pmf()
+    assert (direct._lower_loss, direct._infinity_mass) == (dense._lower_loss, dense._infinity_mass)
+    assert np.array_equal(direct._probs, dense._probs)
+
+
+@pytest.mark.parametrize("t", [1, 2, 100])
+def test_the_fast_self_composition_is_dp_accountings(t):
+    """pld_compose.self_compose makes the PLD that dp-accounting's own self_compose makes, bit for
+    bit: dense and sparse pmfs, symmetric PLDs and one whose add and remove pmfs differ."""
+    from dp_accounting.pld import pld_pmf
+    from dp_accounting.pld import privacy_loss_distribution as pld_lib
+
+    from secure_auc.dp.ddg import dgauss_pld
+    from secure_auc.dp.pld_compose import self_compose
+    from secure_auc.dp.skellam_pld import skellam_pld
+
+    plds = [skellam_pld(4.27e12, 458_406), skellam_pld(30.0, 3), dgauss_pld(1e6, 458_406),
+            pld_lib.from_discrete_laplace_mechanism(0.3), pld_lib.from_discrete_laplace_mechanism(8.0),
+            pld_lib.from_gaussian_mechanism(2.0, sampling_prob=0.3, value_discretization_interval=1e-3)]
+    assert any(isinstance(p._pmf_remove, pld_pmf.SparsePLDPmf) for p in plds) and not plds[-1]._symmetric
+
+    def state(pmf):
+        if isinstance(pmf, pld_pmf.SparsePLDPmf):
+            return "sparse", pmf._loss_probs, pmf._infinity_mass
+        return "dense", pmf._lower_loss, pmf._probs.tolist(), pmf._infinity_mass
+
+    for pld in plds:
+        ours, theirs = self_compose(pld, t), pld.self_compose(t)
+        assert ours._symmetric == theirs._symmetric
+        for a, b in ((ours._pmf_remove, theirs._pmf_remove), (ours._pmf_add, theirs._pmf_add)):
+            assert state(a) == state(b)
 
 
 def test_skellam_pld_with_a_sensitivity_far_beyond_the_noise_is_not_private():

@@ -103,3 +103,30 @@ def test_clients_holding_score_bands_get_a_conservative_std(kwargs):
                for s in range(REPS)]
     ratio = np.median([r.std for r in results]) / np.std([r.auc for r in results], ddof=1)
     assert 1.0 < ratio < 1.7, ratio
+
+
+def test_the_intervals_quantiles_are_numpys():
+    """outer_quantiles (the interval's 2.5 % and 97.5 % quantiles of the noise draws, found among
+    the entries beyond a threshold of each row) gives np.quantile's values, bit for bit: with ties,
+    infinities, a NaN, rows whose first entries are no random sample (the threshold leaves too few
+    entries), rows too short for the shortcut, and other quantile pairs."""
+    from secure_auc.result import outer_quantiles
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(40, 20_000))
+    x[1] = rng.integers(-3, 3, 20_000)  # ties
+    x[2, rng.random(20_000) < 0.01] = np.inf
+    x[3, rng.random(20_000) < 0.01] = -np.inf
+    x[4, 17] = np.nan
+    x[5, :5000] = np.sort(x[5, :5000])  # the sample is the row's lowest entries
+    x[6] = rng.standard_cauchy(20_000)
+    x[7] = 1.0  # constant
+    for row, sign in ((8, 1), (9, -1)):  # the threshold leaves one entry too few: 136 in the sample, 364 after it
+        x[row] = sign * rng.random(20_000)
+        x[row, :136] = -sign * (5 + np.arange(136))
+        x[row, 2048:2048 + 364] = -sign * (6 + np.arange(364))
+    for q in ((0.025, 0.975), (0.01, 0.99), (0.2, 0.5)):
+        with np.errstate(invalid="ignore"):  # inf - inf between two infinite order statistics, as numpy's
+            assert np.array_equal(outer_quantiles(x, q), np.quantile(x, q, axis=1), equal_nan=True), q
+    short = x[:, :5000]
+    assert np.array_equal(outer_quantiles(short), np.quantile(short, (0.025, 0.975), axis=1), equal_nan=True)

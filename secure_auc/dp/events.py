@@ -251,13 +251,25 @@ def _skellam_classes():
         """``PLDAccountant`` that also composes :class:`SkellamDpEvent` (PLD of :mod:`.skellam_pld`)."""
 
         def _maybe_compose(self, event, count, do_compose):
+            if (do_compose and isinstance(event, dpa.dp_event.DiscreteLaplaceDpEvent) and event.noise_parameter != 0
+                    and self.neighboring_relation.name in _DLAP_RELATIONS):
+                # as PLDAccountant's own branch (the pure events), self-composed by pld_compose
+                from dp_accounting.pld.privacy_loss_distribution import from_discrete_laplace_mechanism
+
+                from .pld_compose import self_compose
+
+                pld = from_discrete_laplace_mechanism(event.noise_parameter, sensitivity=event.sensitivity,
+                                                      value_discretization_interval=self._value_discretization_interval)
+                self._pld = self._pld.compose(self_compose(pld, count))
+                return None
             if not isinstance(event, SkellamDpEvent):
                 return super()._maybe_compose(event, count, do_compose)
             if do_compose:
+                from .pld_compose import self_compose
                 from .skellam_pld import skellam_pld
 
                 pld = skellam_pld(event.mu, event.sensitivity, self._value_discretization_interval)
-                self._pld = self._pld.compose(pld.self_compose(count))
+                self._pld = self._pld.compose(self_compose(pld, count))
             return None
 
     return SkellamDpEvent, SkellamPLDAccountant
@@ -287,10 +299,11 @@ def _ddg_classes():
                 return super()._maybe_compose(event, count, do_compose)
             if do_compose:
                 from .ddg import ddg_max_divergence, dgauss_pld
+                from .pld_compose import self_compose
 
                 pld = dgauss_pld(math.sqrt(event.shares * event.variance), event.sensitivity,
                                  self._value_discretization_interval)
-                self._pld = self._pld.compose(pld.self_compose(count))
+                self._pld = self._pld.compose(self_compose(pld, count))
                 self.shift += count * ddg_max_divergence(event.variance, event.shares)
             return None
 
@@ -324,6 +337,7 @@ def _ddg_classes():
 
 
 _RR_RELATIONS = ("REPLACE_ONE", "REPLACE_SPECIAL")  # NeighboringRelation names RdpAccountant composes RR under
+_DLAP_RELATIONS = ("ADD_OR_REMOVE_ONE", "REPLACE_SPECIAL")  # and PLDAccountant the discrete Laplace
 
 
 @lru_cache(maxsize=1024)

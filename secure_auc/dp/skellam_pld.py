@@ -73,17 +73,43 @@ _P = [np.array([3.0, -5.0]) / 24.0,
 
 
 def _debye_logpmf(v, z: float) -> np.ndarray:
+    # the expression of the module docstring, evaluated in place (the same operations in the same
+    # order as the plain numpy expression, so the same bits: P_k by Horner's rule as numpy's polyval)
     v = np.abs(np.asarray(v, dtype=np.float64))
+    shape = v.shape
+    v = v.reshape(-1)
     s = np.hypot(v, z)
     r = 1.0 / s
-    t2 = (v * r) ** 2
-    series = np.zeros_like(v)
-    rk = np.ones_like(v)
+    t2 = v * r
+    t2 *= t2
+    series = rk = None
     for coef in _P:
-        rk = rk * r
-        series = series + rk * np.polynomial.polynomial.polyval(t2, coef)
-    return (v * v / (s + z) - v * np.arcsinh(v / z) - 0.5 * math.log(2 * math.pi * z)
-            - 0.25 * np.log1p((v / z) ** 2) + np.log1p(series))
+        rk = r if rk is None else rk * r
+        term = coef[-1] * t2
+        term += coef[-2]
+        for c in coef[-3::-1]:
+            term *= t2
+            term += c
+        term *= rk
+        if series is None:
+            series = term
+        else:
+            series += term
+    s += z
+    out = v * v
+    out /= s
+    w = v / z
+    asinh = np.arcsinh(w)
+    asinh *= v
+    out -= asinh
+    out -= 0.5 * math.log(2 * math.pi * z)
+    w *= w
+    np.log1p(w, out=w)
+    w *= 0.25
+    out -= w
+    np.log1p(series, out=series)
+    out += series
+    return out.reshape(shape)[()]
 
 
 def skellam_logpmf(x, mu: float) -> np.ndarray:
@@ -146,10 +172,20 @@ def _cuts(mu: float, d: int, lo: int, hi: int, h: float) -> np.ndarray:
     levels = np.arange(math.ceil(bottom / h), math.floor(top / h) + 1, dtype=np.float64) * h
     # bracket [a, b) around x(l) ~ Delta / 2 - 2 mu sinh(l / Delta) (L(x) ~ -Delta asinh((x - Delta/2) / (2 mu)))
     guess = np.floor(d / 2.0 - 2.0 * mu * np.sinh(levels / d)).astype(np.int64)
-    a = np.clip(guess - 64, lo, hi + 1)
-    b = np.clip(guess + 64, lo, hi + 1)
-    bad = (skellam_privacy_loss(a, mu, d) < levels) | ((b <= hi) & (skellam_privacy_loss(b, mu, d) >= levels))
-    a[bad], b[bad] = lo, hi + 1  # L(a) >= level > L(b) (b = hi + 1: beyond the support)
+    # the guess is nearly always the cut itself (else one off): first the bracket [guess, guess + 1],
+    # where it fails [guess - 64, guess + 64], else the whole range; L(a) >= level > L(b) (b = hi + 1:
+    # beyond the support), and the bisection below leaves a valid bracket of width 1 as it is
+    a = np.empty_like(guess)
+    b = np.empty_like(guess)
+    todo = np.arange(levels.size)
+    for below, above in ((0, 1), (64, 64)):
+        ta = np.clip(guess[todo] - below, lo, hi + 1)
+        tb = np.clip(guess[todo] + above, lo, hi + 1)
+        lv = levels[todo]
+        bad = (skellam_privacy_loss(ta, mu, d) < lv) | ((tb <= hi) & (skellam_privacy_loss(tb, mu, d) >= lv))
+        a[todo], b[todo] = ta, tb
+        todo = todo[bad]
+    a[todo], b[todo] = lo, hi + 1
     while True:
         idx = np.nonzero(b - a > 1)[0]
         if idx.size == 0:
@@ -160,7 +196,9 @@ def _cuts(mu: float, d: int, lo: int, hi: int, h: float) -> np.ndarray:
         b[idx[~ok]] = mid[~ok]
     sigma = math.sqrt(2 * mu)
     grid = np.arange(lo - 1, hi + 1, max(1, int(sigma / 100)), dtype=np.int64)
-    return np.unique(np.concatenate([a, grid, [lo - 1, hi]]))
+    cuts = np.sort(np.concatenate([a, grid, [lo - 1, hi]]))
+    # np.unique of the sorted integers, by hand: numpy's unique of integers hashes them, ~20 times slower
+    return cuts[np.concatenate([[True], cuts[1:] != cuts[:-1]])]
 
 
 @lru_cache(maxsize=16)
@@ -249,6 +287,7 @@ def capped_masses(mass: np.ndarray, infinity: float) -> tuple[np.ndarray, float]
 def pessimistic_pld(losses, mass, last: float, rest: float, infinity: float, h: float):
     """dp-accounting PLD with each block's ``mass`` on its largest loss ``losses`` rounded up to the
     grid h (margin _TOL for floating-point error), ``rest`` on ``last`` and ``infinity`` on +infinity."""
+    from dp_accounting.pld import pld_pmf
     from dp_accounting.pld.privacy_loss_distribution import PrivacyLossDistribution
 
     rounded = np.ceil((losses + _TOL * (1 + np.abs(losses))) / h).astype(np.int64)
@@ -257,5 +296,10 @@ def pessimistic_pld(losses, mass, last: float, rest: float, infinity: float, h: 
     base = keys.min()
     acc = np.bincount(keys - base, weights=vals)
     nz = np.nonzero(acc)[0]
+    if nz.size > getattr(pld_pmf, "_MAX_PMF_SPARSE_SIZE", math.inf):
+        # the dense pmf that create_from_rounded_probability makes of the dict below (from its lowest
+        # to its highest key, zeros between), made from the array without the dict of 1e4..1e6 entries
+        dense = pld_pmf.DensePLDPmf(h, int(base + nz[0]), acc[nz[0]:nz[-1] + 1], infinity, True)
+        return PrivacyLossDistribution(dense)
     pmf = {int(k + base): float(acc[k]) for k in nz}
     return PrivacyLossDistribution.create_from_rounded_probability(pmf, infinity, h, pessimistic_estimate=True)
