@@ -162,18 +162,9 @@ def stop(procs) -> None:
 
 def _free_ports(count: int) -> int:
     """A first port with ``count`` free ports from it."""
-    from secure_auc.mpc.launch import check_port_free, free_port
-    from secure_auc.validation import InputError
+    from secure_auc.mpc.launch import free_port
 
-    while True:
-        base = free_port()
-        try:
-            for extra in range(1, count):
-                check_port_free("127.0.0.1", base + extra)
-            return base
-        except InputError:
-            continue
-
+    return free_port(span=count)
 
 
 def _cost(result) -> dict:

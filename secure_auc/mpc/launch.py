@@ -15,6 +15,7 @@ party.  Ctrl-C stops every party.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import multiprocessing as mp
 import os
@@ -36,20 +37,45 @@ __all__ = ["MPCError", "launch_local", "spawn_parties", "free_port", "check_port
            "cost_summary"]
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A port that is free, with the next one free too (a local run uses both: the
-    rendezvous and the run's claim, :func:`.comm.runtime._claim_port`)."""
-    for _ in range(100):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind((host, 0))
-            port = s.getsockname()[1]
-        if port < 65535:
-            try:
-                check_port_free(host, port + 1)
-                return port
-            except InputError:
+def _ephemeral_range() -> tuple[int, int]:
+    """The kernel's range for the source ports of outgoing connections (Linux), else IANA's."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low, high = (int(v) for v in f.read().split())
+        return low, high
+    except (OSError, ValueError):
+        return 49152, 65535
+
+
+def free_port(host: str = "127.0.0.1", span: int = 2) -> int:
+    """A free port with the ``span - 1`` next ones free too (a local run uses two: the
+    rendezvous and the run's claim, :func:`.comm.runtime._claim_port`).
+
+    Drawn at random outside the kernel's ephemeral range: a port from inside it could be
+    taken, between this check and the parties' listen, as the source port of any outgoing
+    connection on the machine (every party of every run opens dozens)."""
+    import secrets
+
+    low, high = _ephemeral_range()
+    # the registered ports below the ephemeral range (10000 up), else those above it
+    spaces = [(lo, hi) for lo, hi in ((10000, low - span), (high + 1, 65535 - span)) if hi - lo > 1000]
+    for _ in range(200):
+        if spaces:
+            lo, hi = spaces[secrets.randbelow(len(spaces))]
+            port = lo + secrets.randbelow(hi - lo + 1)
+        else:  # an unusual kernel setting: whatever the kernel hands out
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                s.bind((host, 0))
+                port = s.getsockname()[1]
+            if port + span > 65536:
                 continue
-    raise InputError(f"no two consecutive free ports on {host}")
+        try:
+            for p in range(port, port + span):
+                check_port_free(host, p)
+            return port
+        except InputError:
+            continue
+    raise InputError(f"no {span} consecutive free ports on {host}")
 
 
 def check_port_free(host: str, port: int) -> None:
@@ -305,7 +331,7 @@ def _report_and_exit(results, key: int, exc: BaseException) -> None:
     """Send the launcher one line about ``exc`` (and the traceback), flush it, exit with 1."""
     from .comm.runtime import explain
 
-    results.put(("error", key, explain(exc), traceback.format_exc()))
+    results.put(("error", key, explain(exc), traceback.format_exc(), type(exc).__name__))
     results.close()
     results.join_thread()  # flush the report before leaving
     os._exit(1)
@@ -614,15 +640,36 @@ def spawn_parties(job, per_rank: dict[int, tuple], parties: int, *, provider: st
         raise InputError(f"provider must be 'tfp' or 'ttp', got {provider!r}")
     if not timeout > 0:
         raise InputError(f"timeout must be > 0 seconds, got {timeout}")
-    k = parties - 1
-    addr = "127.0.0.1"
-    if port is None:
-        port = free_port(addr)
-    else:
+    run = functools.partial(_spawn, job, per_rank, parties, provider=provider, timeout=timeout, deadline=deadline,
+                            after_dealer=after_dealer, received=received, record_ranks=record_ranks,
+                            insecure_links=insecure_links, identities=identities, describe=describe,
+                            host_job=host_job, per_host=per_host)
+    if port is not None:
         if port >= 65535:
             raise InputError(f"port {port}: a local run uses --port and the next one; choose one below 65535")
-        check_port_free(addr, port)
-        check_port_free(addr, port + 1)
+        check_port_free("127.0.0.1", port)
+        check_port_free("127.0.0.1", port + 1)
+        return run(port=port, retry=False)
+    for attempt in range(3):  # a port this launcher drew was taken before the parties listened: draw again
+        try:
+            return run(port=free_port("127.0.0.1"), retry=True)
+        except _PortTaken as exc:
+            log.info("%s; starting the parties again on other ports", exc)
+    raise MPCError("three ports drawn in a row were taken by other processes before the parties listened on "
+                   "them; give a free one with --port")
+
+
+class _PortTaken(Exception):
+    """The launcher's own port choice lost a race with another process before anything was computed."""
+
+
+def _spawn(job, per_rank: dict[int, tuple], parties: int, *, provider: str, timeout: float, port: int,
+           retry: bool, deadline, after_dealer, received, record_ranks, insecure_links, identities, describe,
+           host_job, per_host) -> dict:
+    """One start of :func:`spawn_parties` on ``port``; ``retry``: a port conflict at the start raises
+    :class:`_PortTaken` (the caller draws another port) instead of :class:`MPCError`."""
+    k = parties - 1
+    addr = "127.0.0.1"
     from .comm.roster import ephemeral_roster, identity_bytes
 
     roster, keys = identities if identities is not None else ephemeral_roster(k, provider == "ttp")
@@ -693,6 +740,8 @@ def spawn_parties(job, per_rank: dict[int, tuple], parties: int, *, provider: st
                 if msg[0] == "ready":
                     ready.add(msg[1])
             elif msg is not None and msg[0] == "error":
+                if retry and msg[4:] == ("PortBusyError",):
+                    raise _PortTaken(f"{describe(msg[1])}: {msg[2]}")
                 raise _failure(results, {msg[1]: msg}, [], procs, k, last_seen, started, ready, beats,
                                describe) from None
             elif msg is not None:

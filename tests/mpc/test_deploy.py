@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from secure_auc.mpc.launch import check_port_free, free_port
+from secure_auc.mpc.launch import free_port
 from secure_auc.validation import InputError
 
 BIN = Path(sys.executable).parent
@@ -27,12 +27,7 @@ def _ports():
     """Three free ports base..base + 2 for the computing parties' client listeners, and a
     rendezvous port (with its + 1) apart from them."""
     for _ in range(100):
-        base = free_port()
-        try:
-            check_port_free("127.0.0.1", base + 2)
-        except InputError:
-            continue
-        master = free_port()
+        base, master = free_port(span=3), free_port()
         if master + 1 < base or master > base + 2:
             return base, master
     raise AssertionError("no free ports")

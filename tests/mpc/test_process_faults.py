@@ -13,11 +13,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from sklearn.metrics import roc_auc_score
 
 from secure_auc.data import ClientData
 from secure_auc.dp import NoNoise
 from secure_auc.mpc.launch import check_port_free, free_port, launch_local
 from secure_auc.mpc.party import PartyConfig
+from secure_auc.validation import InputError
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -159,6 +161,41 @@ def test_a_party_of_another_run_is_stopped_at_the_claim():
         _claim_port(1, "127.0.0.1", port, "run-b", 10)
     with pytest.raises(PartyStartError, match=f"port {port + 1} on 127.0.0.1 is busy"):
         _claim_port(0, "127.0.0.1", port, "run-b", 10)
+
+
+def test_a_drawn_port_taken_before_the_parties_listen_is_drawn_again(monkeypatch):
+    """The launcher's own port choice can lose a race (another process binds the port, or the
+    next one, between the draw and the parties' listen): it starts the parties again on a new
+    port and the run is exact; a port the user gave is refused instead."""
+    import socket
+
+    import secure_auc.mpc.launch as launch
+    from secure_auc.mpc import MPCError
+
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))
+    held.listen()
+    taken = held.getsockname()[1] - 1  # the run's claim (port + 1) is held by someone else
+    draws = []
+
+    def draw(host="127.0.0.1", span=2):
+        draws.append(taken if not draws else free_port(host, span))
+        return draws[-1]
+
+    monkeypatch.setattr(launch, "free_port", draw)
+    c = ClientData(np.array([0.1, 0.7, 0.4, 0.4]), np.array([0, 1, 0, 1], dtype=np.int8), "c")
+    config = PartyConfig(mechanisms=(NoNoise(),), clients=1, provider="tfp", progress=False)
+    try:
+        res = launch_local([c], config, timeout=30)
+        assert float(res[0].estimates[0].auc) == roc_auc_score(c.labels, c.scores)
+        assert len(draws) == 2 and draws[0] == taken
+        with pytest.raises(InputError, match=f"port {taken + 1} on 127.0.0.1 is busy"):
+            launch_local([c], config, timeout=30, port=taken)
+        monkeypatch.setattr(launch, "free_port", lambda host="127.0.0.1", span=2: taken)
+        with pytest.raises(MPCError, match="three ports drawn in a row were taken"):
+            launch_local([c], config, timeout=30)
+    finally:
+        held.close()
 
 
 def test_two_runs_on_one_port_never_meet():

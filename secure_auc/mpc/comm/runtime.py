@@ -20,12 +20,16 @@ from datetime import timedelta
 
 from ...validation import InputError
 
-__all__ = ["PartyStartError", "explain", "init_party", "shutdown_party",
+__all__ = ["PartyStartError", "PortBusyError", "explain", "init_party", "shutdown_party",
            "communication_stats", "reset_communication_stats"]
 
 
 class PartyStartError(RuntimeError):
     """The parties could not all meet (one never started, or the address is wrong/busy)."""
+
+
+class PortBusyError(PartyStartError):
+    """The run's port, or the next one, is held by another process or run: nothing was computed."""
 
 
 def _interface_towards(addr: str) -> str | None:
@@ -124,7 +128,7 @@ def init_party(*, rank: int, parties: int, master_addr: str, master_port: int,
     except Exception as exc:  # torch raises RuntimeError/DistStoreError/DistNetworkError
         text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         if "address already in use" in text.lower() or "EADDRINUSE" in text:
-            raise PartyStartError(f"port {master_port} on {master_addr} is busy: {text}") from None
+            raise PortBusyError(f"port {master_port} on {master_addr} is busy: {text}") from None
         raise PartyStartError(
             f"rank {rank}: not all {total} parties joined at {master_addr}:{master_port} "
             f"within {timeout:g} s ({text})"
@@ -193,7 +197,7 @@ def _claim_port(rank: int, addr: str, port: int, token: str, timeout: float) -> 
             store = dist.TCPStore(addr, port + 1, None, True, timeout=timedelta(seconds=timeout),
                                   wait_for_workers=False)
         except Exception as exc:  # noqa: BLE001 - torch raises several kinds
-            raise PartyStartError(f"port {port + 1} on {addr} is busy (another run on port {port}?): "
+            raise PortBusyError(f"port {port + 1} on {addr} is busy (another run on port {port}?): "
                                   f"{first_line(exc)}") from None
         store.set(_RUN_KEY, token)
         _ROLL_CALL.append(store)
@@ -205,7 +209,7 @@ def _claim_port(rank: int, addr: str, port: int, token: str, timeout: float) -> 
         raise PartyStartError(f"the server (rank 0) of this run did not open {addr}:{port + 1} within "
                               f"{timeout:g} s") from None
     if theirs != token:
-        raise PartyStartError(f"port {port} on {addr} is in use by another run started on the same port; "
+        raise PortBusyError(f"port {port} on {addr} is in use by another run started on the same port; "
                               "this run stops (give each run its own --port, or none)")
 
 
