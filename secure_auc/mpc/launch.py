@@ -491,7 +491,7 @@ def _failure(results, errors: dict, dead: list, procs: dict, k: int, last_seen: 
             return MPCError(f"{names} never reached the rendezvous within the timeout (still starting up: "
                             "on a busy machine, raise --timeout)")
     if errors and (causes or not silent):
-        _, r, text, tb = (causes or list(errors.values()))[0]
+        _, r, text, tb = (causes or list(errors.values()))[0][:4]
         if os.environ.get("SECURE_AUC_DEBUG"):
             log.debug("%s", tb)
         err = MPCError(f"{describe(r)} failed: {text}")
