@@ -111,7 +111,10 @@ def test_sigterm_and_ctrl_c_end_alike():
 
 
 def test_a_stopped_party_is_named_within_the_timeout():
-    timeout = 15
+    # once the party is stopped the others wait out the timeout, whatever it is: 5 s proves the
+    # bound as 15 s did (the parties started long before; a healthy one is never named: its heartbeat
+    # thread keeps beating while it computes or waits)
+    timeout = 5
     proc = _cli("--samples", "300000", "--clients", "2", "--mechanism", "none", "--timeout", str(timeout))
     seen = []
     for line in proc.stderr:  # the parties compute once the rank step reports
