@@ -100,11 +100,14 @@ def test_the_launchers_death_ends_every_party_within_2_s_even_during_start_up(ho
 
 def test_sigterm_and_ctrl_c_end_alike():
     ends = {}
-    for how in ("SIGINT", "SIGTERM"):
-        proc = _cli("--samples", "300000", "--clients", "1", "--mechanism", "none")
+    # two independent runs (each on a port of its own), at once; a run takes ~7 s after its parties start
+    procs = {how: _cli("--samples", "300000", "--clients", "1", "--mechanism", "none") for how in ("SIGINT", "SIGTERM")}
+    for proc in procs.values():
         _wait_for_parties(proc, 3)
-        time.sleep(0.5)
+    time.sleep(0.5)
+    for how, proc in procs.items():
         os.kill(proc.pid, getattr(signal, how))
+    for how, proc in procs.items():
         _, err = proc.communicate(timeout=30)
         ends[how] = (proc.returncode, err.strip().splitlines()[-1], "Traceback" in err)
     assert ends["SIGINT"] == ends["SIGTERM"] == (130, "secure-auc: interrupted", False)
