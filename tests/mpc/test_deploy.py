@@ -17,10 +17,16 @@ from secure_auc.validation import InputError
 BIN = Path(sys.executable).parent
 
 
-def _keygen(path: Path) -> str:
-    out = subprocess.run([sys.executable, "-m", "secure_auc", "keygen", str(path)], capture_output=True, text=True,
-                         check=True)
-    return out.stdout.strip().split()[-1]
+def _keygens(paths: dict) -> dict:
+    """``secure-auc keygen`` for each path (independent commands, so at once): the public keys."""
+    procs = {name: subprocess.Popen([sys.executable, "-m", "secure_auc", "keygen", str(path)], stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True) for name, path in paths.items()}
+    keys = {}
+    for name, proc in procs.items():
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        keys[name] = out.strip().split()[-1]
+    return keys
 
 
 def _ports():
@@ -47,7 +53,7 @@ def test_torchrun_computing_parties_and_client_commands(tmp_path):
     keys = tmp_path / "keys"
     keys.mkdir()
     roles = ["server", "helper1", "helper2", "dealer", "client0", "client1"]
-    pub = {r: _keygen(keys / f"{r}.pem") for r in roles}
+    pub = _keygens({r: keys / f"{r}.pem" for r in roles})
     roster = tmp_path / "roster.json"
     roster.write_text(json.dumps({"server": pub["server"], "helpers": [pub["helper1"], pub["helper2"]],
                                   "dealer": pub["dealer"], "clients": [pub["client0"], pub["client1"]]}))
