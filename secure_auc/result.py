@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
@@ -344,32 +345,51 @@ def outer_quantiles(x, q=(0.025, 0.975), *, sample: int = 2048) -> np.ndarray:
     return out
 
 
-def interval_bounds(mechanism, auc, positives, total: int, sizes, *, chunk: int = 64):
-    """Vectorised core of :func:`error_interval`: for estimates ``auc`` with P' (RR: debiased P)
-    ``positives`` (arrays of the same length), the bounds (-inf/+inf where more than
-    :data:`~secure_auc.dp.variance.UNDEFINED_LIMIT` of the draws leave the estimator undefined) and
-    the share of undefined draws."""
+@lru_cache(maxsize=32)
+def _interval_draws(mechanism, total: int, sizes: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """The noise draws (E_S, E_P) of :func:`interval_bounds`: from a fixed seed, a function of the
+    mechanism and the public M and sizes only, so drawn once for them (each evaluation of a training
+    loop, each repetition of a simulation) and kept read-only."""
     from .dp.distributed import DistributedNoiseMechanism
     from .dp.mechanisms import RandomizedResponse
-    from .dp.variance import (INTERVAL_DRAWS, INTERVAL_SEED, UNDEFINED_LIMIT, rr_noise_draws,
-                              statistics_noise_draws)
-    from .metrics import auc_from_sums
+    from .dp.variance import INTERVAL_DRAWS, INTERVAL_SEED, rr_noise_draws, statistics_noise_draws
 
     rng = np.random.default_rng(INTERVAL_SEED)
-    auc = np.asarray(auc, dtype=np.float64)
-    p0 = np.asarray(positives, dtype=np.float64)
     m = int(total)
-    rr = isinstance(mechanism, RandomizedResponse)
-    if rr:
-        from .dp.randomized_response import debias_auc
-
+    if isinstance(mechanism, RandomizedResponse):
         e_s, e_p = rr_noise_draws(m, mechanism.epsilon, INTERVAL_DRAWS, rng)
-        rho = float(debias_auc(0.5, 1.0, 1.0, mechanism.epsilon).rho)
     elif isinstance(mechanism, DistributedNoiseMechanism):
         e_s, e_p = mechanism.aggregate_noise(rng, m, reps=INTERVAL_DRAWS, clients=len(sizes))
         e_s = e_s + (m - 1) / 2.0 * e_p  # the released sums carry rbar E_P
     else:
         e_s, e_p = statistics_noise_draws(mechanism, public_statistics(sizes, 1.0, m), m, INTERVAL_DRAWS, rng)
+    e_s, e_p = np.array(e_s, dtype=np.float64), np.array(e_p, dtype=np.float64)
+    e_s.flags.writeable = e_p.flags.writeable = False
+    return e_s, e_p
+
+
+def interval_bounds(mechanism, auc, positives, total: int, sizes, *, chunk: int = 64):
+    """Vectorised core of :func:`error_interval`: for estimates ``auc`` with P' (RR: debiased P)
+    ``positives`` (arrays of the same length), the bounds (-inf/+inf where more than
+    :data:`~secure_auc.dp.variance.UNDEFINED_LIMIT` of the draws leave the estimator undefined) and
+    the share of undefined draws."""
+    from .dp.mechanisms import RandomizedResponse
+    from .dp.variance import UNDEFINED_LIMIT
+    from .metrics import auc_from_sums
+
+    auc = np.asarray(auc, dtype=np.float64)
+    p0 = np.asarray(positives, dtype=np.float64)
+    m = int(total)
+    key = (m, tuple(np.asarray(sizes, dtype=np.float64).tolist()))  # the public sizes, as public_statistics reads them
+    try:
+        e_s, e_p = _interval_draws(mechanism, *key)
+    except TypeError:  # a mechanism that is no cache key (unhashable)
+        e_s, e_p = _interval_draws.__wrapped__(mechanism, *key)
+    rr = isinstance(mechanism, RandomizedResponse)
+    if rr:
+        from .dp.randomized_response import debias_auc
+
+        rho = float(debias_auc(0.5, 1.0, 1.0, mechanism.epsilon).rho)
     lo = np.full(auc.shape, -np.inf)
     hi = np.full(auc.shape, np.inf)
     undefined = np.ones(auc.shape)

@@ -130,3 +130,19 @@ def test_the_intervals_quantiles_are_numpys():
             assert np.array_equal(outer_quantiles(x, q), np.quantile(x, q, axis=1), equal_nan=True), q
     short = x[:, :5000]
     assert np.array_equal(outer_quantiles(short), np.quantile(short, (0.025, 0.975), axis=1), equal_nan=True)
+
+
+def test_the_intervals_noise_draws_are_kept_per_mechanism_and_sizes():
+    """The bootstrap's draws (a fixed seed: a function of the mechanism, M and the sizes) are made
+    once for each and kept read-only: the same interval after other mechanisms and sizes."""
+    from secure_auc.result import _interval_draws
+
+    cases = [(make_mechanism("laplace", 0.5, allocation="adaptive"), [3000, 3000]),
+             (make_mechanism("laplace", 0.5, allocation="adaptive"), [1000, 5000]),
+             (make_mechanism("gaussian", 0.5, delta=1e-6), [3000, 3000]), (make_mechanism("rr", 2.0), [6000])]
+    first = [error_bars(mech, 0.7, 1500.0, 6000, sizes) for mech, sizes in cases]
+    assert len(set(first)) == len(first)
+    _interval_draws.cache_clear()
+    assert [error_bars(mech, 0.7, 1500.0, 6000, sizes) for mech, sizes in cases[::-1]] == first[::-1]
+    e_s, e_p = _interval_draws(cases[0][0], 6000, (3000.0, 3000.0))
+    assert not e_s.flags.writeable and not e_p.flags.writeable
