@@ -477,7 +477,7 @@ def _failure(results, errors: dict, dead: list, procs: dict, k: int, last_seen: 
     causes = [m for m in errors.values() if not _consequential(m[2])]
     # a process that died without reporting (a signal, an abort in native code) is the cause
     silent = sorted((r for r, p in procs.items() if r not in errors and p.exitcode not in (None, 0)),
-                    key=lambda r: procs[r].exitcode >= 0)  # killed by a signal first
+                    key=lambda r: (procs[r].exitcode != -signal.SIGKILL, procs[r].exitcode >= 0))  # signals first
     if beats is not None:
         _read_beats(beats, procs, k + 1, last_seen, ready)
     if not causes and not silent:
@@ -490,6 +490,10 @@ def _failure(results, errors: dict, dead: list, procs: dict, k: int, last_seen: 
             names = ", ".join(describe(r) for r in late)
             return MPCError(f"{names} never reached the rendezvous within the timeout (still starting up: "
                             "on a busy machine, raise --timeout)")
+    # SIGKILL comes from outside (the OOM killer, kill -9), never as a consequence of a peer's failure,
+    # while the others' reports may be only their waits for it running out
+    if any(procs[r].exitcode == -signal.SIGKILL for r in silent):
+        causes = []
     if errors and (causes or not silent):
         _, r, text, tb = (causes or list(errors.values()))[0][:4]
         if os.environ.get("SECURE_AUC_DEBUG"):
