@@ -160,13 +160,6 @@ def stop(procs) -> None:
         p.wait()
 
 
-def _free_ports(count: int) -> int:
-    """A first port with ``count`` free ports from it."""
-    from secure_auc.mpc.launch import free_port
-
-    return free_port(span=count)
-
-
 def _cost(result) -> dict:
     """An evaluation's seconds and rank-step seconds (start-up reported apart, not included)."""
     return {"seconds": result.seconds, "rank_step_seconds": result.extra["rank_step_seconds"]}
@@ -178,6 +171,7 @@ def one_evaluation_per_start(folder: Path, labels, epoch: int) -> dict:
     started for one evaluation, as before the services existed.  Returns the wall seconds
     from the start to the report and the report's rank step."""
     from secure_auc.data.io import write_client_csv
+    from secure_auc.mpc.launch import free_port
 
     for role in ("helper-1", "helper-2"):
         link = folder / "keys" / f"{role.replace('-', '')}.pem"
@@ -187,7 +181,7 @@ def one_evaluation_per_start(folder: Path, labels, epoch: int) -> dict:
     for k, y in enumerate(labels):
         files.append(folder / f"c{k}.csv")
         write_client_csv(files[-1], model_scores(folder, k, epoch), y)
-    base, master = _free_ports(3), _free_ports(2)
+    base, master = free_port(span=3), free_port()
     common = ["--clients", str(len(labels)), "--mechanism", "laplace", "--epsilon", "1", "--roster",
               str(folder / "roster.json"), "--timeout", "120"]
     env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -233,7 +227,7 @@ def main(argv=None) -> int:
     rows = {}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        ports = (free_port(), _free_ports(3), free_port())
+        ports = (free_port(), free_port(span=3), free_port())
         data = write_deployment(folder, sizes, epochs=epochs, ports=ports, fixed_keys=False, timeout=60.0)
         t0 = time.perf_counter()
         procs = [start_service(folder, role) for role in ROLES]

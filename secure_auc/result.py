@@ -382,9 +382,11 @@ def interval_bounds(mechanism, auc, positives, total: int, sizes, *, chunk: int 
     m = int(total)
     key = (m, tuple(np.asarray(sizes, dtype=np.float64).tolist()))  # the public sizes, as public_statistics reads them
     try:
-        e_s, e_p = _interval_draws(mechanism, *key)
-    except TypeError:  # a mechanism that is no cache key (unhashable)
+        hash(mechanism)
+    except TypeError:  # a mechanism that is no cache key (a field that is a list or an array)
         e_s, e_p = _interval_draws.__wrapped__(mechanism, *key)
+    else:
+        e_s, e_p = _interval_draws(mechanism, *key)
     rr = isinstance(mechanism, RandomizedResponse)
     if rr:
         from .dp.randomized_response import debias_auc

@@ -37,6 +37,9 @@ __all__ = ["MPCError", "launch_local", "spawn_parties", "free_port", "check_port
            "cost_summary"]
 
 
+_LOCAL = "127.0.0.1"  # the address of every local run
+
+
 def _ephemeral_range() -> tuple[int, int]:
     """The kernel's range for the source ports of outgoing connections (Linux), else IANA's."""
     try:
@@ -47,7 +50,7 @@ def _ephemeral_range() -> tuple[int, int]:
         return 49152, 65535
 
 
-def free_port(host: str = "127.0.0.1", span: int = 2) -> int:
+def free_port(host: str = _LOCAL, span: int = 2) -> int:
     """A free port with the ``span - 1`` next ones free too (a local run uses two: the
     rendezvous and the run's claim, :func:`.comm.runtime._claim_port`).
 
@@ -592,7 +595,7 @@ def _launch_helpers(clients, config, keys, *, timeout, port, received, record_ra
     hosts = max(1, min(int(hosts or 1), k))
     groups = [g for g in np.array_split(np.arange(k), hosts)]
     roster, world_keys, host_keys = ephemeral_helpers_roster(w - 1, config.provider == "ttp", hosts)
-    addr = "127.0.0.1"
+    addr = _LOCAL
     board = PortBoard(w)  # each computing party's listener takes a port from the OS and publishes it
     endpoints = [(addr, board) for _ in range(w)]
     parties = [(addr, board, roster.key(r)) for r in range(w)]
@@ -651,12 +654,12 @@ def spawn_parties(job, per_rank: dict[int, tuple], parties: int, *, provider: st
     if port is not None:
         if port >= 65535:
             raise InputError(f"port {port}: a local run uses --port and the next one; choose one below 65535")
-        check_port_free("127.0.0.1", port)
-        check_port_free("127.0.0.1", port + 1)
+        check_port_free(_LOCAL, port)
+        check_port_free(_LOCAL, port + 1)
         return run(port=port, retry=False)
     for attempt in range(3):  # a port this launcher drew was taken before the parties listened: draw again
         try:
-            return run(port=free_port("127.0.0.1"), retry=True)
+            return run(port=free_port(_LOCAL), retry=True)
         except _PortTaken as exc:
             log.info("%s; starting the parties again on other ports", exc)
     raise MPCError("three ports drawn in a row were taken by other processes before the parties listened on "
@@ -673,7 +676,7 @@ def _spawn(job, per_rank: dict[int, tuple], parties: int, *, provider: str, time
     """One start of :func:`spawn_parties` on ``port``; ``retry``: a port conflict at the start raises
     :class:`_PortTaken` (the caller draws another port) instead of :class:`MPCError`."""
     k = parties - 1
-    addr = "127.0.0.1"
+    addr = _LOCAL
     from .comm.roster import ephemeral_roster, identity_bytes
 
     roster, keys = identities if identities is not None else ephemeral_roster(k, provider == "ttp")
