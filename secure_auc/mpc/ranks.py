@@ -26,8 +26,9 @@ nobody else learns anything.
 
 3. *Mid-ranks in sorted order* (:func:`twice_midranks_sorted`, both methods).
    With :math:`e_j = [s_j = s_{j+1}]` (one batched equality test of
-   neighbours on 33-bit differences; the keys ascend, so a one-limb difference
-   needs one sign test, :math:`e_j = \lnot [s_j - s_{j+1} < 0]`), position :math:`j` starts a tie group
+   neighbours, :func:`.primitives.circuits.eq_masked`: each limb's difference,
+   below :math:`2^{32}` in size, is 0 exactly when it is 0 modulo :math:`2^{32}`,
+   which a masked opening and an AND tree over its 32 bits test), position :math:`j` starts a tie group
    if :math:`j = 0` or :math:`e_{j-1} = 0`, and ends one if :math:`j = n - 1`
    or :math:`e_j = 0`.  The group's first position is the last start at or
    before :math:`j`; its last position is the first end at or after :math:`j`
@@ -61,7 +62,7 @@ from . import RANK_METHODS, RANK_METHOD_HELP
 from .comm import backend
 from .encoding import encode_keys, is_float32_exact, limbs_for, share_keys
 from .primitives.b2a import bit_to_arithmetic
-from .primitives.circuits import COMPARE_BITS, eq_and_words, eq_packed
+from .primitives.circuits import EQ_BITS, eq_masked, eq_masked_and_words
 from .primitives.inputs import SourceSharing
 from .primitives.memory import TRIM_MIN_ROWS, release_free_memory
 from .primitives.opening import open_to_all, open_to_owners
@@ -89,11 +90,13 @@ def next_pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
-def _ask_for_equality(rnd, limbs: int, n: int, bits: int = COMPARE_BITS, ascending: bool = False) -> None:
-    """Ask the dealer at once for every batch of AND triples of :func:`eq_packed` on (limbs, n)
-    differences of ``bits`` bits (one batch per AND round, as it takes them)."""
-    rounds = eq_and_words(limbs, n, bits, backend.world_size(), ascending)
+def _ask_for_equality(rnd, limbs: int, n: int, bits: int = EQ_BITS) -> None:
+    """Ask the dealer at once for all the randomness of :func:`.primitives.circuits.eq_masked`
+    on (limbs, n) differences of ``bits`` bits: the masks, then the AND triples (one batch
+    per AND round, as it takes them)."""
+    rounds = eq_masked_and_words(limbs, n, bits)
     rnd.reserve({})
+    rnd.channel.plan_triples([limbs * n], "eq32", now=True)
     rnd.channel.plan_triples(rounds, "binary", ahead=len(rounds), now=True)
 
 
@@ -120,12 +123,15 @@ def twice_midranks_sorted(keys_sorted: torch.Tensor, rnd, dtype=torch.int64, win
     # the dealer's answers travel while the parties work, instead of a request and an answer ahead of
     # each round; the scan's first batches are computed meanwhile, the rest four batches ahead (two
     # combine rounds)
-    kind = "mul32" if dtype == torch.int32 else "mul"
-    _ask_for_equality(rnd, d.shape[0], n - 1, ascending=True)  # no new request if asked for already
+    kinds = ("pair32", "mul32") if dtype == torch.int32 else ("pair", "mul")
+    bits = midrank_bits(n) if window and dtype == torch.int32 else None
+    _ask_for_equality(rnd, d.shape[0], n - 1)  # no new request if asked for already
     rnd.channel.plan_triples([n - 1], "b2a", now=True)
-    rnd.channel.plan_triples(scan_plan(2, n), kind, ahead=SCAN_AHEAD, now=True)
-    # the keys are in ascending order: the first limb's differences are >= 0, one sign test each
-    eq = bit_to_arithmetic(eq_packed(d, COMPARE_BITS, rnd, ascending=True), n - 1, rnd).to(dtype)  # mod 2^32
+    for kind, sizes in zip(kinds, scan_plan(2, n)):
+        if bits is not None:  # the products are needed mod 2^bits: so are their corrections
+            rnd.channel.narrow(kind, bits)
+        rnd.channel.plan_triples(sizes, kind, ahead=SCAN_AHEAD, now=True)
+    eq = bit_to_arithmetic(eq_masked(d, rnd), n - 1, rnd).to(dtype)  # mod 2^32
     del d
     starts = one - eq  # row j + 1 starts a tie group
     first = torch.full((1,), one, dtype=dtype)
@@ -137,7 +143,7 @@ def twice_midranks_sorted(keys_sorted: torch.Tensor, rnd, dtype=torch.int64, win
     # the scan's triples batch by batch, each asked for four batches ahead (planned above; in one batch,
     # the dealer would hold the whole scan's: about 10 n words per stream, 6 GB at n = 2^20 in Z_2^64)
     rnd.reserve({})
-    out = copy_forward(f, v, rnd, bits=midrank_bits(n) if window and dtype == torch.int32 else None)
+    out = copy_forward(f, v, rnd, bits=bits)
     return out[0] + out[1].flip(0)
 
 
@@ -234,11 +240,11 @@ def radix_midranks_shared(keys: torch.Tensor, digits, limbs: int, *, digit_bits:
 
     def ask_for_equality(rnd):  # the mid-rank step's first triples, computed during the last digit round
         if m > 1:
-            _ask_for_equality(rnd, limbs, m - 1, ascending=True)
+            _ask_for_equality(rnd, limbs, m - 1)
 
-    # the mid-rank step compares neighbours' keys on COMPARE_BITS bits: the last shuffle carries no more
+    # the mid-rank step tests neighbours' keys for equality on EQ_BITS bits: the last shuffle carries no more
     keys_sorted = sorter.sort(digits, key_bits, keys, progress=None if progress is None else
-                              (lambda r, _n: progress(r, total)), then=ask_for_equality, carry_bits=COMPARE_BITS)
+                              (lambda r, _n: progress(r, total)), then=ask_for_equality, carry_bits=EQ_BITS)
     _step("digit rounds")
     if keys.shape[0] >= TRIM_MIN_ROWS:  # memory, not time, limits runs this large
         release_free_memory()
@@ -270,7 +276,7 @@ def agree_limbs(scores, sizes, sources, sharing: SourceSharing | None = None,
     """Every party learns the number of key limbs (:func:`.encoding.limbs_for`) and
     nothing else: each source secret-shares the bit "my scores are not
     float32-exact"; the parties add the bits in shares, test the count for zero
-    with one secure equality test (:func:`.primitives.circuits.eq_packed`, dealer
+    with one secure equality test (:func:`.primitives.circuits.eq_masked`, dealer
     randomness) and open only that result, to everyone.  ``sharing``: the sources'
     seeds already sent (:class:`.primitives.inputs.SourceSharing`), else sent now;
     ``channel``, ``prefetch``: :func:`limbs_from_shared_bits`'s."""
@@ -291,14 +297,14 @@ def limbs_from_shared_bits(bits: torch.Tensor, channel: DealerChannel | None = N
     ``prefetch`` (kind, n): on it, ask for the first batch of that randomness too, after the
     test's (the radix sort's first digit round's: the dealer computes it during the test)."""
     count = bits.reshape(-1).sum().reshape(1, 1)  # (limbs = 1, n = 1): number of sources with float64 scores
-    # 0 <= count <= sources < 2^(width - 1): the test needs only the count's low `width` bits (two's
-    # complement), a carry tree over width - 1 bits instead of 32 (4 AND rounds fewer for 2 sources)
-    width = bits.numel().bit_length() + 1
+    # 0 <= count <= sources < 2^width: the test needs only the count's low `width` bits, an AND
+    # tree over width bits instead of 32 (3 AND rounds fewer for 2 sources)
+    width = bits.numel().bit_length()
     with (contextlib.nullcontext(Randomness(channel)) if channel is not None else dealer_randomness()) as rnd:
         _ask_for_equality(rnd, 1, 1, width)
         if prefetch is not None and channel is not None:
             channel.plan_triples([prefetch[1]], prefetch[0], now=True)
-        none = eq_packed(count, width, rnd) & 1  # XOR shares of [count == 0], bit 0 only
+        none = eq_masked(count, rnd, width) & 1  # XOR shares of [count == 0], bit 0 only
     all_float32 = int(open_to_all(none)[0]) & 1
     return limbs_for([all_float32])
 

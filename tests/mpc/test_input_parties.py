@@ -216,7 +216,8 @@ def test_faults_are_named_within_the_timeout(monkeypatch, fault, who):
 
     from secure_auc.mpc import input_parties
 
-    timeout = 6
+    timeout = 10  # long enough for every process to start on a loaded machine: the clients' wait for the
+    # server's port counts from their own start, and a slow start must not be taken for the fault
     if fault == "host_job":
         monkeypatch.setattr(input_parties, "host_job", _host_that_dies)
     elif fault == "never":

@@ -12,7 +12,7 @@ from secure_auc.mpc.primitives.dealer import CORRECTED, triple_correction, tripl
 from secure_auc.mpc.encoding import encode_keys
 from secure_auc.mpc.primitives.prg import new_seed, ring, seed_to_tensor, stream, tensor_to_seed
 from secure_auc.mpc.ranks import key_digits
-from secure_auc.mpc.primitives.shuffle import deltas, pad, pass_order, permutation, senders
+from secure_auc.mpc.primitives.shuffle import deltas, first_delta, holds_nothing, pad, pass_order, permutation, senders
 
 
 def share(rng, x, world):
@@ -29,7 +29,8 @@ def run_passes(shares, seeds, instance, inverse, dtype=np.int64):
     rows, cols = shares[0].shape
     x = [s.copy() for s in shares]
     corrections = deltas(seeds, instance, rows, cols, inverse, dtype=dtype)
-    for step, i in enumerate(pass_order(world, inverse)):
+    order = pass_order(world, inverse)
+    for step, i in enumerate(order):
         sid = world + step if inverse else step
         perm_i = permutation(seeds[i], instance, rows)
         if inverse:
@@ -44,10 +45,15 @@ def run_passes(shares, seeds, instance, inverse, dtype=np.int64):
                     received += x[j] - pad(seeds[j], instance, sid, "A", (rows, cols), dtype)  # m_j, sent
                 else:  # its share is its previous pass's B, which the dealer used as A
                     np.testing.assert_array_equal(x[j], pad(seeds[j], instance, sid - 1, "B", (rows, cols), dtype))
-                x[j] = b
-        who, delta = next(corrections)
-        assert who == i
+                # the next permuter keeps no share after the first pass (the dealer keeps it)
+                x[j] = np.zeros_like(b) if holds_nothing(world, step, inverse, j) else b
+        if step == 0 and world > 1:  # the first correction: from the permuter's own stream, not sent
+            delta = first_delta(seeds[i], instance, sid, (rows, cols), dtype)
+        else:
+            who, delta = next(corrections)
+            assert who == i
         x[i] = (x[i] + received)[perm_i] + delta
+    assert next(corrections, None) is None  # one correction sent per pass but the first
     return x
 
 
@@ -94,9 +100,10 @@ def test_a_shuffle_opened_by_its_last_permuter_gives_it_the_masked_value(world):
     corrections = list(deltas(seeds, 5, rows, 1, False, dtype=np.int32,
                               others_mask=others_mask(seeds, rows, 2, batch, k, reps=reps)))
     plain = list(deltas(seeds, 5, rows, 1, False, dtype=np.int32))
-    assert [i for i, _ in corrections] == [i for i, _ in plain] == pass_order(world, False)
+    assert [i for i, _ in corrections] == [i for i, _ in plain] == pass_order(world, False)[1:]  # none for the first
     for (_, d), (_, e) in zip(corrections[:-1], plain[:-1]):  # the passes before the last are the same
         np.testing.assert_array_equal(d, e)
+    corrections.insert(0, (0, first_delta(seeds[0], 5, 0, (rows, 1), np.int32)))
     cur = [s_.copy() for s_ in shares]
     for step, (i, delta) in enumerate(corrections):
         received = np.zeros_like(cur[i])
@@ -104,7 +111,8 @@ def test_a_shuffle_opened_by_its_last_permuter_gives_it_the_masked_value(world):
             if j != i:
                 if j in senders(world, step, False):
                     received += cur[j] - pad(seeds[j], 5, step, "A", (rows, 1), np.int32)
-                cur[j] = pad(seeds[j], 5, step, "B", (rows, 1), np.int32)
+                cur[j] = np.zeros((rows, 1), np.int32) if holds_nothing(world, step, False, j) else \
+                    pad(seeds[j], 5, step, "B", (rows, 1), np.int32)
         cur[i] = (cur[i] + received)[permutation(seeds[i], 5, rows)] + delta
     p = np.arange(rows)
     for i in reversed(range(world)):
@@ -174,6 +182,12 @@ def test_dealer_corrections_make_every_kind_of_randomness_consistent(world, part
         a, b, c = (sum(s[k] for s in shares(kind)) for k in range(3))
         assert c.dtype == (np.int32 if kind == "mul32" else np.int64)
         np.testing.assert_array_equal(c, a * b)  # numpy's integer arithmetic wraps mod 2^64 (2^32)
+    for kind in ("pair", "pair32"):  # two products with one first factor
+        a, b1, b2, c1, c2 = (sum(s[k] for s in shares(kind)) for k in range(5))
+        assert c1.dtype == (np.int32 if kind == "pair32" else np.int64)
+        np.testing.assert_array_equal(c1, a * b1)
+        np.testing.assert_array_equal(c2, a * b2)
+        assert not np.array_equal(b1, b2)
     xa, xb, xc = (np.bitwise_xor.reduce([s[k] for s in shares("binary")]) for k in range(3))
     np.testing.assert_array_equal(xc, xa & xb)  # bitwise AND triples, XOR-shared
     b2a = shares("b2a")
@@ -192,9 +206,10 @@ def test_onehot_randomness_is_the_one_hot_of_the_shared_r_and_its_products(d):
     out[1][CORRECTED[f"onehot{d}"]] = triple_correction(seeds, 2, n, f"onehot{d}", 1)
     total = sum(out)
     r = total[0] & (v - 1)
-    e, b, c = total[1:v], total[v : 2 * v - 1], total[2 * v - 1 :]
+    assert total.shape == (2 * v, n)
+    e, b, c = total[1:v], total[v : 2 * v - 1], total[2 * v - 1]
     np.testing.assert_array_equal(e, (r[None, :] == np.arange(1, v)[:, None]).astype(np.int32))
-    np.testing.assert_array_equal(c, e * b)
+    np.testing.assert_array_equal(c, (e * b).sum(axis=0, dtype=np.int32))  # the products' sum, mod 2^32
     counts = np.bincount(r, minlength=v) / n  # r mod 2^d is uniform
     assert np.all(np.abs(counts - 1 / v) < 0.05)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from secure_auc.mpc.primitives.scan import copy_forward, scan_plan, scan_rounds
+from secure_auc.mpc.primitives.scan import copy_forward, scan_plan, scan_products, scan_rounds
 
 from .test_ranks import run_parties
 
@@ -47,8 +47,8 @@ def _scan_job(rank, cases, dtype):
                 mine = masks[rank] if rank < world - 1 else np.stack([f, v]) - sum(masks, np.zeros((2, 2, n), dtype))
             used = rnd.used.copy()
             out = copy_forward(torch.from_numpy(mine[0]), torch.from_numpy(mine[1]), rnd, top=top)
-            kind = "mul32" if dtype == np.int32 else "mul"
-            results.append((out.numpy(), rnd.used.get(kind, 0) - used.get(kind, 0)))
+            kinds = ("pair32", "mul32") if dtype == np.int32 else ("pair", "mul")
+            results.append((out.numpy(), [rnd.used.get(k, 0) - used.get(k, 0) for k in kinds]))
     return results
 
 
@@ -59,7 +59,8 @@ def test_copy_forward_matches_a_loop_for_every_top(world, dtype):
         with np.errstate(over="ignore"):
             got = sum((r[i][0] for r in results), np.zeros((2, n), dtype))
         np.testing.assert_array_equal(got, plain(n, dtype)[2], err_msg=f"n={n}, top={top}")
-        assert results[0][i][1] == sum(scan_plan(2, n, top)), "the plan announces the triples the scan takes"
+        assert results[0][i][1] == [sum(sizes) for sizes in scan_plan(2, n, top)], \
+            "the plan announces the randomness the scan takes"
 
 
 def test_the_top_cuts_rounds():
@@ -73,5 +74,5 @@ def test_rows_are_padded_to_whole_blocks_only():
     of the products of a tree of 2^23."""
     for n in (5, 37, 1000, 1100, 5000, 458_407, 4_584_062, (1 << 20) + 1):
         assert scan_rounds(n) == scan_rounds(1 << (n - 1).bit_length()), n
-    assert sum(scan_plan(2, 4_584_062)) < 0.56 * sum(scan_plan(2, 1 << 23))
-    assert sum(scan_plan(2, (1 << 20) + 1)) < 0.51 * sum(scan_plan(2, 1 << 21))
+    assert scan_products(2, 4_584_062) < 0.56 * scan_products(2, 1 << 23)
+    assert scan_products(2, (1 << 20) + 1) < 0.51 * scan_products(2, 1 << 21)

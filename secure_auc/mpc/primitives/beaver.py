@@ -28,7 +28,7 @@ from ..comm import backend
 from .opening import open_all
 from .randomness import Randomness
 
-__all__ = ["open_masked", "beaver_round", "and_gate", "not_gate"]
+__all__ = ["open_masked", "beaver_round", "paired_products", "and_gate", "not_gate"]
 
 
 def open_masked(binary: list[torch.Tensor], arithmetic: list[torch.Tensor], bits: int | None = None):
@@ -72,6 +72,23 @@ def beaver_round(rnd: Randomness, ands=(), muls=(), masked_bits=(), bits: int | 
         z = c + e * b + f * a
         mul_out.append(z + e * f if rank == 0 else z)
     return and_out, mul_out, opened_b[2 * len(bin_triples) :]
+
+
+def paired_products(rnd: Randomness, x: torch.Tensor, y1: torch.Tensor, y2: torch.Tensor,
+                    bits: int | None = None) -> list[torch.Tensor]:
+    r"""[x y1] and [x y2] in one round, with one mask for the shared factor: a "pair"
+    triple :math:`(a, b_1, b_2, c_1 = a b_1, c_2 = a b_2)` (``"pair32"`` for int32 shares)
+    opens :math:`e = x - a`, :math:`f_i = y_i - b_i` (three values instead of two
+    triples' four), and :math:`[x y_i] = [c_i] + e [b_i] + f_i [a] + e f_i`.  Each opened
+    value is masked by its own fresh uniform mask.  ``bits``: as :func:`beaver_round`'s."""
+    kind = "pair32" if x.dtype == torch.int32 else "pair"
+    a, b1, b2, c1, c2 = (t.view(x.shape) for t in rnd.take(kind, x.numel()))
+    _, (e, f1, f2) = open_masked([], [x - a, y1 - b1, y2 - b2], bits)
+    out = []
+    for b, c, f in ((b1, c1, f1), (b2, c2, f2)):
+        z = c + e * b + f * a
+        out.append(z + e * f if backend.rank() == 0 else z)
+    return out
 
 
 def and_gate(x: torch.Tensor, y: torch.Tensor, rnd: Randomness, muls=()):

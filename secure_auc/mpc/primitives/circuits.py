@@ -52,6 +52,12 @@ Rounds per stage: 7 for two parties, 8 for three, 9 for four (plus one for
 two-limb keys); CrypTen's ``<`` followed by a product takes 9, 16 and 16.  The
 AND gates carry about 93 bits per compared pair (CrypTen's: 13 x 64 bits for
 two parties, 26 x 64 for three).
+
+*Equality* (:func:`eq_masked`) needs no adder: a limb difference is 0 exactly
+when it is 0 modulo :math:`2^{32}`, which the parties test by opening it
+masked by the dealer's random :math:`r` (shared additively and bit by bit) and
+ANDing the agreements of its 32 bits with :math:`r`'s: 31 ANDs per one-limb
+pair, in 5 rounds after the opening, whatever the number of parties.
 """
 
 from __future__ import annotations
@@ -62,12 +68,14 @@ from ..comm import backend
 from .b2a import bit_to_arithmetic
 from .beaver import and_gate, beaver_round, not_gate
 from .bits import bitslice
+from .opening import open_all
 from .randomness import Randomness, dealer_randomness
 
-__all__ = ["COMPARE_BITS", "sign_and_words", "eq_and_words", "carry_save", "top_bit_of_sum", "packed_signs", "less_packed", "eq_packed", "sign_bits",
+__all__ = ["COMPARE_BITS", "EQ_BITS", "eq_masked", "eq_masked_and_words", "sign_and_words", "carry_save", "top_bit_of_sum", "packed_signs", "less_packed", "sign_bits",
            "secure_less", "secure_eq"]
 
 COMPARE_BITS = 33  # differences of limbs in a 32-bit range: two's complement on 33 bits
+EQ_BITS = 32  # such a difference is 0 exactly when it is 0 mod 2^32 (|d| < 2^32)
 
 
 def carry_save(ops: list[torch.Tensor], rnd: Randomness, muls: list):
@@ -132,15 +140,6 @@ def sign_and_words(k: int, n: int, bits: int, world: int) -> list[int]:
     return out
 
 
-def eq_and_words(limbs: int, n: int, bits: int, world: int, ascending: bool = False) -> list[int]:
-    """The binary triple words :func:`eq_packed` takes per round for limb differences (limbs, n)."""
-    out, h = sign_and_words(2 * limbs - ascending, n, bits, world), limbs
-    while h > 1:
-        out.append(h // 2 * max(1, (n + 63) // 64))
-        h -= h // 2
-    return out
-
-
 def packed_signs(shares: torch.Tensor, bits: int, rnd: Randomness, muls=()):
     """XOR shares of [d < 0] for the additively shared rows d of ``shares`` (k, n),
     packed (k, W), assuming |d| < 2^(bits - 1); plus the products ``muls``,
@@ -172,24 +171,37 @@ def less_packed(d: torch.Tensor, bits: int, rnd: Randomness, muls=()):
     return lt, prods
 
 
-def eq_packed(d: torch.Tensor, bits: int, rnd: Randomness, ascending: bool = False) -> torch.Tensor:
-    """Packed XOR shares (W,) of [d == 0] (every limb), for limb differences d (limbs, n).
+def eq_masked_and_words(limbs: int, n: int, bits: int = EQ_BITS) -> list[int]:
+    """The binary triple words :func:`eq_masked` takes per round for limb differences (limbs, n)."""
+    words, planes, out = max(1, (n + 63) // 64), bits * limbs, []
+    while planes > 1:
+        out.append(planes // 2 * words)
+        planes -= planes // 2
+    return out
 
-    ``ascending``: the first limb's difference is known to be >= 0 (differences of keys in
-    ascending order, first limb most significant), so [d_0 == 0] = not [-d_0 < 0]: one sign
-    instead of two for that limb (half the AND gates for one-limb keys)."""
-    rank = backend.rank()
-    limbs = d.shape[0]
-    if ascending:
-        s, _ = packed_signs(torch.cat([-d, d[1:]]), bits, rnd)  # t_0..t_{limbs-1}, then s_1..s_{limbs-1}
-        flags = torch.stack([not_gate(s[0], rank)] + [not_gate(s[limbs + i - 1] ^ s[i], rank)
-                                                      for i in range(1, limbs)])
-    else:
-        s, _ = packed_signs(torch.cat([d, -d]), bits, rnd)
-        flags = torch.stack([not_gate(s[i] ^ s[limbs + i], rank) for i in range(limbs)])  # eq_i = not(s_i xor t_i)
-    while flags.shape[0] > 1:  # AND of the limbs' flags, one round per halving
+
+def eq_masked(d: torch.Tensor, rnd: Randomness, bits: int = EQ_BITS) -> torch.Tensor:
+    r"""Packed XOR shares (W,) of [every limb of d is 0 mod 2^bits], for this party's int64
+    shares of limb differences d (limbs, n), ``bits`` <= 32 (:data:`EQ_BITS`: exact for
+    limbs in a 32-bit range, whose differences are below :math:`2^{32}` in size).
+
+    With the dealer's :math:`r`, uniform in :math:`\mathbb{Z}_{2^{32}}`, shared
+    additively and bit by bit (kind ``"eq32"``), the parties open
+    :math:`z = d + r mod 2^{	ext{bits}}` (uniformly random whatever :math:`d`), and
+    :math:`d \equiv 0` exactly when the low bits of :math:`z` and :math:`r` agree:
+    :math:`igwedge_i \lnot(z_i \oplus r_i)`, a local XOR with the public :math:`z` and a
+    tree of ANDs over the bits of every limb, :math:`\lceil \log_2(	ext{bits} \cdot
+    	ext{limbs}) 
+ceil` rounds after the opening.  Among two parties, 31 ANDs per
+    one-limb row instead of a 33-bit sign test's 89."""
+    limbs, n = d.shape
+    r_arith, r_bits = (t.view(limbs, n) for t in rnd.take("eq32", limbs * n))
+    (z,) = open_all([(d.to(torch.int32) + r_arith).reshape(-1)], bits=bits)  # d mod 2^32, masked
+    agree = ~(r_bits ^ z.view(limbs, n)) if backend.rank() == 0 else r_bits  # XOR shares of not(z_i xor r_i)
+    flags = bitslice(agree.long(), bits).reshape(bits * limbs, -1)
+    while flags.shape[0] > 1:  # AND of every bit of every limb, one round per halving
         h = flags.shape[0] // 2
-        flags = torch.cat([and_gate(flags[:h], flags[h : 2 * h], rnd), flags[2 * h :]])
+        flags = torch.cat([and_gate(flags[:h].contiguous(), flags[h : 2 * h].contiguous(), rnd), flags[2 * h :]])
     return flags[0]
 
 
@@ -217,8 +229,9 @@ def secure_less(x: torch.Tensor, y: torch.Tensor, bits: int = COMPARE_BITS) -> t
         return bit_to_arithmetic(packed, d.shape[1], rnd)
 
 
-def secure_eq(x: torch.Tensor, y: torch.Tensor, bits: int = COMPARE_BITS) -> torch.Tensor:
-    """Shares of [x == y] per row of integer-encoded (n,) or (n, limbs) keys (all limbs equal)."""
+def secure_eq(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Shares of [x == y] per row of integer-encoded (n,) or (n, limbs) keys (all limbs equal;
+    every limb in a 32-bit range)."""
     d = limb_diffs(x, y)
     with dealer_randomness() as rnd:
-        return bit_to_arithmetic(eq_packed(d, bits, rnd), d.shape[1], rnd)
+        return bit_to_arithmetic(eq_masked(d, rnd), d.shape[1], rnd)

@@ -20,10 +20,14 @@ sends only corrections, each to one party:
   receives all the corrections) comes from the dealer:
   multiplication triples :math:`(a, b, c)`, :math:`c = ab`, in
   :math:`\mathbb{Z}_{2^{64}}` (``"mul"``) or :math:`\mathbb{Z}_{2^{32}}`
-  (``"mul32"``), one corrected word per product; AND triples; B2A bits; and
+  (``"mul32"``), one corrected word per product; pairs of products with a
+  shared first factor (``"pair"``, ``"pair32"``: :math:`(a, b_1, b_2, a b_1, a b_2)`,
+  :func:`.beaver.paired_products`); AND triples; B2A bits; masks for equality tests
+  (``"eq32"``: a random :math:`r \in \mathbb{Z}_{2^{32}}` shared additively and bit by
+  bit, :func:`.circuits.eq_masked`); and
   the radix sort's one-hot randomness (``"onehot<d>"``: a random :math:`r`,
-  the one-hot of :math:`r \bmod 2^d` and triples with it as first factor,
-  :math:`2 (2^d - 1)` corrected words per row; among three parties its
+  the one-hot of :math:`r \bmod 2^d` and triples with it as first factor, of which
+  only the products' sum is dealt, :math:`2^d` corrected words per row; among three parties its
   replicated form ``"rep<d>"``, below); and CrypTen's wrap randomness
   (``"wraps"``: a random :math:`r` and shares of the number of times the sum of its
   shares wraps around :math:`\mathbb{Z}_{2^{64}}`, for CrypTen's truncation among
@@ -71,7 +75,8 @@ __all__ = ["DealerChannel", "serve", "run_dealer", "ping_dealer", "triple_shares
 
 ONEHOT = {f"onehot{d}": d for d in (1, 2, 3, 4)}  # one-hot randomness for digits of d bits
 REPLICATED = {f"rep{d}": d for d in (1, 2, 3, 4)}  # the same, replicated among three parties
-KINDS32 = ("mul32", *ONEHOT, *REPLICATED)  # kinds in Z_2^32 (int32); the others are in Z_2^64
+PAIRS = ("pair", "pair32")  # two products with a shared first factor: (a, b1, b2, c1, c2)
+KINDS32 = ("mul32", "pair32", "eq32", *ONEHOT, *REPLICATED)  # kinds in Z_2^32 (int32); the others are in Z_2^64
 REPLICAS = 3  # computing parties for which the radix sort uses replicated randomness
 
 
@@ -140,17 +145,21 @@ def rep_rows(kind: str, rank: int, component: int) -> list[int] | None:
 
 def _rows(kind: str) -> int:
     if kind in ONEHOT:
-        return 1 + 3 * ((1 << ONEHOT[kind]) - 1)
-    return 2 if kind in ("b2a", "wraps") else 3
+        return 2 << ONEHOT[kind]  # r, E and b (V - 1 rows each), c
+    if kind in PAIRS:
+        return 5
+    return 2 if kind in ("b2a", "wraps", "eq32") else 3
 
 
 def triple_shares(seed: bytes, batch: int, n: int, kind: str = "mul") -> np.ndarray:
     """A party's shares of batch ``batch`` of ``n`` items of correlated randomness:
-    ``"mul"``, ``"mul32"`` and ``"binary"`` (a_p, b_p, c_p), shape (3, n); ``"b2a"``
+    ``"mul"``, ``"mul32"`` and ``"binary"`` (a_p, b_p, c_p), shape (3, n); ``"pair"``,
+    ``"pair32"`` (a_p, b1_p, b2_p, c1_p, c2_p), shape (5, n); ``"eq32"`` (r_p, x_p),
+    shape (2, n), r = sum_p r_p (mod 2^32) XOR-shared bit by bit as xor_p x_p; ``"b2a"``
     (y_p, x_p), shape (2, n), the bit's XOR share being bit 0 of x_p; ``"wraps"``
     (r_p, theta_p), shape (2, n);
-    ``"onehot<d>"`` (V = 2^d), shape (1 + 3 (V - 1), n): r_p, then E_p (V - 1 rows),
-    b_p (V - 1 rows), c_p (V - 1 rows).  int32 (Z_2^32) for ``"mul32"`` and
+    ``"onehot<d>"`` (V = 2^d), shape (2V, n): r_p, then E_p (V - 1 rows),
+    b_p (V - 1 rows), c_p (one row: the sum of the V - 1 products).  int32 (Z_2^32) for ``"mul32"`` and
     ``"onehot<d>"``, int64 (Z_2^64) otherwise."""
     dtype = np.int32 if kind in KINDS32 else np.int64
     return ring(seed, (kind, batch), (_rows(kind), n), dtype)
@@ -160,9 +169,11 @@ def corrected_rows(kind: str) -> list[int]:
     """The rows of :func:`triple_shares` that the dealer replaces at the corrected party."""
     if kind in ONEHOT:
         v = 1 << ONEHOT[kind]
-        return list(range(1, v)) + list(range(2 * v - 1, 3 * v - 2))
-    if kind == "wraps":
+        return list(range(1, v)) + [2 * v - 1]
+    if kind in ("wraps", "eq32"):
         return [1]
+    if kind in PAIRS:
+        return [3, 4]
     return [0] if kind == "b2a" else [2]
 
 
@@ -170,14 +181,17 @@ def triple_correction(seeds: list[bytes], batch: int, n: int, kind: str = "mul",
     """Party ``party``'s corrected rows (:func:`corrected_rows`), replacing its own stream's:
 
     * ``"mul"``, ``"mul32"``: c_q = (sum a_p)(sum b_p) - sum_{p != q} c_p (mod 2^64, 2^32);
+    * ``"pair"``, ``"pair32"``: the same for c1 = a b1 and c2 = a b2 (one a for both);
     * ``"binary"``: c_q = (xor a_p) AND (xor b_p) XOR (xor_{p != q} c_p), bitwise;
+    * ``"eq32"``: x_q = (sum_p r_p) XOR (xor_{p != q} x_p), so the x_p share r's bits;
     * ``"b2a"``: for the random bit r = xor_p (x_p AND 1), y_q = r - sum_{p != q} y_p,
       so the y_p are additive shares of the same bit the x_p share by XOR;
     * ``"wraps"``: theta_q = W(r_0, ..., r_{w-1}) - sum_{p != q} theta_p, W counting the
       signed overflows (+1) and underflows (-1) of adding the r_p in rank order
       (CrypTen's ``count_wraps``, exact);
     * ``"onehot<d>"``: for r = sum_p r_p (mod 2^32) and t = r mod 2^d, E = the one-hot
-      indicators [t = 1], ..., [t = V - 1] and c = E b (rowwise), E_q and c_q.
+      indicators [t = 1], ..., [t = V - 1] and c = sum_t E_t b_t (the radix sort needs
+      only the sum of the V - 1 products), E_q and c_q.
 
     Returns shape (rows, n).
     """
@@ -191,6 +205,9 @@ def triple_correction(seeds: list[bytes], batch: int, n: int, kind: str = "mul",
         a = sum(s[0] for s in shares)
         b = sum(s[1] for s in shares)
         return (a * b - rest(2))[None]
+    if kind in PAIRS:
+        a = sum(s[0] for s in shares)
+        return np.stack([a * sum(s[i] for s in shares) - rest(i + 2) for i in (1, 2)])
     if kind == "binary":
         a = np.bitwise_xor.reduce([s[0] for s in shares])
         b = np.bitwise_xor.reduce([s[1] for s in shares])
@@ -198,6 +215,8 @@ def triple_correction(seeds: list[bytes], batch: int, n: int, kind: str = "mul",
     if kind == "b2a":
         r = np.bitwise_xor.reduce([s[1] & 1 for s in shares])
         return (r - rest(0))[None]
+    if kind == "eq32":
+        return np.bitwise_xor.reduce([sum(s[0] for s in shares)] + [s[1] for s in others])[None]
     if kind == "wraps":
         return (count_wraps([s[0] for s in shares]) - rest(1))[None]
     if kind in ONEHOT:
@@ -205,9 +224,10 @@ def triple_correction(seeds: list[bytes], batch: int, n: int, kind: str = "mul",
         t = sum(s[0] for s in shares) & (v - 1)
         e = (t[None, :] == np.arange(1, v, dtype=t.dtype)[:, None]).astype(np.int32)
         b = sum(s[v : 2 * v - 1] for s in shares)
-        out = np.empty((2 * (v - 1), n), dtype=np.int32)
+        out = np.empty((v, n), dtype=np.int32)
         out[: v - 1] = e - rest(slice(1, v))
-        out[v - 1 :] = e * b - rest(slice(2 * v - 1, 3 * v - 2))
+        np.sum(e * b, axis=0, dtype=np.int32, out=out[v - 1])  # wraps mod 2^32
+        out[v - 1] -= rest(2 * v - 1)
         return out
     raise ValueError(f"unknown kind of randomness {kind!r}")
 
@@ -237,7 +257,7 @@ def corrected_party(batch: int, world: int, rotate: bool = True) -> int:
     return batch % world if rotate else 0
 
 
-CORRECTED = {k: corrected_rows(k) for k in ("mul", "mul32", "binary", "b2a", "wraps", *ONEHOT)}
+CORRECTED = {k: corrected_rows(k) for k in ("mul", "mul32", "binary", "b2a", "wraps", "eq32", *ONEHOT, *PAIRS)}
 
 
 class _DealerState:
@@ -319,7 +339,7 @@ def others_mask(seeds: list[bytes], rows: int, digit_bits: int, batch: int, shif
     return out
 
 
-_KINDS = ("stop", "shuffle", "mul", "binary", "b2a", "mul32", *ONEHOT, "wraps", *REPLICATED)
+_KINDS = ("stop", "shuffle", "mul", "binary", "b2a", "mul32", *ONEHOT, "wraps", *REPLICATED, *PAIRS, "eq32")
 REQUEST_WORDS = 9  # a request: its kind and up to 8 integer arguments
 
 

@@ -27,8 +27,12 @@ exclusive prefixes by Hillis-Steele (:math:`\log_2 c` rounds of at most
 :math:`s = 1, 2, 4, \dots`), which the down-sweep then passes into the
 blocks.
 
-Three savings on the plain tree, none of which opens anything else:
+Four savings on the plain tree, none of which opens anything else:
 
+* *One mask for the shared factor.*  The two products of a combine,
+  :math:`f_2 f_1` and :math:`f_2 (v_2 - v_1)`, share :math:`f_2`: one "pair"
+  triple masks it once (:func:`.beaver.paired_products`), three opened values
+  instead of four.
 * *Values only on the way down.*  A right child's exclusive prefix is
   :math:`e \circ t_L` (its parent's, then the left sibling's total), whose
   value :math:`v_e + f_{t_L} (v_{t_L} - v_e)` needs the total's flag but not
@@ -51,7 +55,7 @@ Rounds: :math:`2 \log_2 H - \log_2 G + \log_2 c + 1` instead of :math:`2p + 1`
 (19 instead of 33 for :math:`N = 2^{16}` and :math:`c = 2^{12}`); products:
 about :math:`2.75 N + 2 c \log_2 c + n` per scanned row (the plain tree:
 :math:`4N + n`).  All products are Beaver products
-(:func:`.beaver.beaver_round`); nothing else is opened.
+(:func:`.beaver.beaver_round`, :func:`.beaver.paired_products`); nothing else is opened.
 
 Examples
 --------
@@ -70,10 +74,10 @@ from __future__ import annotations
 
 import torch
 
-from .beaver import beaver_round
+from .beaver import beaver_round, paired_products
 from .randomness import Randomness
 
-__all__ = ["copy_forward", "scan_plan", "scan_rounds", "TOP"]
+__all__ = ["copy_forward", "scan_plan", "scan_products", "scan_rounds", "TOP"]
 
 TOP = 1 << 12  # at most this many blocks scanned by Hillis-Steele at the top of the tree
 GROUP = 4  # the down-sweep stops at groups of this many rows (or the block size, if smaller)
@@ -110,10 +114,20 @@ def _schedule(n: int, top: int):
     return out + [("final", n, 1)]
 
 
-def scan_plan(k: int, n: int, top: int = TOP) -> list[int]:
-    """The sizes of the triple batches :func:`copy_forward` takes, in order (one per product
-    of a round), so the dealer can prepare each while the previous is used."""
-    return [k * nodes for _, nodes, products in _schedule(n, top) for _ in range(products)]
+def scan_plan(k: int, n: int, top: int = TOP) -> tuple[list[int], list[int]]:
+    """The sizes of the batches of randomness :func:`copy_forward` takes, in order, so the
+    dealer can prepare each while the previous is used: pairs of products with a shared
+    factor (``"pair"`` kinds, one batch per round of two products) and single products
+    (``"mul"`` kinds, one batch per round of one)."""
+    rounds = _schedule(n, top)
+    return ([k * nodes for _, nodes, products in rounds if products == 2],
+            [k * nodes for _, nodes, products in rounds if products == 1])
+
+
+def scan_products(k: int, n: int, top: int = TOP) -> int:
+    """The products :func:`copy_forward` computes for ``k`` rows of ``n``."""
+    pairs, singles = scan_plan(k, n, top)
+    return 2 * sum(pairs) + sum(singles)
 
 
 def scan_rounds(n: int, top: int = TOP) -> int:
@@ -121,11 +135,19 @@ def scan_rounds(n: int, top: int = TOP) -> int:
     return len(_schedule(n, top))
 
 
-def _mul(rnd: Randomness | None, pairs, bits: int | None = None):
+def _mul(rnd: Randomness | None, x: torch.Tensor, y: torch.Tensor, bits: int | None = None) -> torch.Tensor:
     if rnd is None:  # one party, no randomness: its shares are the values
-        return [x * y for x, y in pairs]
-    _, out, _ = beaver_round(rnd, muls=[(x.contiguous(), y.contiguous()) for x, y in pairs], bits=bits)
+        return x * y
+    _, (out,), _ = beaver_round(rnd, muls=[(x.contiguous(), y.contiguous())], bits=bits)
     return out
+
+
+def _mul_pair(rnd: Randomness | None, x: torch.Tensor, y1: torch.Tensor, y2: torch.Tensor,
+              bits: int | None = None) -> list[torch.Tensor]:
+    """x y1 and x y2 in one round, one mask for x (:func:`.beaver.paired_products`)."""
+    if rnd is None:
+        return [x * y1, x * y2]
+    return paired_products(rnd, x.contiguous(), y1.contiguous(), y2.contiguous(), bits)
 
 
 def copy_forward(f: torch.Tensor, v: torch.Tensor, rnd: Randomness | None, top: int = TOP,
@@ -151,7 +173,7 @@ def copy_forward(f: torch.Tensor, v: torch.Tensor, rnd: Randomness | None, top: 
         if h == 2 and group == 4:  # and x_0 o x_1 o x_2 of each group: (left = x_0 o x_1) o x_2
             right, left = torch.cat([right, right - 1]), torch.cat([left, left])
         fl, vl, fr, vr = F[:, left], V[:, left], F[:, right], V[:, right]
-        p, q = _mul(rnd, [(fr, fl), (fr, vr - vl)], bits)
+        p, q = _mul_pair(rnd, fr, fl, vr - vl, bits)
         fs, vs = fl + fr - p, vl + q
         if h < group:
             PF[:, right], PV[:, right] = fs, vs
@@ -164,10 +186,10 @@ def copy_forward(f: torch.Tensor, v: torch.Tensor, rnd: Randomness | None, top: 
     while s < roots.numel():  # Hillis-Steele: x_j <- x_{j-s} o x_j, inclusive
         fl, vl, fr, vr = tf[:, :-s], tv[:, :-s], tf[:, s:], tv[:, s:]
         if 2 * s < roots.numel():
-            p, q = _mul(rnd, [(fr, fl), (fr, vr - vl)], bits)
+            p, q = _mul_pair(rnd, fr, fl, vr - vl, bits)
             tf = torch.cat([tf[:, :s], fl + fr - p], dim=1)
         else:  # the last level: the flags are not used any more
-            (q,) = _mul(rnd, [(fr, vr - vl)], bits)
+            q = _mul(rnd, fr, vr - vl, bits)
         tv = torch.cat([tv[:, :s], vl + q], dim=1)
         s *= 2
     V[:, roots[1:]] = tv[:, :-1]  # exclusive: the blocks before
@@ -177,11 +199,11 @@ def copy_forward(f: torch.Tensor, v: torch.Tensor, rnd: Randomness | None, top: 
         right = torch.arange(2 * h - 1, size, 2 * h)
         left = right - h
         fl, vl, vp = F[:, left], V[:, left], V[:, right]  # fl, vl: the left subtree's total
-        (q,) = _mul(rnd, [(fl, vl - vp)], bits)
+        q = _mul(rnd, fl, vl - vp, bits)
         V[:, left] = vp
         V[:, right] = vp + q
         h //= 2
     e = V[:, group - 1 :: group].repeat_interleave(group, dim=1)[:, :n]  # each group's exclusive prefix
     del F, V
-    (q,) = _mul(rnd, [(PF[:, :n], PV[:, :n] - e)], bits)
+    q = _mul(rnd, PF[:, :n], PV[:, :n] - e, bits)
     return e + q

@@ -50,6 +50,21 @@ additive sharing).  The dealer knows every :math:`p_i`: like the triples'
 dealer it must not collude with a computing party.  With the TFP provider
 rank 0 plays the dealer and is trusted anyway.
 
+*The first correction from a stream* (:func:`first_delta`, :func:`holds_nothing`).
+In the first pass the dealer sends nothing: the permuter :math:`i` draws
+:math:`\Delta_i` from its own stream, and the next permuter :math:`n` keeps no
+pad; its share is :math:`H_n = (\sum_{j \ne i} A_j)[p_i] - \sum_{j \ne i, n} B_j
+- \Delta_i`, which only the dealer computes.  The shares add up as before, and
+:math:`n`, which permutes next, takes :math:`0` as its share: the dealer adds
+:math:`H_n` to what it permutes, :math:`\Delta_n = (H_n + \sum_{j \ne n}
+A_j)[p_n] - \dots`.  One correction per shuffle less (among 2 parties, one of
+the two).  The views keep their distribution: :math:`\Delta_i` was uniform and
+independent of the masked messages (fresh :math:`B_j`), and still is; :math:`n`
+never sees :math:`H_n`, only :math:`\Delta_n`, in which :math:`H_n` is masked by
+the uniform :math:`\Delta_i` it does not know (and by the next pass's fresh pads,
+or, in a shuffle opened by :math:`n`, :math:`\Delta_n` follows from the opened
+value as below).
+
 *Opened by the last permuter* (:meth:`Shuffle.forward_to_last`).  When the
 shuffled column is to be opened at once, masked as :math:`Y = X[p] - R` by
 correlated randomness :math:`R = \sum_j R_j` whose shares the dealer can
@@ -88,7 +103,8 @@ from ..comm import p2p
 from .prg import ring, stream
 from .words import LowBytes, pack, unpack, words_for
 
-__all__ = ["Shuffle", "narrow_width", "pad", "senders", "permutation", "sort_permutation", "permute_rows", "pass_order", "deltas"]
+__all__ = ["Shuffle", "narrow_width", "pad", "senders", "permutation", "sort_permutation", "permute_rows", "pass_order", "deltas",
+           "first_delta", "holds_nothing"]
 
 
 # ----------------------------------------------------------------- pads and permutations (pure)
@@ -197,45 +213,58 @@ def _step_id(world: int, step: int, inverse: bool) -> int:
 
 def deltas(seeds: list[bytes], instance: int, rows: int, cols: int, inverse: bool, perm=None, dtype=np.int64,
            others_mask: np.ndarray | None = None):
-    """The dealer's corrections: yield (permuter i, Delta_i) for each pass, in pass order,
-    in the ring of ``dtype``.  ``perm(i)`` returns p_i (default: recomputed from the stream).
-    Delta_i = (sum_{j != i} A_j)[p_i] - sum_{j != i} B_j, with A_j = the previous pass's
-    B_j for the parties that do not send (:func:`senders`).
+    """The dealer's corrections: yield (permuter i, Delta_i) for each pass it sends one for,
+    in pass order, in the ring of ``dtype``.  ``perm(i)`` returns p_i (default: recomputed
+    from the stream).  Delta_i = (sum_{j != i} A_j)[p_i] - sum_{j != i} B_j, with A_j = the
+    previous pass's B_j for the parties that do not send (:func:`senders`).
+
+    The first pass's correction is drawn from its permuter's stream (:func:`first_delta`),
+    not sent, and the second permuter's pad B of that pass is the value that makes the
+    shares add up: the dealer keeps it and adds it into that party's own pass
+    (:func:`holds_nothing`; module docstring).
 
     ``others_mask`` (a forward shuffle opened by its last permuter l, module docstring):
     sum_{j != l} R_j, shaped like the rows; the last pass's correction is then
     (sum_{j != l} A_j)[p_l] - sum_{j != l} R_j."""
     world = len(seeds)
-    last_b: dict[int, np.ndarray] = {}
     order = pass_order(world, inverse)
+    last_b: dict[int, np.ndarray] = {}
+    kept = None  # the second permuter's share after the first pass, kept by the dealer
     for step, i in enumerate(order):
         sid = _step_id(world, step, inverse)
         sending = senders(world, step, inverse)
         opens = others_mask is not None and step == len(order) - 1
-        a_sum = b_sum = None
+        a_sum = np.zeros((rows, cols), dtype=dtype) if kept is None else kept  # wraps mod 2^64 (2^32)
+        b_sum = np.zeros((rows, cols), dtype=dtype)
         b_now = {}
         for j in range(world):
             if j == i:
                 continue
-            a = pad(seeds[j], instance, sid, "A", (rows, cols), dtype) if j in sending else last_b[j]
-            b = None if opens else pad(seeds[j], instance, sid, "B", (rows, cols), dtype)
-            b_now[j] = b
-            if a_sum is None:
-                a_sum, b_sum = a.copy(), None if opens else b.copy()
-            else:
-                a_sum += a  # wraps mod 2^64 (2^32)
-                if not opens:
-                    b_sum += b
-        last_b = b_now
+            a_sum += pad(seeds[j], instance, sid, "A", (rows, cols), dtype) if j in sending else last_b[j]
+            if opens or holds_nothing(world, step, inverse, j):
+                continue
+            b_now[j] = pad(seeds[j], instance, sid, "B", (rows, cols), dtype)
+            b_sum += b_now[j]
+        last_b, kept = b_now, None
         p = perm(i) if perm is not None else permutation(seeds[i], instance, rows)
-        if a_sum is None:  # one party: nothing to correct
-            a_sum = np.zeros((rows, cols), dtype=dtype)
         out = permute_rows(a_sum, p, inverse)
-        if opens:
-            out -= np.asarray(others_mask, dtype=dtype).reshape(rows, cols)
-        elif b_sum is not None:
-            out -= b_sum
+        out -= np.asarray(others_mask, dtype=dtype).reshape(rows, cols) if opens else b_sum
+        if step == 0 and world > 1:  # Delta_i from the stream: the next permuter's share is what is left
+            out -= first_delta(seeds[i], instance, sid, (rows, cols), dtype)
+            kept = out
+            continue
         yield i, out
+
+
+def first_delta(seed: bytes, instance: int, step: int, shape, dtype=np.int64) -> np.ndarray:
+    """The first pass's correction, from its permuter's stream (never sent)."""
+    return ring(seed, ("delta", instance, step), shape, dtype)
+
+
+def holds_nothing(world: int, step: int, inverse: bool, party: int) -> bool:
+    """Whether ``party`` keeps no share after pass ``step``: the second permuter after the
+    first pass, whose share the dealer keeps and adds into its own pass's correction."""
+    return step == 0 and world > 1 and party == pass_order(world, inverse)[1]
 
 
 # ----------------------------------------------------------------- a computing party
@@ -325,6 +354,7 @@ class Shuffle:
         x = x.reshape(x.shape[0], -1)
         rows, cols = x.shape
         dtype = np.int32 if x.dtype == torch.int32 else np.int64
+        x_dtype = x.dtype
         width = _width(x.dtype, bits)
         self._ask(instance, inverse, rows, cols, width, mask)
         self._asked.pop((instance, inverse))
@@ -341,17 +371,20 @@ class Shuffle:
                     m = x - torch.from_numpy(pad(ch.seed, instance, sid, "A", (rows, cols), dtype))
                     m = pack([low.wire(m.reshape(-1)) if low is not None else m])
                     sending.append((m, p2p.isend(m, i, p2p.TAG_PAD)))
-                if mask is not None and step == len(order) - 1:
-                    x = None  # opened by the last permuter: no share kept
+                if (mask is not None and step == len(order) - 1) or holds_nothing(ch.world, step, inverse, ch.rank):
+                    x = None  # opened by the last permuter, or kept by the dealer: no share kept
                     continue
                 x = torch.from_numpy(pad(ch.seed, instance, sid, "B", (rows, cols), dtype))
             else:
                 incoming = [p2p.irecv((words,), j, p2p.TAG_PAD) for j in sending_now]
                 p = self._perm(instance, rows)
-                delta = ch.receive(like)
-                if low is not None:
-                    delta = low.summed(delta).view(rows, cols)
-                x = x.clone()
+                if step == 0 and ch.world > 1:  # the first pass's correction: from this party's stream
+                    delta = torch.from_numpy(first_delta(ch.seed, instance, sid, (rows, cols), dtype))
+                else:
+                    delta = ch.receive(like)
+                    if low is not None:
+                        delta = low.summed(delta).view(rows, cols)
+                x = torch.zeros((rows, cols), dtype=x_dtype) if x is None else x.clone()
                 for t, work in incoming:
                     work.wait()
                     got = unpack(t, [like])[0]

@@ -29,8 +29,9 @@ position :math:`\rho_j`, :math:`\mathrm{apply}(\rho, x)_{\rho_j} = x_j`.
 free, :class:`.primitives.inputs.SourceSharing`).  The dealer deals, per row,
 a random :math:`r` (shares in :math:`\mathbb{Z}_{2^{32}}`), the shares of the
 one-hot :math:`E_t = [r \bmod V = t]` (:math:`t \ge 1`;
-:math:`E_0 = 1 - \sum_{t \ge 1} E_t`) and triples :math:`(E_t, b_t, c_t = E_t
-b_t)` (kind ``"onehot<d>"``, :mod:`.primitives.dealer`).  The parties open
+:math:`E_0 = 1 - \sum_{t \ge 1} E_t`), random :math:`b_t` and the sum of the
+products :math:`c = \sum_{t \ge 1} E_t b_t` (kind ``"onehot<d>"``,
+:mod:`.primitives.dealer`).  The parties open
 :math:`u = (v - r) \bmod V` (uniformly random: :math:`r \bmod V` is), and then
 :math:`I_v = [v_j = v] = E_{(v - u) \bmod V}`, a local rotation.
 
@@ -47,8 +48,9 @@ by the digit sends row :math:`j` to
 
 (:math:`\sum_t E_t = 1`).  Each product has the dealer's :math:`E_t` as its
 first factor, so Beaver's protocol opens only
-:math:`f_t = (D'_t - D'_0) - b_t` and :math:`[E_t x] = f_t [E_t] + [c_t]`:
-:math:`V - 1` opened words per row (a product of two shared values opens two).
+:math:`f_t = (D'_t - D'_0) - b_t`, and :math:`[\sum_t E_t x_t] = \sum_t f_t [E_t] + [c]`:
+:math:`V - 1` opened words per row (a product of two shared values opens two),
+and the sum alone needs only the products' sum :math:`c`, one word.
 
 *Among three parties* the digit permutation opens nothing: the dealer's
 :math:`r` and :math:`E` are replicated (kind ``"rep<d>"``, party :math:`i`
@@ -61,7 +63,7 @@ replicated values: each party adds its three cross terms locally
 Araki et al. 2016) and a fresh sharing of zero.  The result is an additive
 sharing like the one-opening form's, with :math:`V - 1` fewer opened words per
 row and no triples; the dealer sends :math:`V - 1` corrected words per row to
-two parties instead of :math:`2 (V - 1)` to one.
+two parties instead of :math:`V` to one.
 
 *Round* :math:`l \ge 1`, with the sort so far :math:`\rho` (shared):
 
@@ -97,7 +99,7 @@ stable digit sorts; equal keys are never compared).
 
 Cost per round for :math:`M` rows: one shuffle of one int32 column, one
 inverse shuffle of one, one opening of :math:`M` window values and, except
-among three, one of :math:`(V - 1) M`; the dealer's :math:`2 (V - 1)` corrected
+among three, one of :math:`(V - 1) M`; the dealer's :math:`V` corrected
 words per row to one party (among three, :math:`V - 1` to two; rotating);
 :math:`\lceil 32\,\text{limbs} / d \rceil` rounds.  Time grows as :math:`M`
 per round.
@@ -246,11 +248,12 @@ def rotate_rows(base: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
 
 def digit_permutation(d_rot: torch.Tensor, e: torch.Tensor, c: torch.Tensor, f: torch.Tensor, rank: int) -> torch.Tensor:
     """Shares of sigma = sum_t E_t D'_t - 1 = D'_0 + sum_{t >= 1} E_t (D'_t - D'_0) (the
-    bases already hold the -1 at rank 0), each product by Beaver with the dealer's
-    triple (E_t, b_t, c_t = E_t b_t): f = (D'_t - D'_0) - b_t is opened, and
-    [E_t x] = f [E_t] + [c_t]."""
+    bases already hold the -1 at rank 0), the products by Beaver with the dealer's
+    E_t, b_t and c = sum_t E_t b_t (one row): f_t = (D'_t - D'_0) - b_t is opened, and
+    [sum_t E_t x_t] = sum_t f_t [E_t] + [c]."""
     out = d_rot[0].clone()
-    out += (e * f + c).sum(dim=0, dtype=out.dtype)
+    out += (e * f).sum(dim=0, dtype=out.dtype)
+    out += c.reshape(-1)
     return out
 
 
