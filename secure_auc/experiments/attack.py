@@ -19,11 +19,11 @@ The attacker is given only what the server recorded:
   sample, as a host sends its keys and digits).  A value is *plausible* in a
   received buffer if it fits 32 bits (a share is a uniformly random 64-bit
   word; a rank, a sort key or a digit sent in the clear is not), in an opened
-  one if it could be a rank (in [0, 2M)).  For each sample it takes the
-  column that is most telling: a received one before an opened one, then the
-  largest share of plausible values, then the most distinct ones, then the
-  latest; its plausible values are the samples' scores, the samples with
-  none rank below, in random order.  On a correct run every opened
+  one if it could be a rank (in [0, 2M)).  For each sample it takes, among
+  the columns with a plausible value for that sample, the most telling: a
+  received one before an opened one, then the largest share of plausible
+  values, then the most distinct ones, then the latest; those values are the
+  samples' scores, the samples with none rank below, in random order.  On a correct run every opened
   permutation and masked value is uniformly random and the precision is the
   base rate; a run that leaks ranks or keys to the server (a ring reduce,
   identity shuffles, a host's unmasked keys) shows up as a precision above it.
@@ -106,10 +106,11 @@ def rank_values_from_received(received, sizes) -> np.ndarray | None:
                     continue
                 distinct = np.unique(col[plausible]).size / n
                 p = (0.0 if opened else 4.0) + 2.0 * share + distinct
-                for start in starts:
-                    if p >= priority[start : start + n].max():  # later columns win ties
-                        priority[start : start + n] = p
-                        best[start : start + n] = np.where(plausible, col, np.nan)
+                for start in starts:  # each sample: the most telling column with a plausible value for it
+                    seg = slice(start, start + n)
+                    take = plausible & (p >= priority[seg])  # later columns win ties
+                    priority[seg] = np.where(take, p, priority[seg])
+                    best[seg] = np.where(take, col, best[seg])
     return best if np.isfinite(best).any() else None
 
 
