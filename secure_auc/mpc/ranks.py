@@ -298,7 +298,7 @@ def limbs_from_shared_bits(bits: torch.Tensor, channel: DealerChannel | None = N
     test's (the radix sort's first digit round's: the dealer computes it during the test)."""
     count = bits.reshape(-1).sum().reshape(1, 1)  # (limbs = 1, n = 1): number of sources with float64 scores
     # 0 <= count <= sources < 2^width: the test needs only the count's low `width` bits, an AND
-    # tree over width bits instead of 32 (3 AND rounds fewer for 2 sources)
+    # tree over width bits instead of 32 (4 AND rounds fewer for 2 sources)
     width = bits.numel().bit_length()
     with (contextlib.nullcontext(Randomness(channel)) if channel is not None else dealer_randomness()) as rnd:
         _ask_for_equality(rnd, 1, 1, width)

@@ -187,12 +187,11 @@ def eq_masked(d: torch.Tensor, rnd: Randomness, bits: int = EQ_BITS) -> torch.Te
 
     With the dealer's :math:`r`, uniform in :math:`\mathbb{Z}_{2^{32}}`, shared
     additively and bit by bit (kind ``"eq32"``), the parties open
-    :math:`z = d + r mod 2^{	ext{bits}}` (uniformly random whatever :math:`d`), and
+    :math:`z = d + r \bmod 2^{\text{bits}}` (uniformly random whatever :math:`d`), and
     :math:`d \equiv 0` exactly when the low bits of :math:`z` and :math:`r` agree:
-    :math:`igwedge_i \lnot(z_i \oplus r_i)`, a local XOR with the public :math:`z` and a
-    tree of ANDs over the bits of every limb, :math:`\lceil \log_2(	ext{bits} \cdot
-    	ext{limbs}) 
-ceil` rounds after the opening.  Among two parties, 31 ANDs per
+    :math:`\bigwedge_i \lnot(z_i \oplus r_i)`, a local XOR with the public :math:`z` and a
+    tree of ANDs over the bits of every limb, :math:`\lceil \log_2(\text{bits} \cdot
+    \text{limbs}) \rceil` rounds after the opening.  Among two parties, 31 ANDs per
     one-limb row instead of a 33-bit sign test's 89."""
     limbs, n = d.shape
     r_arith, r_bits = (t.view(limbs, n) for t in rnd.take("eq32", limbs * n))
