@@ -101,6 +101,12 @@ def test_the_mpc_attack_reads_ranks_and_keys_that_reach_the_server_and_nothing_e
     masked = Received("open_all", None, 3, "int32", rng.integers(-2**31, 2**31 - 1, 2 * m, dtype=np.int32).tobytes())
     values = rank_values_from_received(noise + perms + [masked], sizes)
     assert np.array_equal(values, ranks)
+    # a received buffer with one word that fits 32 bits (a zero-padded last word) takes that
+    # sample only: the opened ranks stay every other sample's value
+    padded = rng.integers(-2**63, 2**63 - 1, m, dtype=np.int64)
+    padded[-1] = 12345
+    values = rank_values_from_received(noise + perms + [Received("irecv", 1, 4, "int64", padded.tobytes())], sizes)
+    assert values[-1] == 12345 and np.array_equal(values[:-1], ranks[:-1])
     plain = precision_at_k(top_k_guess_from_scores(scores, 100, m, rng), labels)
     assert precision_at_k(top_k_guess_from_scores(values, 100, m, rng), labels) == plain
     # a host's rows (key, then 16 masked digits) with the keys unmasked: client 0's keys win
