@@ -71,7 +71,7 @@ from .bits import bitslice
 from .opening import open_all
 from .randomness import Randomness, dealer_randomness
 
-__all__ = ["COMPARE_BITS", "EQ_BITS", "eq_masked", "eq_masked_and_words", "sign_and_words", "carry_save", "top_bit_of_sum", "packed_signs", "less_packed", "sign_bits",
+__all__ = ["COMPARE_BITS", "EQ_BITS", "eq_masked", "eq_masked_and_words", "carry_save", "top_bit_of_sum", "packed_signs", "less_packed", "sign_bits",
            "secure_less", "secure_eq"]
 
 COMPARE_BITS = 33  # differences of limbs in a 32-bit range: two's complement on 33 bits
@@ -121,23 +121,6 @@ def top_bit_of_sum(a: torch.Tensor, b: torch.Tensor, rnd: Randomness, muls=()):
             p_new = torch.cat([p_new, p[k - 1 :]])
         g, p = g_new, p_new
     return a[m] ^ b[m] ^ g[0], prods
-
-
-def sign_and_words(k: int, n: int, bits: int, world: int) -> list[int]:
-    """The binary triple words (AND gates on packed words) :func:`packed_signs` takes per
-    round for (k, n) rows among ``world`` parties: the carry-save rounds, then the carry's
-    tree."""
-    words, ops, out = k * max(1, (n + 63) // 64), world + (world == 1), []
-    while ops > 2:
-        groups = ops // 3
-        out.append(groups * (bits - 1) * words)
-        ops -= groups
-    g = bits - 1
-    out.append(g * words)
-    while g > 1:
-        out.append((2 * (g // 2) - 1) * words)
-        g = g // 2 + g % 2
-    return out
 
 
 def packed_signs(shares: torch.Tensor, bits: int, rnd: Randomness, muls=()):
@@ -200,7 +183,7 @@ def eq_masked(d: torch.Tensor, rnd: Randomness, bits: int = EQ_BITS) -> torch.Te
     flags = bitslice(agree.long(), bits).reshape(bits * limbs, -1)
     while flags.shape[0] > 1:  # AND of every bit of every limb, one round per halving
         h = flags.shape[0] // 2
-        flags = torch.cat([and_gate(flags[:h].contiguous(), flags[h : 2 * h].contiguous(), rnd), flags[2 * h :]])
+        flags = torch.cat([and_gate(flags[:h], flags[h : 2 * h], rnd), flags[2 * h :]])
     return flags[0]
 
 

@@ -104,7 +104,7 @@ from .prg import ring, stream
 from .words import LowBytes, pack, unpack, words_for
 
 __all__ = ["Shuffle", "narrow_width", "pad", "senders", "permutation", "sort_permutation", "permute_rows", "pass_order", "deltas",
-           "first_delta", "holds_nothing"]
+           "first_delta", "from_stream", "holds_nothing"]
 
 
 # ----------------------------------------------------------------- pads and permutations (pure)
@@ -249,7 +249,7 @@ def deltas(seeds: list[bytes], instance: int, rows: int, cols: int, inverse: boo
         p = perm(i) if perm is not None else permutation(seeds[i], instance, rows)
         out = permute_rows(a_sum, p, inverse)
         out -= np.asarray(others_mask, dtype=dtype).reshape(rows, cols) if opens else b_sum
-        if step == 0 and world > 1:  # Delta_i from the stream: the next permuter's share is what is left
+        if from_stream(world, step):  # Delta_i from the stream: the next permuter's share is what is left
             out -= first_delta(seeds[i], instance, sid, (rows, cols), dtype)
             kept = out
             continue
@@ -261,10 +261,16 @@ def first_delta(seed: bytes, instance: int, step: int, shape, dtype=np.int64) ->
     return ring(seed, ("delta", instance, step), shape, dtype)
 
 
+def from_stream(world: int, step: int) -> bool:
+    """Whether pass ``step``'s correction comes from its permuter's stream (:func:`first_delta`):
+    the first pass, when there is a second."""
+    return step == 0 and world > 1
+
+
 def holds_nothing(world: int, step: int, inverse: bool, party: int) -> bool:
     """Whether ``party`` keeps no share after pass ``step``: the second permuter after the
     first pass, whose share the dealer keeps and adds into its own pass's correction."""
-    return step == 0 and world > 1 and party == pass_order(world, inverse)[1]
+    return from_stream(world, step) and party == pass_order(world, inverse)[1]
 
 
 # ----------------------------------------------------------------- a computing party
@@ -378,7 +384,7 @@ class Shuffle:
             else:
                 incoming = [p2p.irecv((words,), j, p2p.TAG_PAD) for j in sending_now]
                 p = self._perm(instance, rows)
-                if step == 0 and ch.world > 1:  # the first pass's correction: from this party's stream
+                if from_stream(ch.world, step):  # the first pass's correction: from this party's stream
                     delta = torch.from_numpy(first_delta(ch.seed, instance, sid, (rows, cols), dtype))
                 else:
                     delta = ch.receive(like)
