@@ -33,11 +33,11 @@ class IdentityShuffle:
     def prepare(self, *args, **kwargs):
         pass
 
-    def forward(self, x, bits=None):
+    def forward(self, x, bits=None, carry=False):  # no forward_to_last: the sort then never carries
         self.count += 1
         return x.reshape(x.shape[0], -1).clone(), self.count - 1
 
-    def inverse(self, y, instance, bits=None):
+    def inverse(self, y, instance, bits=None, carry=False):
         return y.reshape(y.shape[0], -1).clone()
 
 

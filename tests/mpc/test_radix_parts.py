@@ -12,7 +12,8 @@ from secure_auc.mpc.primitives.dealer import CORRECTED, triple_correction, tripl
 from secure_auc.mpc.encoding import encode_keys
 from secure_auc.mpc.primitives.prg import new_seed, ring, seed_to_tensor, stream, tensor_to_seed
 from secure_auc.mpc.ranks import key_digits
-from secure_auc.mpc.primitives.shuffle import deltas, first_delta, holds_nothing, pad, pass_order, permutation, senders
+from secure_auc.mpc.primitives.shuffle import (carrier, deltas, first_delta, from_stream, holds_nothing, pad, pass_order,
+                                               permutation, senders)
 
 
 def share(rng, x, world):
@@ -22,13 +23,14 @@ def share(rng, x, world):
     return parts + [x - sum(parts)] if parts else [x.copy()]
 
 
-def run_passes(shares, seeds, instance, inverse, dtype=np.int64):
+def run_passes(shares, seeds, instance, inverse, dtype=np.int64, keep=None, carried=None):
     """Every party's side of the passes, as the shuffle docstring writes them, with
-    the dealer's corrections from :func:`deltas`."""
+    the dealer's corrections from :func:`deltas` (``keep``, ``carried``: passed on)."""
     world = len(shares)
     rows, cols = shares[0].shape
     x = [s.copy() for s in shares]
-    corrections = deltas(seeds, instance, rows, cols, inverse, dtype=dtype)
+    carry = keep is not None
+    corrections = deltas(seeds, instance, rows, cols, inverse, dtype=dtype, keep=keep, carried=carried)
     order = pass_order(world, inverse)
     for step, i in enumerate(order):
         sid = world + step if inverse else step
@@ -46,8 +48,8 @@ def run_passes(shares, seeds, instance, inverse, dtype=np.int64):
                 else:  # its share is its previous pass's B, which the dealer used as A
                     np.testing.assert_array_equal(x[j], pad(seeds[j], instance, sid - 1, "B", (rows, cols), dtype))
                 # the next permuter keeps no share after the first pass (the dealer keeps it)
-                x[j] = np.zeros_like(b) if holds_nothing(world, step, inverse, j) else b
-        if step == 0 and world > 1:  # the first correction: from the permuter's own stream, not sent
+                x[j] = np.zeros_like(b) if holds_nothing(world, step, inverse, j, carry) else b
+        if from_stream(world, step, carry):  # the first correction (and a carry's last): from the stream
             delta = first_delta(seeds[i], instance, sid, (rows, cols), dtype)
         else:
             who, delta = next(corrections)
@@ -76,6 +78,34 @@ def test_shuffle_passes_permute_the_secret_and_the_inverse_undoes_it(world, dtyp
     # what a permuter receives is masked: it is not the other party's share
     a = pad(seeds[1], 7, 0, "A", (50, 3))
     assert not np.array_equal(shares[1] - a, shares[1])
+
+
+@pytest.mark.parametrize("world", [2, 3, 4])
+def test_a_carried_inverse_leaves_the_carrier_nothing_and_the_next_forward_adds_its_share(world):
+    """An inverse shuffle with ``keep`` takes its last correction from the stream too: the
+    carrier holds nothing and the dealer keeps its share H (the shares and H add up to
+    the secret); a forward shuffle of Y + Z with ``carried=H``, the carrier holding only
+    its share of Z, gives (Y + Z)[p].  Among 2 the inverse sends no correction at all."""
+    rng = np.random.default_rng(10 + world)
+    seeds = [new_seed() for _ in range(world)]
+    x = rng.integers(-(1 << 31), 1 << 31, size=(30, 1), dtype=np.int32)
+    z = rng.integers(-(1 << 31), 1 << 31, size=(30, 1), dtype=np.int32)
+    out = run_passes(share(rng, x, world), seeds, instance=3, inverse=False, dtype=np.int32)
+    kept = []
+    sent = [i for i, _ in deltas(seeds, 3, 30, 1, True, dtype=np.int32, keep=lambda h: None)]
+    assert len(sent) == world - 2  # two passes' corrections from the streams
+    back = run_passes(out, seeds, instance=3, inverse=True, dtype=np.int32, keep=kept.append)
+    c = carrier(world)
+    assert c == 1 and not back[c].any()  # the carrier holds nothing
+    np.testing.assert_array_equal(sum(back) + kept[0], x)
+    shares = [b + zj for b, zj in zip(back, share(rng, z, world))]
+    fwd = run_passes(shares, seeds, instance=4, inverse=False, dtype=np.int32, carried=kept[0])
+    p = np.arange(30)
+    for i in reversed(range(world)):
+        p = permutation(seeds[i], 4, 30)[p]
+    np.testing.assert_array_equal(sum(fwd), (x + z)[p])
+    wrong = run_passes(shares, seeds, instance=4, inverse=False, dtype=np.int32)  # without the carried share
+    assert not np.array_equal(sum(wrong), (x + z)[p])
 
 
 @pytest.mark.parametrize("world", [2, 3, 4])
@@ -376,3 +406,18 @@ def test_each_party_gets_the_replication_seeds_of_its_two_components_only():
         assert state.reps[(p + 2) % 3] not in seeds and not set(seeds) & set(state.seeds[:p] + state.seeds[p + 1:])
     two = _DealerState(2)
     assert two.reps == [] and tensor_to_seed(two.seed_message(1)) == two.seeds[1]
+
+
+def test_the_dealer_refuses_a_carried_share_out_of_step():
+    """A carried inverse's share waits for the next forward shuffle, which must say it takes
+    it (and the reverse): requests out of step are an error, never a wrong sort."""
+    from secure_auc.mpc.primitives.dealer import _DealerState
+    from secure_auc.mpc.primitives.shuffle import CARRY, INVERSE
+
+    state = _DealerState(2)
+    list(state.messages("shuffle", (0, 20, 1, 0, 4, 0, 0, 0)))
+    assert list(state.messages("shuffle", (0, 20, 1, INVERSE | CARRY, 4, 0, 0, 0))) == []  # among 2: none sent
+    with pytest.raises(RuntimeError, match="out of step"):
+        list(state.messages("shuffle", (1, 20, 1, 0, 4, 0, 0, 0)))  # a forward that does not take it
+    with pytest.raises(RuntimeError, match="out of step"):
+        list(state.messages("shuffle", (1, 20, 1, CARRY, 4, 0, 0, 0)))  # nothing is waiting

@@ -67,7 +67,7 @@ import torch
 
 from ..comm import backend, p2p
 from .prg import new_seed, ring, seed_to_tensor, tensor_to_seed
-from .shuffle import deltas, narrow_width, permutation
+from .shuffle import CARRY, INVERSE, deltas, narrow_width, permutation
 from .words import LowBytes, pack, unpack, words_for
 
 __all__ = ["DealerChannel", "serve", "run_dealer", "ping_dealer", "triple_shares", "triple_correction"]
@@ -251,10 +251,21 @@ def correction_like(kind: str, n: int) -> torch.Tensor:
     return torch.empty((rows, n), dtype=torch.int32 if kind in KINDS32 else torch.int64)
 
 
-def corrected_party(batch: int, world: int, rotate: bool = True) -> int:
+def corrected_party(batch: int, world: int, rotate: bool = True, kind: str = "") -> int:
     """Whose shares of batch ``batch`` the dealer corrects: ``batch % world`` (the
-    corrections' bytes spread over the parties), or rank 0."""
-    return batch % world if rotate else 0
+    corrections' bytes spread over the parties), or rank 0.
+
+    Among 2 parties the radix sort's one-hot batches (``"onehot<d>"``, one per round) go
+    to rank 0 in 5 of every 8 (batch mod 8 not 1, 3 or 5): otherwise rank 0 would move one
+    word per row and round fewer than rank 1 (it receives no correction in the carried
+    inverse shuffles, :mod:`.shuffle`, while rank 1 receives the opened forward
+    shuffle's), and a batch's correction is 2^d words; with 2-bit digits 3 of 8 batches to
+    rank 1 even the two parties' bytes."""
+    if not rotate:
+        return 0
+    if world == 2 and kind in ONEHOT:
+        return 1 if batch % 8 in (1, 3, 5) else 0
+    return batch % world
 
 
 CORRECTED = {k: corrected_rows(k) for k in ("mul", "mul32", "binary", "b2a", "wraps", "eq32", *ONEHOT, *PAIRS)}
@@ -270,6 +281,7 @@ class _DealerState:
         self.seeds = [new_seed() for _ in range(world)]
         self.reps = [new_seed() for _ in range(world)] if world == REPLICAS else []
         self._perms: dict[tuple[int, int], np.ndarray] = {}
+        self._carried: np.ndarray | None = None  # the carrier's share of a carried inverse shuffle (shuffle docstring)
 
     def _perm(self, instance: int, rows: int):
         def get(i: int) -> np.ndarray:
@@ -281,6 +293,9 @@ class _DealerState:
             return self._perms[key]
         return get
 
+    def _keep(self, share: np.ndarray) -> None:
+        self._carried = share
+
     def seed_message(self, party: int) -> torch.Tensor:
         """What the dealer sends party ``party`` at set-up: its seed, then (among three) the
         replication seeds of its two components."""
@@ -290,16 +305,24 @@ class _DealerState:
     def messages(self, kind: str, args: tuple):
         """(party, tag, correction) for one request, in the order the parties expect them."""
         if kind == "shuffle":
-            instance, rows, cols, inverse, width, *mask = args
+            instance, rows, cols, flags, width, *mask = args
+            inverse, carry = bool(flags & INVERSE), bool(flags & CARRY)
             dtype = np.int32 if width <= 4 else np.int64
             others = others_mask(self.seeds, rows, *mask, reps=self.reps) if mask and mask[0] else None
             narrow = narrow_width(width)  # the low bytes only (Shuffle.forward's bits)
-            for i, d in deltas(self.seeds, instance, rows, cols, inverse, self._perm(instance, rows), dtype, others):
+            carried, self._carried = self._carried, None
+            if (carried is not None) != (carry and not inverse) or \
+                    (carried is not None and carried.shape != (rows, cols)):
+                raise RuntimeError(f"shuffle {instance}: a carried share {'is' if carried is not None else 'is not'} "
+                                   "waiting for it (the parties' requests are out of step)")
+            keep = self._keep if carry and inverse else None
+            for i, d in deltas(self.seeds, instance, rows, cols, inverse, self._perm(instance, rows), dtype, others,
+                               carried, keep):
                 yield i, p2p.TAG_DELTA, _on_wire(d, narrow)
         elif kind in CORRECTED:
             batch, n, *rest = args
             nbytes = rest[0] if rest else 0
-            q = corrected_party(batch, self.world, self.rotate)
+            q = corrected_party(batch, self.world, self.rotate, kind)
             yield q, p2p.TAG_TRIPLE, _on_wire(triple_correction(self.seeds, batch, n, kind, q), nbytes)
         elif kind in REPLICATED:
             batch, n, *rest = args
@@ -355,7 +378,7 @@ def _decode(t: torch.Tensor):
     kind = _KINDS[int(t[0])]
     vals = [int(x) for x in t[1:]]
     if kind == "shuffle":
-        return kind, (vals[0], vals[1], vals[2], bool(vals[3]), vals[4], vals[5], vals[6], vals[7])
+        return kind, (vals[0], vals[1], vals[2], vals[3], vals[4], vals[5], vals[6], vals[7])
     if kind in CORRECTED or kind in REPLICATED:
         return kind, (vals[0], vals[1], vals[2])
     return kind, ()
@@ -604,7 +627,7 @@ class DealerChannel:
         replaces, or None if it gets none."""
         if kind in REPLICATED:
             return rep_rows(kind, self.rank, rep_corrected(batch, self.rotate))
-        return CORRECTED[kind] if self.rank == corrected_party(batch, self.world, self.rotate) else None
+        return CORRECTED[kind] if self.rank == corrected_party(batch, self.world, self.rotate, kind) else None
 
     def zero_share(self, n: int) -> torch.Tensor:
         """Among three parties, this party's (n,) int32 share of a fresh additive sharing of

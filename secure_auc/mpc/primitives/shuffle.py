@@ -65,6 +65,24 @@ the uniform :math:`\Delta_i` it does not know (and by the next pass's fresh pads
 or, in a shuffle opened by :math:`n`, :math:`\Delta_n` follows from the opened
 value as below).
 
+*A share carried to the next shuffle* (``keep``/``carried`` of :func:`deltas`,
+``carry`` of :meth:`Shuffle.inverse` and :meth:`Shuffle.forward`).  When an
+inverse shuffle's result is used only linearly and then shuffled forward again
+(the radix sort's :math:`\rho`, shifted digits added), its last pass also takes
+its correction from the permuter's stream, and the *carrier*
+(:func:`carrier`, party 1, the forward shuffle's second permuter) keeps no
+share: its share :math:`H` is the value that makes the shares add up, which the
+dealer keeps.  The carrier enters the next forward shuffle as if its share of
+the result were :math:`0` (it sends :math:`m = (\text{its other terms}) - A`),
+and the dealer adds :math:`H` into the first pass's :math:`\sum_{j \ne i} A_j`:
+the first permuter's result is unchanged, and what is left for the carrier
+after that pass (:func:`holds_nothing`) carries :math:`H` on.  One correction
+less per pair of shuffles (among 2 parties an inverse then needs none).  The
+views keep their distribution for the same reason as the first pass's: the
+last permuter's :math:`\Delta` comes from its own stream; nobody receives
+:math:`H`, only corrections in which it is masked by a stream :math:`\Delta` of
+the next forward shuffle's first permuter, which the carrier does not know.
+
 *Opened by the last permuter* (:meth:`Shuffle.forward_to_last`).  When the
 shuffled column is to be opened at once, masked as :math:`Y = X[p] - R` by
 correlated randomness :math:`R = \sum_j R_j` whose shares the dealer can
@@ -104,7 +122,9 @@ from .prg import ring, stream
 from .words import LowBytes, pack, unpack, words_for
 
 __all__ = ["Shuffle", "narrow_width", "pad", "senders", "permutation", "sort_permutation", "permute_rows", "pass_order", "deltas",
-           "first_delta", "from_stream", "holds_nothing"]
+           "first_delta", "from_stream", "holds_nothing", "carrier", "INVERSE", "CARRY"]
+
+INVERSE, CARRY = 1, 2  # a shuffle request's flags: an inverse shuffle; a share carried (module docstring)
 
 
 # ----------------------------------------------------------------- pads and permutations (pure)
@@ -212,7 +232,7 @@ def _step_id(world: int, step: int, inverse: bool) -> int:
 
 
 def deltas(seeds: list[bytes], instance: int, rows: int, cols: int, inverse: bool, perm=None, dtype=np.int64,
-           others_mask: np.ndarray | None = None):
+           others_mask: np.ndarray | None = None, carried: np.ndarray | None = None, keep=None):
     """The dealer's corrections: yield (permuter i, Delta_i) for each pass it sends one for,
     in pass order, in the ring of ``dtype``.  ``perm(i)`` returns p_i (default: recomputed
     from the stream).  Delta_i = (sum_{j != i} A_j)[p_i] - sum_{j != i} B_j, with A_j = the
@@ -225,11 +245,17 @@ def deltas(seeds: list[bytes], instance: int, rows: int, cols: int, inverse: boo
 
     ``others_mask`` (a forward shuffle opened by its last permuter l, module docstring):
     sum_{j != l} R_j, shaped like the rows; the last pass's correction is then
-    (sum_{j != l} A_j)[p_l] - sum_{j != l} R_j."""
+    (sum_{j != l} A_j)[p_l] - sum_{j != l} R_j.
+
+    ``keep`` (an inverse shuffle whose result is carried, module docstring): the last
+    pass's correction comes from the stream too, and ``keep(H)`` gets the
+    :func:`carrier`'s share H, which it never holds.  ``carried``: such an H, (rows, cols),
+    to add into the first pass (a forward shuffle of what the carrier holds without it)."""
     world = len(seeds)
     order = pass_order(world, inverse)
+    carry = keep is not None
     last_b: dict[int, np.ndarray] = {}
-    kept = None  # the second permuter's share after the first pass, kept by the dealer
+    kept = None if carried is None else np.array(carried, dtype=dtype).reshape(rows, cols)  # copied: added into
     for step, i in enumerate(order):
         sid = _step_id(world, step, inverse)
         sending = senders(world, step, inverse)
@@ -241,7 +267,7 @@ def deltas(seeds: list[bytes], instance: int, rows: int, cols: int, inverse: boo
             if j == i:
                 continue
             a_sum += pad(seeds[j], instance, sid, "A", (rows, cols), dtype) if j in sending else last_b[j]
-            if opens or holds_nothing(world, step, inverse, j):
+            if opens or holds_nothing(world, step, inverse, j, carry):
                 continue
             b_now[j] = pad(seeds[j], instance, sid, "B", (rows, cols), dtype)
             b_sum += b_now[j]
@@ -249,28 +275,43 @@ def deltas(seeds: list[bytes], instance: int, rows: int, cols: int, inverse: boo
         p = perm(i) if perm is not None else permutation(seeds[i], instance, rows)
         out = permute_rows(a_sum, p, inverse)
         out -= np.asarray(others_mask, dtype=dtype).reshape(rows, cols) if opens else b_sum
-        if from_stream(world, step):  # Delta_i from the stream: the next permuter's share is what is left
+        if from_stream(world, step, carry):  # Delta_i from the stream: the one holding nothing has what is left
             out -= first_delta(seeds[i], instance, sid, (rows, cols), dtype)
             kept = out
             continue
         yield i, out
+    if carry:
+        keep(kept)
 
 
 def first_delta(seed: bytes, instance: int, step: int, shape, dtype=np.int64) -> np.ndarray:
-    """The first pass's correction, from its permuter's stream (never sent)."""
+    """A pass's correction from its permuter's stream, never sent (:func:`from_stream`)."""
     return ring(seed, ("delta", instance, step), shape, dtype)
 
 
-def from_stream(world: int, step: int) -> bool:
+def from_stream(world: int, step: int, carry: bool = False) -> bool:
     """Whether pass ``step``'s correction comes from its permuter's stream (:func:`first_delta`):
-    the first pass, when there is a second."""
-    return step == 0 and world > 1
+    the first pass, when there is a second; with ``carry`` (an inverse shuffle whose result
+    is carried, module docstring) the last pass too."""
+    return world > 1 and (step == 0 or (carry and step == world - 1))
 
 
-def holds_nothing(world: int, step: int, inverse: bool, party: int) -> bool:
+def carrier(world: int) -> int:
+    """The party whose share of a carried inverse shuffle's result the dealer keeps: the
+    inverse's second-to-last permuter, which is the forward shuffle's second (party 1)."""
+    return pass_order(world, True)[-2]
+
+
+def holds_nothing(world: int, step: int, inverse: bool, party: int, carry: bool = False) -> bool:
     """Whether ``party`` keeps no share after pass ``step``: the second permuter after the
-    first pass, whose share the dealer keeps and adds into its own pass's correction."""
-    return from_stream(world, step) and party == pass_order(world, inverse)[1]
+    first pass, whose share the dealer keeps and adds into its own pass's correction; with
+    ``carry``, the :func:`carrier` after the last pass (the dealer adds its share into the
+    next forward shuffle)."""
+    if not from_stream(world, step, carry):
+        return False
+    if step == 0 and party == pass_order(world, inverse)[1]:
+        return True
+    return carry and step == world - 1 and party == carrier(world)
 
 
 # ----------------------------------------------------------------- a computing party
@@ -290,34 +331,38 @@ class Shuffle:
         self._asked: dict[tuple[int, bool], tuple[int, int, int]] = {}  # (instance, inverse) -> (rows, cols, width)
 
     def prepare(self, rows: int, cols: int, dtype: torch.dtype, *, inverse_of: int | None = None,
-                mask: tuple[int, int, int] | None = None, bits: int | None = None) -> None:
+                mask: tuple[int, int, int] | None = None, bits: int | None = None, carry: bool = False) -> None:
         """Ask the dealer now for the corrections of a coming shuffle: the next forward one
         (default) or the inverse of shuffle ``inverse_of``, of a (rows, cols) matrix of
         ``dtype``, so that the dealer computes them while the parties work.  The
         shuffle must then be run with those sizes (checked); every party calls it.
         ``mask``: the forward shuffle is opened by its last permuter (:meth:`forward_to_last`).
-        ``bits``: see :meth:`forward`."""
+        ``bits``: see :meth:`forward`; ``carry``: see :meth:`inverse` and :meth:`forward`."""
         instance = self.count if inverse_of is None else inverse_of
-        self._ask(instance, inverse_of is not None, rows, cols, _width(dtype, bits), mask)
+        self._ask(instance, inverse_of is not None, rows, cols, _width(dtype, bits), mask, carry)
 
-    def _ask(self, instance: int, inverse: bool, rows: int, cols: int, width: int, mask=None) -> None:
-        key, spec = (instance, inverse), (rows, cols, width, tuple(mask or (0, 0, 0)))
+    def _ask(self, instance: int, inverse: bool, rows: int, cols: int, width: int, mask=None,
+             carry: bool = False) -> None:
+        key, spec = (instance, inverse), (rows, cols, width, tuple(mask or (0, 0, 0)), bool(carry))
         if key in self._asked:
             if self._asked[key] != spec:
-                raise RuntimeError(f"shuffle {instance} was prepared for {self._asked[key]} (rows, cols, bytes, mask) "
-                                   f"and run with {spec}")
+                raise RuntimeError(f"shuffle {instance} was prepared for {self._asked[key]} (rows, cols, bytes, mask, "
+                                   f"carry) and run with {spec}")
             return
         self._asked[key] = spec
-        self.ch.request("shuffle", instance, rows, cols, inverse, width, *spec[3])
+        flags = (INVERSE if inverse else 0) | (CARRY if carry else 0)
+        self.ch.request("shuffle", instance, rows, cols, flags, width, *spec[3])
 
-    def forward(self, x: torch.Tensor, bits: int | None = None) -> tuple[torch.Tensor, int]:
+    def forward(self, x: torch.Tensor, bits: int | None = None, carry: bool = False) -> tuple[torch.Tensor, int]:
         """Shares of X[p] and the shuffle's handle.  ``bits`` (int32 shares only): the result
         is needed mod 2^bits only, so every message and correction carries the low
         ceil(bits / 8) bytes of each word (:class:`.words.LowBytes`) and the permuters'
-        shares are right mod 2^(8 ceil(bits / 8)) only."""
+        shares are right mod 2^(8 ceil(bits / 8)) only.  ``carry``: X includes the result of
+        the last inverse shuffle run with ``carry``, whose :func:`carrier` share the dealer
+        kept; the carrier's ``x`` is its share without it (module docstring)."""
         instance = self.count
         self.count += 1
-        return self._run(x, instance, inverse=False, bits=bits), instance
+        return self._run(x, instance, inverse=False, bits=bits, carry=carry), instance
 
     @property
     def last(self) -> int:
@@ -325,26 +370,30 @@ class Shuffle:
         return pass_order(self.ch.world, False)[-1]
 
     def forward_to_last(self, x: torch.Tensor, mask: tuple[int, int, int],
-                        bits: int | None = None) -> tuple[torch.Tensor | None, int]:
+                        bits: int | None = None, carry: bool = False) -> tuple[torch.Tensor | None, int]:
         """Shuffle the int32 column ``x`` for an opening by its last permuter :attr:`last`
         (module docstring): it gets X[p] - sum_{j != last} R_j, (rows,) int32, and subtracts
         its own R_last before opening the window to everyone (:func:`.opening.open_from`);
         the other parties get None.  ``mask`` = (d, batch, shift): R_j = 2^shift r_j, r_j row
         0 of party j's batch ``batch`` of ``"onehot<d>"`` randomness (:mod:`.dealer`), which
         the dealer recomputes; prepared with the same ``mask`` (:meth:`prepare`).  Returns
-        the value (or None) and the shuffle's handle (for :meth:`inverse`); ``bits``: as
-        :meth:`forward`'s."""
+        the value (or None) and the shuffle's handle (for :meth:`inverse`); ``bits``,
+        ``carry``: as :meth:`forward`'s."""
         instance = self.count
         self.count += 1
         x = x.reshape(x.shape[0], -1)
         if x.dtype != torch.int32 or x.shape[1] != 1:
             raise ValueError("a shuffle opened by its last permuter takes one int32 column")
-        y = self._run(x, instance, inverse=False, mask=mask, bits=bits)
+        y = self._run(x, instance, inverse=False, mask=mask, bits=bits, carry=carry)
         return (y[:, 0] if y is not None else None), instance
 
-    def inverse(self, y: torch.Tensor, instance: int, bits: int | None = None) -> torch.Tensor:
-        """Shares of Y[p^-1] for shuffle ``instance``'s p; ``bits``: as :meth:`forward`'s."""
-        out = self._run(y, instance, inverse=True, bits=bits)
+    def inverse(self, y: torch.Tensor, instance: int, bits: int | None = None,
+                carry: bool = False) -> torch.Tensor | None:
+        """Shares of Y[p^-1] for shuffle ``instance``'s p; ``bits``: as :meth:`forward`'s.
+        ``carry``: the result goes, used only linearly, into the next forward shuffle (run
+        with ``carry``); the :func:`carrier` gets None, its share kept by the dealer
+        (module docstring)."""
+        out = self._run(y, instance, inverse=True, bits=bits, carry=carry)
         self._perms.pop(instance, None)
         return out
 
@@ -353,16 +402,19 @@ class Shuffle:
             self._perms[instance] = permutation(self.ch.seed, instance, rows)
         return torch.from_numpy(self._perms[instance])
 
-    def _run(self, x: torch.Tensor, instance: int, inverse: bool, mask=None, bits=None) -> torch.Tensor | None:
+    def _run(self, x: torch.Tensor, instance: int, inverse: bool, mask=None, bits=None,
+             carry: bool = False) -> torch.Tensor | None:
         """The passes; with ``mask`` (:meth:`forward_to_last`) the last pass leaves the other
-        parties without a share (None) and the last permuter with X[p] - sum_{j != l} R_j."""
+        parties without a share (None) and the last permuter with X[p] - sum_{j != l} R_j;
+        an inverse with ``carry`` leaves the carrier without one."""
         ch = self.ch
         x = x.reshape(x.shape[0], -1)
         rows, cols = x.shape
         dtype = np.int32 if x.dtype == torch.int32 else np.int64
         x_dtype = x.dtype
         width = _width(x.dtype, bits)
-        self._ask(instance, inverse, rows, cols, width, mask)
+        self._ask(instance, inverse, rows, cols, width, mask, carry)
+        carry_out = carry and inverse
         self._asked.pop((instance, inverse))
         low = LowBytes(width, x.element_size()) if narrow_width(width) else None  # narrow words on the wire
         like = low.like(rows * cols) if low is not None else x
@@ -377,14 +429,15 @@ class Shuffle:
                     m = x - torch.from_numpy(pad(ch.seed, instance, sid, "A", (rows, cols), dtype))
                     m = pack([low.wire(m.reshape(-1)) if low is not None else m])
                     sending.append((m, p2p.isend(m, i, p2p.TAG_PAD)))
-                if (mask is not None and step == len(order) - 1) or holds_nothing(ch.world, step, inverse, ch.rank):
+                if (mask is not None and step == len(order) - 1) or \
+                        holds_nothing(ch.world, step, inverse, ch.rank, carry_out):
                     x = None  # opened by the last permuter, or kept by the dealer: no share kept
                     continue
                 x = torch.from_numpy(pad(ch.seed, instance, sid, "B", (rows, cols), dtype))
             else:
                 incoming = [p2p.irecv((words,), j, p2p.TAG_PAD) for j in sending_now]
                 p = self._perm(instance, rows)
-                if from_stream(ch.world, step):  # the first pass's correction: from this party's stream
+                if from_stream(ch.world, step, carry_out):  # the first pass's (or a carry's): from this party's stream
                     delta = torch.from_numpy(first_delta(ch.seed, instance, sid, (rows, cols), dtype))
                 else:
                     delta = ch.receive(like)

@@ -390,9 +390,13 @@ class RadixSort:
         # last pass, as an all_gather, for fewer bytes (among 2: one party sends the window, instead of both)
         fold = backend.world_size() >= 2 and hasattr(sh, "forward_to_last")
 
+        def carries(r):  # round r's inverse shuffle leaves rho's carrier share with the dealer (Shuffle.inverse)
+            return fold and 1 <= r < total - 1
+
         def prepare_next():  # the next forward shuffle: a round's rho + 2^k digit, or the last [rho | keys]
             if l + 1 < total:
-                sh.prepare(m, 1, I32, mask=(self.digit_bits, l + 1, k) if fold else None, bits=window)
+                sh.prepare(m, 1, I32, mask=(self.digit_bits, l + 1, k) if fold else None, bits=window,
+                           carry=carries(l))
             else:
                 sh.prepare(m, 1 + limbs, torch.int64, bits=last_bits)
                 if then is not None:
@@ -401,14 +405,15 @@ class RadixSort:
         for l in range(total):
             dig = digits(l).reshape(-1).to(I32)
             if l:  # shuffle rho + 2^k digit (one word); its last permuter opens it
+                x = dig * high if rho is None else rho + dig * high  # None: the carrier (the dealer keeps its rho)
                 if fold:
-                    held, inst = sh.forward_to_last((rho + dig * high).unsqueeze(1), (self.digit_bits, l, k), window)
+                    held, inst = sh.forward_to_last(x.unsqueeze(1), (self.digit_bits, l, k), window, carries(l - 1))
                 else:
-                    y, inst = sh.forward((rho + dig * high).unsqueeze(1), window)
+                    y, inst = sh.forward(x.unsqueeze(1), window)
                     held = y[:, 0]
                     del y
-                rho = dig = None
-                sh.prepare(m, 1, I32, inverse_of=inst, bits=window)  # the dealer computes during this round
+                rho = dig = x = None
+                sh.prepare(m, 1, I32, inverse_of=inst, bits=window, carry=carries(l))  # the dealer computes meanwhile
                 prepare_next()
             rows = channel.block(kind, m)  # r, E (V - 1 rows), b, c: views, no copies
             if l == 0:
@@ -444,7 +449,11 @@ class RadixSort:
                 del diff
                 w = digit_permutation(d_rot, e, c, f, rank)  # sigma in shuffled order: sigma[tau]
                 del d_rot, f, r, e, b, c, rows
-            rho = w if l == 0 else sh.inverse(w.unsqueeze(1), inst, window)[:, 0].contiguous()
+            if l == 0:
+                rho = w
+            else:
+                rho = sh.inverse(w.unsqueeze(1), inst, window, carry=carries(l))
+                rho = None if rho is None else rho[:, 0].contiguous()
             del w
             if progress is not None:
                 progress(l + 1, total)
