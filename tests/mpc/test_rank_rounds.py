@@ -49,7 +49,7 @@ def test_the_network_model_predicts_a_run_with_5_ms_per_message():
 
 DIGIT_ROUND_ROUNDS_3 = 6  # message rounds per digit round of the radix sort among 3 parties
 RANK_STEP_ROUNDS_3 = 130  # message rounds of the whole rank step of 2^15 float32 scores among 3 parties
-RANK_STEP_BYTES_3 = 772  # at most this many bytes per score at the busiest party (sent plus received), same run
+RANK_STEP_BYTES_3 = 728  # at most this many bytes per score at the busiest party (sent plus received), same run
 RANK_STEP_BYTES_2 = 795  # the same among 2 parties
 
 
@@ -79,7 +79,7 @@ def test_a_digit_round_among_three_parties_takes_six_message_rounds():
     6 message rounds: the inverse shuffle's 3 passes, the forward shuffle's last 2 (its first
     waits for no message) and the shuffle's opening by its last permuter; the digit products
     open nothing (replicated randomness).  The whole rank step of 2^15 float32 scores takes
-    130 message rounds and 772 bytes per score at the busiest party, among 2 parties 795
+    130 message rounds and 728 bytes per score at the busiest party, among 2 parties 795
     (a regression fails here)."""
     m = 1 << 15
     runs = _start(m, "float32", (3, 2)), _start(m, "float64")  # independent: at once

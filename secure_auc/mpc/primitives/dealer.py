@@ -45,8 +45,8 @@ bytes of each corrected word.
 components :math:`i` and :math:`i + 1` (mod 3), its additive share of :math:`r`
 is :math:`r^{(i)}`.  Component :math:`c` comes from a *replication seed* that the
 dealer sends to its two holders, parties :math:`c` and :math:`c - 1`, with their
-own seeds; each batch one component's :math:`E` rows (:func:`rep_component`,
-rotating) are the dealer's correction, sent to both its holders
+own seeds; each batch one component's :math:`E` rows (:func:`rep_component`;
+which one: :func:`rep_corrected`) are the dealer's correction, sent to both its holders
 (:math:`2^d - 1` words per row to two parties; :math:`r` needs none).  A party
 misses one component, so :math:`E` and :math:`r` are uniformly random to it.
 With both factors replicated, the product of two such vectors is a local sum of
@@ -94,8 +94,14 @@ def rep_component(rep_seed: bytes, batch: int, n: int, kind: str) -> np.ndarray:
 
 
 def rep_corrected(batch: int, rotate: bool = True) -> int:
-    """The component whose E rows the dealer corrects in batch ``batch``: rotating, or 0."""
-    return batch % REPLICAS if rotate else 0
+    """The component whose E rows the dealer corrects in batch ``batch``: component 0 (sent to
+    parties 0 and 2) in two of every three batches and component 1 (parties 1 and 0) in
+    the third, or always 0 without ``rotate``.  The radix sort's shuffles give party 1 three
+    words per row and round more than party 0 and party 2 two (party 1 permutes second in
+    the forward shuffles and is their carrier, :mod:`.shuffle`); this split of the
+    corrections' 3 words per row evens the busiest two (10 words each against 9 at party
+    0, where rotating over the three components gives party 1 11)."""
+    return (1 if batch % REPLICAS == 1 else 0) if rotate else 0
 
 
 def rep_holders(component: int) -> list[int]:

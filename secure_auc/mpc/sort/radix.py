@@ -100,7 +100,8 @@ stable digit sorts; equal keys are never compared).
 Cost per round for :math:`M` rows: one shuffle of one int32 column, one
 inverse shuffle of one, one opening of :math:`M` window values and, except
 among three, one of :math:`(V - 1) M`; the dealer's :math:`V` corrected
-words per row to one party (among three, :math:`V - 1` to two; rotating);
+words per row to one party (among three, :math:`V - 1` to two; spread over
+the parties, :func:`.primitives.dealer.corrected_party`, :func:`.primitives.dealer.rep_corrected`);
 :math:`\lceil 32\,\text{limbs} / d \rceil` rounds.  Time grows as :math:`M`
 per round.
 
