@@ -96,11 +96,11 @@ def rep_component(rep_seed: bytes, batch: int, n: int, kind: str) -> np.ndarray:
 def rep_corrected(batch: int, rotate: bool = True) -> int:
     """The component whose E rows the dealer corrects in batch ``batch``: component 0 (sent to
     parties 0 and 2) in two of every three batches and component 1 (parties 1 and 0) in
-    the third, or always 0 without ``rotate``.  The radix sort's shuffles give party 1 three
-    words per row and round more than party 0 and party 2 two (party 1 permutes second in
-    the forward shuffles and is their carrier, :mod:`.shuffle`); this split of the
-    corrections' 3 words per row evens the busiest two (10 words each against 9 at party
-    0, where rotating over the three components gives party 1 11)."""
+    the third, or always 0 without ``rotate``.  In the radix sort's shuffles party 1 moves 3
+    words per row and round more than party 0, and party 2 moves 2 more (party 1 permutes
+    second in the forward shuffles and is the carrier of the inverse ones, :mod:`.shuffle`);
+    with this split of the corrections' 3 words per row, parties 1 and 2 move 10 words per
+    row and round and party 0 9, where rotating over the three components gave party 1 11."""
     return (1 if batch % REPLICAS == 1 else 0) if rotate else 0
 
 

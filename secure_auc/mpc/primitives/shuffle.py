@@ -328,7 +328,7 @@ class Shuffle:
         self.ch = channel
         self.count = 0
         self._perms: dict[int, np.ndarray] = {}
-        self._asked: dict[tuple[int, bool], tuple[int, int, int]] = {}  # (instance, inverse) -> (rows, cols, width)
+        self._asked: dict[tuple[int, bool], tuple] = {}  # (instance, inverse) -> (rows, cols, width, mask, carry)
 
     def prepare(self, rows: int, cols: int, dtype: torch.dtype, *, inverse_of: int | None = None,
                 mask: tuple[int, int, int] | None = None, bits: int | None = None, carry: bool = False) -> None:
