@@ -84,7 +84,9 @@ two parties instead of :math:`V` to one.
    :math:`\sum_v I_v = 1` (:func:`shuffled_bases`): :math:`D'` in shuffled order.
 3. :math:`w = \sigma[\tau] = (\sigma \circ \rho)[s]` directly in shuffled
    order (one opening), so :math:`\rho \leftarrow S^{-1}(w)` (an inverse
-   shuffle of one column).
+   shuffle of one column; but for the last round's, party 1's share of
+   :math:`\rho` stays with the dealer, who adds it into the next round's
+   shuffle: ``carry`` of :meth:`.primitives.shuffle.Shuffle.inverse`).
 
 Round 0 needs no shuffle (:math:`\rho` is the identity).  After the last
 round the keys are moved to sorted order the same way (shuffle
