@@ -421,3 +421,29 @@ def test_the_dealer_refuses_a_carried_share_out_of_step():
         list(state.messages("shuffle", (1, 20, 1, 0, 4, 0, 0, 0)))  # a forward that does not take it
     with pytest.raises(RuntimeError, match="out of step"):
         list(state.messages("shuffle", (1, 20, 1, CARRY, 4, 0, 0, 0)))  # nothing is waiting
+
+
+@pytest.mark.parametrize("d", [1, 2, 3, 4])
+@pytest.mark.parametrize("dtype", ["int32", "int64"])
+def test_the_rows_gathered_by_u_are_the_rotations_of_their_definition(d, dtype):
+    """onehot_rows and rotate_rows (their indices built row by row in place) against a plain
+    numpy reading of their definitions: I_v = E_{(v - u) mod V} (E_0 = [rank 0] - sum of
+    the others) and D'_t = base_{(t + u) mod V}, column by column; u as int32 or int64."""
+    import torch
+
+    from secure_auc.mpc.sort.radix import onehot_index, onehot_rows, rotate_rows
+
+    rng = np.random.default_rng(d)
+    v, m = 1 << d, 1000
+    u = rng.integers(0, v, m)
+    e = rng.integers(-(1 << 31), 1 << 31, size=(v - 1, m), dtype=np.int64).astype(np.int32)
+    base = rng.integers(-(1 << 31), 1 << 31, size=(v, m), dtype=np.int64).astype(np.int32)
+    ut = torch.from_numpy(u.astype(dtype))
+    cols = np.arange(m)
+    for rank in (0, 1):
+        full = np.concatenate([[(1 if rank == 0 else 0) - e.sum(axis=0, dtype=np.int32)], e]).astype(np.int32)
+        want = np.stack([full[(t - u) % v, cols] for t in range(1, v)])
+        np.testing.assert_array_equal(onehot_rows(torch.from_numpy(e), ut, rank).numpy(), want)
+    np.testing.assert_array_equal(onehot_index(ut, v).numpy(), np.stack([(t - u) % v for t in range(1, v)]))
+    want = np.stack([base[(t + u) % v, cols] for t in range(v)])
+    np.testing.assert_array_equal(rotate_rows(torch.from_numpy(base), ut).numpy(), want)
