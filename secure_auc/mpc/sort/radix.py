@@ -143,7 +143,7 @@ I32 = torch.int32
 def onehot_index(u: torch.Tensor, v: int) -> torch.Tensor:
     """(V - 1, M) int64: row v - 1 holds (v - u) mod V, where :func:`onehot_rows` finds I_v."""
     out = torch.empty((v - 1, u.numel()), dtype=torch.int64)
-    neg = out[0].copy_(u).neg_()  # any integer dtype
+    neg = torch.neg(u.long(), out=out[0])  # u of any integer dtype
     for t in range(v - 1, 0, -1):  # row by row, in place: the broadcast expression takes about 3 times as long
         torch.add(neg, t, out=out[t - 1])
         out[t - 1] &= v - 1  # mod V (V = 2^d)
@@ -256,10 +256,10 @@ def rotate_rows(base: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     """D'_t = base_{(t + u) mod V} per column (the bases seen from r's one-hot)."""
     v = base.shape[0]
     out = torch.empty_like(base)
+    u = u.long()  # any integer dtype (no copy if int64)
     index = torch.empty((1, u.numel()), dtype=torch.int64)
     for t in range(v):  # row by row, the index in place: about 4 times faster than one (V, M) gather
-        index[0].copy_(u)  # any integer dtype
-        index += t
+        torch.add(u, t, out=index[0])
         index &= v - 1
         torch.gather(base, 0, index, out=out[t : t + 1])
     return out
