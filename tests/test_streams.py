@@ -34,6 +34,25 @@ def test_the_stream_is_shake128_of_the_key_and_name(n):
         assert part.tolist() == np.frombuffer(want, dtype="<u8").tolist()
 
 
+def test_one_stream_reads_the_same_words_as_one_of_several():
+    """A client's own stream (one key) is read as a slice of its words; one of several keys'
+    streams through the per-owner path: the same words for any sequence of draws, past
+    the first 32 and 256 words included."""
+    rng = np.random.default_rng(0)
+    alone, among = KeyStreams([7], "x"), KeyStreams([7, 8], "x")
+    total = 0
+    for _ in range(200):
+        n, high = int(rng.integers(0, 50)), int(rng.integers(1, 1 << 40))
+        owner = np.zeros(n, dtype=np.int64)
+        assert np.array_equal(alone.below(owner, high), among.below(owner, high))
+        total += n
+    assert total > 8 * 32 * 2  # beyond the general path's first reads
+    one = KeyStreams([KEYS[0]], "noise|0")
+    got = np.concatenate([one._take(np.zeros(n, dtype=np.int64)) for n in (3, 300, 5000)])
+    want = hashlib.shake_128(int(KEYS[0]).to_bytes(16, "little") + b"secure-auc stream|noise|0").digest(8 * got.size)
+    assert got.tolist() == np.frombuffer(want, dtype="<u8").tolist()
+
+
 def test_below_is_uniform_and_in_range():
     s = KeyStreams(KEYS[:8], "t")
     owner = np.tile(np.arange(8), 6_000)

@@ -154,6 +154,8 @@ class KeyStreams(Uniforms):
     words : int, default 32
         64-bit words read per client up front; a client that needs more reads
         further into the same stream (256 words, then as many as it takes).
+        With one key the stream is read in prefixes that double (at least 8 x
+        ``words`` words) and each draw takes the next words as one slice.
 
     Examples
     --------
@@ -223,6 +225,13 @@ class KeyStreams(Uniforms):
         n = owner.size
         if n == 0:
             return np.zeros(0, dtype=np.uint64)
+        if self.streams == 1:  # one stream: the next n words, a slice (the same words as below)
+            start = int(self._pos[0])
+            self._pos[0] += n
+            long = self._long.get(0)
+            if long is None or long.size < start + n:
+                long = self._long[0] = self._read(0, max(2 * (start + n), 8 * self._width))
+            return long[start : start + n].copy()
         if self._buf is None:
             self._fill()
         counts = np.bincount(owner, minlength=self.streams)
