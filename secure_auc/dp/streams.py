@@ -154,7 +154,7 @@ class KeyStreams(Uniforms):
     words : int, default 32
         64-bit words read per client up front; a client that needs more reads
         further into the same stream (256 words, then as many as it takes).
-        With one key the stream is read in prefixes that double (at least 8 x
+        With one key the stream is read in prefixes that double (at least 16 x
         ``words`` words) and each draw takes the next words as one slice.
 
     Examples
@@ -214,11 +214,16 @@ class KeyStreams(Uniforms):
             cuts = np.flatnonzero(np.diff(owner[order])) + 1
             for group in np.split(order, cuts):
                 o, a = int(owner[group[0]]), at[group]
-                long = self._long.get(o)
-                if long is None or long.size <= int(a.max()):
-                    long = self._long[o] = self._read(o, max(2 * (int(a.max()) + 1), 2 * wide))
-                out[group] = long[a]
+                out[group] = self._prefix(o, int(a.max()) + 1)[a]
         return out
+
+    def _prefix(self, owner: int, words: int) -> np.ndarray:
+        """At least the first ``words`` words of ``owner``'s stream, read again at twice the
+        length when more are needed (at least 16 x ``words`` of the constructor)."""
+        long = self._long.get(owner)
+        if long is None or long.size < words:
+            long = self._long[owner] = self._read(owner, max(2 * words, 16 * self._width))
+        return long
 
     def _take(self, owner: np.ndarray) -> np.ndarray:
         """One fresh word per entry; entries of one owner take consecutive words in order."""
@@ -228,10 +233,7 @@ class KeyStreams(Uniforms):
         if self.streams == 1:  # one stream: the next n words, a slice (the same words as below)
             start = int(self._pos[0])
             self._pos[0] += n
-            long = self._long.get(0)
-            if long is None or long.size < start + n:
-                long = self._long[0] = self._read(0, max(2 * (start + n), 8 * self._width))
-            return long[start : start + n].copy()
+            return self._prefix(0, start + n)[start : start + n].copy()
         if self._buf is None:
             self._fill()
         counts = np.bincount(owner, minlength=self.streams)
