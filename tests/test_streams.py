@@ -53,6 +53,25 @@ def test_one_stream_reads_the_same_words_as_one_of_several():
     assert got.tolist() == np.frombuffer(want, dtype="<u8").tolist()
 
 
+def test_several_streams_read_far_give_each_owner_its_own_words_in_order():
+    """Draws of several owners, mixed in one call and of very different lengths (some owners
+    thousands of words past their first reads, which are read again longer), give each
+    owner the words of its own SHAKE-128 stream, consecutively, in the order of its entries."""
+    rng = np.random.default_rng(1)
+    keys = [int(k) for k in KEYS[:6]]
+    s = KeyStreams(keys, "noise|far")
+    got = [[] for _ in keys]
+    for _ in range(60):
+        owner = rng.choice(6, size=int(rng.integers(0, 400)), p=[0.5, 0.3, 0.1, 0.05, 0.04, 0.01])
+        words = s._take(owner)
+        for k in range(6):
+            got[k].extend(words[owner == k].tolist())
+    assert len(got[0]) > 8 * 256 and len(got[5]) < 256  # one owner far past its reads, one not past the first
+    for k, key in enumerate(keys):
+        want = hashlib.shake_128(key.to_bytes(16, "little") + b"secure-auc stream|noise|far").digest(8 * len(got[k]))
+        assert got[k] == np.frombuffer(want, dtype="<u8").tolist(), k
+
+
 def test_below_is_uniform_and_in_range():
     s = KeyStreams(KEYS[:8], "t")
     owner = np.tile(np.arange(8), 6_000)

@@ -153,7 +153,8 @@ class KeyStreams(Uniforms):
         Which stream (e.g. ``"noise|..."``): different names give independent streams.
     words : int, default 32
         64-bit words read per client up front; a client that needs more reads
-        further into the same stream (256 words, then as many as it takes).
+        further into the same stream (twice as far as it needs, at least 8 x
+        ``words`` words, and again at twice the length when that is used up).
         With one key the stream is read in prefixes that double (at least 16 x
         ``words`` words) and each draw takes the next words as one slice.
 
@@ -175,9 +176,10 @@ class KeyStreams(Uniforms):
         self._width = int(words)
         self._buf: np.ndarray | None = None
         self._pos = np.zeros(self.streams, dtype=np.int64)
-        self._row = np.full(self.streams, -1, dtype=np.int64)  # row of the owner in the longer reads
-        self._more: np.ndarray | None = None
-        self._used = 0
+        self._far: np.ndarray | None = None  # the longer reads, one after another (_beyond)
+        self._far_used = 0
+        self._start: np.ndarray | None = None  # where each owner's longer read starts in _far
+        self._cap: np.ndarray | None = None  # and its length (0: not read)
         self._long: dict[int, np.ndarray] = {}
 
     def _read(self, owner: int, words: int) -> np.ndarray:
@@ -189,33 +191,33 @@ class KeyStreams(Uniforms):
         self._buf = np.frombuffer(raw, dtype="<u8").reshape(self.streams, self._width)
 
     def _beyond(self, owner: np.ndarray, at: np.ndarray) -> np.ndarray:
-        """Words past the first ``words``: rows of 8 x ``words`` read once per owner that needs
-        them, and any owner needing more than that read to its length."""
-        wide = 8 * self._width
-        new = np.unique(owner[self._row[owner] < 0])
-        if new.size:
-            used = self._used
-            if self._more is None or used + new.size > len(self._more):  # grow by doubling
-                grown = np.empty((max(2 * (used + new.size), 64), wide), dtype=np.uint64)
-                if self._more is not None:
-                    grown[:used] = self._more[:used]
-                self._more = grown
-            self._row[new] = used + np.arange(new.size)
-            self._more[used : used + new.size] = np.frombuffer(
-                b"".join(stream_bytes(self._keys[int(o)], self.name, 8 * wide) for o in new), dtype="<u8"
-            ).reshape(new.size, wide)
-            self._used = used + new.size
-        out = np.empty(owner.size, dtype=np.uint64)
-        inside = at < wide
-        out[inside] = self._more[self._row[owner[inside]], at[inside]]
-        far = np.flatnonzero(~inside)
-        if far.size:  # one read per owner, to the farthest word it needs
-            order = far[np.argsort(owner[far], kind="stable")]
-            cuts = np.flatnonzero(np.diff(owner[order])) + 1
-            for group in np.split(order, cuts):
-                o, a = int(owner[group[0]]), at[group]
-                out[group] = self._prefix(o, int(a.max()) + 1)[a]
-        return out
+        """Words past the first ``words``: each owner's stream is read to at least twice the
+        farthest word it needs (8 x ``words`` words at least), kept in one flat buffer, and
+        read again at twice the length only when a draw goes past it; the words are then
+        gathered at once (no step per owner, but for the reads)."""
+        if self._cap is None:
+            self._start = np.zeros(self.streams, dtype=np.int64)
+            self._cap = np.zeros(self.streams, dtype=np.int64)
+        owners, which = np.unique(owner, return_inverse=True)
+        need = np.zeros(owners.size, dtype=np.int64)
+        np.maximum.at(need, which, at + 1)
+        short = need > self._cap[owners]
+        if short.any():
+            grow = owners[short]
+            caps = np.maximum(2 * need[short], 8 * self._width)
+            raw = np.frombuffer(b"".join(stream_bytes(self._keys[int(o)], self.name, 8 * int(c))
+                                         for o, c in zip(grow.tolist(), caps.tolist())), dtype="<u8")
+            used = self._far_used
+            if self._far is None or used + raw.size > self._far.size:  # grow by doubling
+                grown = np.empty(max(2 * (used + raw.size), 1 << 12), dtype=np.uint64)
+                if self._far is not None:
+                    grown[:used] = self._far[:used]
+                self._far = grown
+            self._far[used : used + raw.size] = raw
+            self._start[grow] = used + np.cumsum(caps) - caps
+            self._cap[grow] = caps
+            self._far_used = used + raw.size
+        return self._far[self._start[owner] + at]
 
     def _prefix(self, owner: int, words: int) -> np.ndarray:
         """At least the first ``words`` words of ``owner``'s stream, read again at twice the
