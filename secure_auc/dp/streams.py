@@ -198,13 +198,12 @@ class KeyStreams(Uniforms):
         if self._cap is None:
             self._start = np.zeros(self.streams, dtype=np.int64)
             self._cap = np.zeros(self.streams, dtype=np.int64)
-        owners, which = np.unique(owner, return_inverse=True)
-        need = np.zeros(owners.size, dtype=np.int64)
-        np.maximum.at(need, which, at + 1)
-        short = need > self._cap[owners]
-        if short.any():
-            grow = owners[short]
-            caps = np.maximum(2 * need[short], 8 * self._width)
+        over = at >= self._cap[owner]
+        if over.any():  # the owners whose reads end before a word they need now
+            grow, which = np.unique(owner[over], return_inverse=True)
+            need = np.zeros(grow.size, dtype=np.int64)
+            np.maximum.at(need, which, at[over] + 1)
+            caps = np.maximum(2 * need, 8 * self._width)
             raw = np.frombuffer(b"".join(stream_bytes(self._keys[int(o)], self.name, 8 * int(c))
                                          for o, c in zip(grow.tolist(), caps.tolist())), dtype="<u8")
             used = self._far_used
