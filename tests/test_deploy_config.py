@@ -74,6 +74,12 @@ def test_a_configuration_is_read_with_the_command_lines_defaults(tmp_path):
     (("epsilon = 1", "epsilon = 0"), r"\[mechanism\]: "),
     (("ledger = \"privacy.json\"\n", ""), r"clients\[0\].budget needs clients\[0\].ledger"),
     (("[server]", "[server"), r"not valid TOML"),
+    (("epsilon = 1", "epsilon = \"one\""), r"deploy.toml: mechanism.epsilon must be a number, got 'one'"),
+    (("epsilon = 1", "epsilon = true"), r"mechanism.epsilon must be a number, got True"),
+    (("budget = 4", "budget = -1"), r"deploy.toml: clients\[0\].budget must be a number in \(0, inf\), got -1"),
+    (("budget = 4", "budget = \"ten\""), r"clients\[0\].budget must be a number in \(0, inf\), got 'ten'"),
+    (("budget = 4", "budget = 4\nbudget_delta = 1.0"), r"clients\[0\].budget_delta must be a number in \[0, 1\), got 1.0"),
+    (("budget = 4", "budget = inf"), r"clients\[0\].budget must be a number in \(0, inf\), got inf"),
 ])
 def test_a_bad_configuration_is_one_line_naming_the_option(tmp_path, edit, message):
     old, new = edit
@@ -141,6 +147,29 @@ def test_a_clients_hook_and_labels(tmp_path):
         _scores(np.array([0.1, np.nan, 0.3]), 3)
     with pytest.raises(InputError, match="cannot load the scoring hook 'nomodule:f'"):
         load_hook("nomodule:f", tmp_path)
+
+
+def test_a_clients_scores_and_labels_from_client_files_of_every_form(tmp_path):
+    import gzip
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    # a client file per epoch, as make-data writes them (score and label columns): the scores are the score
+    # column, the labels the label column, whichever other columns are there
+    (tmp_path / "epoch0.csv").write_text("id,score,label\n1,0.25,true\n2,0.75,false\n3,0.5,1\n")
+    (tmp_path / "epoch1.csv.gz").write_bytes(gzip.compress(b"score\n0.125\n0.5\n1e-3\n"))
+    pq.write_table(pa.table({"label": [0, 1, 1], "score": [0.3, 0.2, 0.1]}), tmp_path / "epoch2.parquet")
+    assert _scores(load_hook("epoch{epoch}.csv", tmp_path)(0, client=0, evaluation=1), 3)[0].tolist() == [0.25, 0.75, 0.5]
+    assert load_hook("epoch{epoch}.csv.gz", tmp_path)(1).tolist() == [0.125, 0.5, 1e-3]
+    assert load_hook("epoch{epoch}.parquet", tmp_path)(2).tolist() == [0.3, 0.2, 0.1]
+    assert read_labels(tmp_path / "epoch0.csv").tolist() == [1, 0, 1]  # true/false labels beside the scores
+    assert read_labels(tmp_path / "epoch2.parquet").tolist() == [0, 1, 1]
+    (tmp_path / "epoch3.csv").write_text("score,label\n0.1,0\nhigh,1\n")
+    with pytest.raises(InputError, match=r"epoch3.csv: row 2 \(line 3\), column 'score': 'high' is not a number"):
+        load_hook("epoch{epoch}.csv", tmp_path)(3)
+    with pytest.raises(InputError, match=r"epoch1.csv.gz: missing column 'label'"):
+        read_labels(tmp_path / "epoch1.csv.gz")
 
 
 def test_a_withdrawn_reservation_is_not_charged(tmp_path):

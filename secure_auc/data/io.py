@@ -18,7 +18,8 @@ import numpy as np
 
 from ..validation import InputError, check_binary_labels, check_scores
 
-__all__ = ["ClientData", "read_client_file", "read_client_csv", "write_client_csv", "same_files", "write_client_file"]
+__all__ = ["ClientData", "read_client_file", "read_client_csv", "read_score_file", "read_label_file", "write_client_csv",
+           "same_files", "write_client_file"]
 
 _LABELS = {"0": 0, "1": 1, "false": 0, "true": 1, "0.0": 0, "1.0": 1}
 
@@ -194,6 +195,13 @@ def read_client_file(path: str | Path, *, score_column: str = "score", label_col
     >>> data.scores, data.labels
     (array([0.9 , 0.25]), array([1, 0], dtype=int8))
     """
+    scores, labels, ids = _read_columns(path, score_column, label_column, id_column)
+    return ClientData(scores, labels, str(path), ids)
+
+
+def _read_columns(path: str | Path, score_column: str | None, label_column: str | None,
+                  id_column: str | None = None) -> tuple:
+    """(scores, labels, ids) of a client file of any form, each None when not asked for."""
     path = Path(path)
     raw = _read_bytes(path)
     if raw[:4] == PARQUET_MAGIC:
@@ -250,25 +258,94 @@ def read_client_csv(path: str | Path, *, score_column: str = "score", label_colu
     return read_client_file(path, score_column=score_column, label_column=label_column, id_column=id_column)
 
 
+def read_score_file(path: str | Path, *, score_column: str = "score") -> np.ndarray:
+    """Read the scores alone from a file of any form :func:`read_client_file` reads (a
+    client's scores for one evaluation, next to labels read once); other columns,
+    a label column included, are ignored.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The file: CSV, gzip-compressed CSV or Parquet.
+    score_column : str, default "score"
+        The column holding the scores, matched ignoring case and surrounding spaces.
+
+    Returns
+    -------
+    numpy.ndarray of float64
+        The scores in file order, every one finite.
+
+    Raises
+    ------
+    InputError
+        One line naming the file (and the row and column), as :func:`read_client_file`.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from secure_auc.data.io import read_score_file
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = Path(tmp) / "epoch3.csv"
+    ...     _ = path.write_text("id,score\\n7,0.9\\n8,0.25\\n")
+    ...     read_score_file(path)
+    array([0.9 , 0.25])
+    """
+    return _read_columns(path, score_column, None)[0]
+
+
+def read_label_file(path: str | Path, *, label_column: str = "label") -> np.ndarray:
+    """Read the labels alone (0/1 or true/false, any case) from a file of any form
+    :func:`read_client_file` reads; other columns, a score column included, are ignored.
+
+    Returns
+    -------
+    numpy.ndarray of int8
+
+    Raises
+    ------
+    InputError
+        One line naming the file (and the row and column), as :func:`read_client_file`.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from secure_auc.data.io import read_label_file
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = Path(tmp) / "labels.csv"
+    ...     _ = path.write_text("clicked\\ntrue\\n0\\n")
+    ...     read_label_file(path, label_column="clicked")
+    array([1, 0], dtype=int8)
+    """
+    return _read_columns(path, None, label_column)[1]
+
+
 def _option_hint(name: str, default: str, option: str) -> str:
     return "" if name != default else f" (another name: {option})"
 
 
-def _parse_csv(path: Path, text: str, score_column: str, label_column: str, id_column: str | None = None) -> ClientData:
+def _parse_csv(path: Path, text: str, score_column: str | None, label_column: str | None,
+               id_column: str | None = None) -> tuple:
+    """(scores, labels, ids) of a CSV file's text, each None when its column is not asked for."""
     import io
 
     reader = csv.reader(io.StringIO(text, newline=""))
+    asked = [c for c in (score_column, label_column) if c is not None]
     try:
         header = next(reader)
     except StopIteration:
-        raise InputError(f"{path}: file is empty (expected a header with {score_column!r} and {label_column!r})") from None
+        raise InputError(f"{path}: file is empty (expected a header with {' and '.join(map(repr, asked))})") from None
     except csv.Error as exc:
         raise InputError(f"{path}: line 1: not valid CSV ({exc})") from None
-    si = _find_column(path, header, score_column, _option_hint(score_column, "score", "--score-column"))
-    li = _find_column(path, header, label_column, _option_hint(label_column, "label", "--label-column"))
-    sname, lname = header[si].strip(), header[li].strip()
+    si = None if score_column is None else \
+        _find_column(path, header, score_column, _option_hint(score_column, "score", "--score-column"))
+    li = None if label_column is None else \
+        _find_column(path, header, label_column, _option_hint(label_column, "label", "--label-column"))
     ii = None if id_column is None else _find_column(path, header, id_column, " (--id-column)")
-    width = max(si, li, -1 if ii is None else ii) + 1
+    found = [i for i in (si, li) if i is not None]
+    needs = f"column{'s' * (len(found) > 1)} " + " and ".join(repr(header[i].strip()) for i in found)
+    width = max(found + ([] if ii is None else [ii])) + 1
     scores: list[float] = []
     labels: list[int] = []
     ids: list[str] = []
@@ -280,35 +357,40 @@ def _parse_csv(path: Path, text: str, score_column: str, label_column: str, id_c
             row += 1
             where = f"{path}: row {row} (line {reader.line_num})"
             if len(fields) < width:
-                raise InputError(f"{where}: has {len(fields)} fields, needs columns {sname!r} and {lname!r}")
-            text_value = fields[si].strip()
-            try:
-                value = float(text_value)
-            except ValueError:
-                raise InputError(f"{where}, column {sname!r}: {text_value!r} is not a number") from None
-            if not math.isfinite(value):
-                raise InputError(f"{where}, column {sname!r}: {text_value!r} is not finite")
-            lab = _LABELS.get(fields[li].strip().lower())
-            if lab is None:
-                raise InputError(
-                    f"{where}, column {lname!r}: {fields[li]!r} is not a label (use 0/1 or true/false)"
-                )
+                raise InputError(f"{where}: has {len(fields)} fields, needs {needs}")
+            if si is not None:
+                text_value = fields[si].strip()
+                try:
+                    value = float(text_value)
+                except ValueError:
+                    raise InputError(f"{where}, column {header[si].strip()!r}: {text_value!r} is not a number") from None
+                if not math.isfinite(value):
+                    raise InputError(f"{where}, column {header[si].strip()!r}: {text_value!r} is not finite")
+                scores.append(value)
+            if li is not None:
+                lab = _LABELS.get(fields[li].strip().lower())
+                if lab is None:
+                    raise InputError(
+                        f"{where}, column {header[li].strip()!r}: {fields[li]!r} is not a label (use 0/1 or true/false)"
+                    )
+                labels.append(lab)
             if ii is not None:
                 ident = fields[ii].strip()
                 if not ident:
                     raise InputError(f"{where}, column {header[ii].strip()!r}: empty record identifier")
                 ids.append(ident)
-            scores.append(value)
-            labels.append(lab)
     except csv.Error as exc:
         raise InputError(f"{path}: line {reader.line_num}: not valid CSV ({exc})") from None
-    if not scores:
+    if not row:
         raise InputError(f"{path}: has a header but no data rows")
-    return ClientData(np.asarray(scores, dtype=np.float64), np.asarray(labels, dtype=np.int8), str(path),
-                      None if ii is None else np.asarray(ids, dtype=np.str_))
+    return (None if si is None else np.asarray(scores, dtype=np.float64),
+            None if li is None else np.asarray(labels, dtype=np.int8),
+            None if ii is None else np.asarray(ids, dtype=np.str_))
 
 
-def _read_parquet(path: Path, score_column: str, label_column: str, id_column: str | None = None) -> ClientData:
+def _read_parquet(path: Path, score_column: str | None, label_column: str | None,
+                  id_column: str | None = None) -> tuple:
+    """(scores, labels, ids) of a Parquet file, each None when its column is not asked for."""
     try:
         import pyarrow.parquet as pq
     except ImportError:
@@ -316,38 +398,48 @@ def _read_parquet(path: Path, score_column: str, label_column: str, id_column: s
     try:
         schema = pq.read_schema(path)
         header = list(schema.names)
-        si = _find_column(path, header, score_column, _option_hint(score_column, "score", "--score-column"))
-        li = _find_column(path, header, label_column, _option_hint(label_column, "label", "--label-column"))
+        si = None if score_column is None else \
+            _find_column(path, header, score_column, _option_hint(score_column, "score", "--score-column"))
+        li = None if label_column is None else \
+            _find_column(path, header, label_column, _option_hint(label_column, "label", "--label-column"))
         ii = None if id_column is None else _find_column(path, header, id_column, " (--id-column)")
-        table = pq.read_table(path, columns=[header[si], header[li]] + ([] if ii is None else [header[ii]]))
+        wanted = sorted({i for i in (si, li, ii) if i is not None})
+        table = pq.read_table(path, columns=[header[i] for i in wanted])
     except InputError:
         raise
     except Exception as exc:  # pyarrow's ArrowInvalid, OSError, ...: a corrupt file
         raise InputError(f"{path}: not a readable Parquet file ({str(exc).splitlines()[0]})") from None
     if table.num_rows == 0:
         raise InputError(f"{path}: has no data rows")
-    sname, lname = header[si], header[li]
-    scores = _parquet_column(path, table.column(0), sname)
-    labels = _parquet_column(path, table.column(1), lname)
-    try:
-        scores = scores.astype(np.float64)
-    except (TypeError, ValueError):
-        raise InputError(f"{path}: column {sname!r} is not numeric (type {table.schema.field(0).type})") from None
-    bad = ~np.isfinite(scores)
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        raise InputError(f"{path}: row {i + 1}, column {sname!r}: {scores[i]} is not finite")
-    if labels.dtype.kind in "OUS":
-        mapped = np.array([_LABELS.get(str(v).strip().lower(), -1) for v in labels], dtype=np.int64)
-    else:
-        mapped = labels.astype(np.float64)
-    bad = (mapped != 0) & (mapped != 1)
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        raise InputError(f"{path}: row {i + 1}, column {lname!r}: {labels[i]!r} is not a label (use 0/1 or true/false)")
-    ids = None
+
+    def column(i):
+        return _parquet_column(path, table.column(wanted.index(i)), header[i])
+
+    scores = labels = ids = None
+    if si is not None:
+        sname, scores = header[si], column(si)
+        try:
+            scores = scores.astype(np.float64)
+        except (TypeError, ValueError):
+            raise InputError(f"{path}: column {sname!r} is not numeric (type {schema.field(si).type})") from None
+        bad = ~np.isfinite(scores)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise InputError(f"{path}: row {i + 1}, column {sname!r}: {scores[i]} is not finite")
+    if li is not None:
+        raw = column(li)
+        if raw.dtype.kind in "OUS":
+            mapped = np.array([_LABELS.get(str(v).strip().lower(), -1) for v in raw], dtype=np.int64)
+        else:
+            mapped = raw.astype(np.float64)
+        bad = (mapped != 0) & (mapped != 1)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise InputError(f"{path}: row {i + 1}, column {header[li]!r}: {raw[i]!r} is not a label "
+                             "(use 0/1 or true/false)")
+        labels = mapped.astype(np.int8)
     if ii is not None:
-        ids = _parquet_column(path, table.column(2), header[ii])
+        ids = column(ii)
         if ids.dtype.kind == "O":
             ids = np.asarray([str(v).strip() for v in ids], dtype=np.str_)
             if ids.size and np.strings.str_len(ids).min() == 0:
@@ -356,7 +448,7 @@ def _read_parquet(path: Path, score_column: str, label_column: str, id_column: s
         elif ids.dtype.kind not in "iu":
             raise InputError(f"{path}: column {header[ii]!r} holds {ids.dtype} values; record identifiers are "
                              "integers or text")
-    return ClientData(scores, mapped.astype(np.int8), str(path), ids)
+    return scores, labels, ids
 
 
 def _parquet_column(path: Path, column, name: str) -> np.ndarray:

@@ -30,7 +30,7 @@ entry under ``[[clients]]``; those entries hold paths on that client's host)::
 
     [[clients]]                    # client 0
     labels = "data/labels.csv"     # a column 'label' (0/1)
-    scores = "scoring:score"       # module:function, or a file per evaluation: "scores/epoch{epoch}.npy"
+    scores = "scoring:score"       # module:function, or a file per evaluation: "scores/epoch{epoch}.npy" (.csv, ...)
     ledger = "privacy.json"        # optional: this client's own privacy ledger
     budget = 10.0                  # optional, with ledger: the total eps of these labels
 
@@ -41,6 +41,7 @@ put first on ``sys.path`` to import a client's hook.
 from __future__ import annotations
 
 import math
+
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10: the same parser as a package
@@ -55,6 +56,7 @@ __all__ = ["DeployConfig", "ClientEntry", "load_config", "options_config", "pars
 
 MECHANISM_KEYS = ("name", "epsilon", "delta", "noise", "allocation", "sensitivity", "alpha", "beta",
                   "honest_fraction", "split")
+_MECHANISM_NUMBERS = ("epsilon", "delta", "sensitivity", "alpha", "beta", "honest_fraction", "split")
 _DEPLOYMENT_DEFAULTS = {"computing_parties": 3, "provider": "ttp", "sort": "radix", "timeout": 60.0,
                         "join_timeout": 300.0, "score_timeout": 600.0}
 
@@ -176,6 +178,20 @@ def _seconds(value, where: str, path: Path) -> float:
     return float(value)
 
 
+def _number(value, where: str, path: Path, *, low: float, low_open: bool, high: float | None = None,
+            high_open: bool = True) -> float:
+    """A finite number in the given range, as float; an InputError names the file and option."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if ok:
+        ok = (value > low if low_open else value >= low) and \
+            (high is None or (value < high if high_open else value <= high))
+    if not ok:
+        left = "(" if low_open else "["
+        right = "inf)" if high is None else (f"{high:g})" if high_open else f"{high:g}]")
+        raise InputError(f"{path}: {where} must be a number in {left}{low:g}, {right}, got {value!r}")
+    return float(value)
+
+
 def load_config(path) -> DeployConfig:
     """Read and check a deployment configuration file.
 
@@ -250,6 +266,9 @@ def load_config(path) -> DeployConfig:
         raise InputError(f"{path}: mechanism.name is missing (none, rr, laplace, gaussian, distributed)")
     if mech["name"] in ("laplace", "gaussian"):
         mech = {"allocation": "adaptive"} | mech  # the command line's default
+    for key in _MECHANISM_NUMBERS:
+        if key in mech and (not isinstance(mech[key], (int, float)) or isinstance(mech[key], bool)):
+            raise InputError(f"{path}: mechanism.{key} must be a number, got {mech[key]!r}")
     mech = {k: (float(v) if isinstance(v, int) and not isinstance(v, bool) and k not in ("name",) else v)
             for k, v in mech.items()}
 
@@ -285,7 +304,9 @@ def load_config(path) -> DeployConfig:
             labels=base / c["labels"] if "labels" in c else None, label_column=str(c.get("label_column", "label")),
             scores=str(c["scores"]) if "scores" in c else None,
             ledger=base / c["ledger"] if "ledger" in c else None,
-            budget=float(c["budget"]) if "budget" in c else None, budget_delta=float(c.get("budget_delta", 0.0))))
+            budget=_number(c["budget"], f"clients[{k}].budget", path, low=0, low_open=True) if "budget" in c else None,
+            budget_delta=_number(c.get("budget_delta", 0.0), f"clients[{k}].budget_delta", path, low=0,
+                                 low_open=False, high=1)))
     config = DeployConfig(
         path=path, computing_parties=w, provider=dep["provider"], sort=dep["sort"], roster_path=base / dep.get(
             "roster", "roster.json"), mechanism_options=mech,
@@ -294,7 +315,7 @@ def load_config(path) -> DeployConfig:
         listen=tuple(listen), clients=tuple(clients), **timeouts)
     try:
         config.mechanism().check_release()
-    except InputError as exc:
+    except (InputError, ValueError, TypeError) as exc:  # make_mechanism's checks, and any it leaves to Python
         raise InputError(f"{path}: [mechanism]: {exc}") from None
     return config
 

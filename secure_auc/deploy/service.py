@@ -450,7 +450,7 @@ def evaluation_result(mechanism, reply: dict, *, startup: dict | None = None, se
 def read_labels(path: Path, column: str = "label") -> np.ndarray:
     """A client's labels: the column ``column`` (0/1) of a client file (CSV, CSV.gz, Parquet;
     other columns ignored), or a ``.npy`` array."""
-    from ..data.io import read_client_file
+    from ..data.io import read_label_file
 
     if path.suffix == ".npy":
         try:
@@ -460,13 +460,14 @@ def read_labels(path: Path, column: str = "label") -> np.ndarray:
         if not np.isin(labels, (0, 1)).all():
             raise InputError(f"{path}: labels must be 0 or 1")
         return labels.astype(np.int8)
-    return read_client_file(path, score_column=column, label_column=column).labels
+    return read_label_file(path, label_column=column)
 
 
 def load_hook(spec: str, folder: Path):
     """A client's source of scores: ``module:function`` (imported with ``folder`` first on
     ``sys.path``), called as ``function(epoch, client=k, evaluation=n)``; or a file per
-    evaluation, ``path/with/{epoch}.npy`` or ``.csv`` (a column ``score``)."""
+    evaluation, ``path/with/{epoch}.npy``, or a CSV, gzip-compressed CSV or Parquet file with
+    a column ``score`` (:func:`.data.io.read_score_file`; other columns ignored)."""
     module, sep, name = spec.partition(":")
     if sep and "/" not in module and "{" not in spec and not module.endswith((".npy", ".csv")):
         if str(folder) not in sys.path:
@@ -483,9 +484,9 @@ def load_hook(spec: str, folder: Path):
         path = folder / spec.format(epoch=epoch)
         if path.suffix == ".npy":
             return np.load(path, allow_pickle=False)
-        from ..data.io import read_client_file
+        from ..data.io import read_score_file
 
-        return read_client_file(path, score_column="score", label_column="score").scores
+        return read_score_file(path)
 
     return from_file
 

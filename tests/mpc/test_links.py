@@ -151,6 +151,29 @@ def test_only_the_hosts_that_never_connected_are_named():
     assert str(err).startswith("client 0 never connected to helper 1 (rank 1) within 1.5 s (1 connection(s)"), err
 
 
+def test_a_host_whose_connect_meets_itself_says_the_party_is_not_reachable(monkeypatch):
+    """With nothing listening on a port in the system's ephemeral range, a retried connect can
+    be given that port as its own and meet itself (TCP's simultaneous open): that is no party."""
+    import secure_auc.mpc.comm.inlinks as inlinks
+
+    tries = []
+
+    def meet_itself(address, timeout):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        s.settimeout(timeout)
+        s.connect(s.getsockname())  # the same connected socket a self-connect gives
+        tries.append(s.getsockname() == s.getpeername())
+        return s
+
+    monkeypatch.setattr(inlinks.socket, "create_connection", meet_itself)
+    start = time.monotonic()
+    with pytest.raises(InputLinkError, match=r"^server is not reachable at 127.0.0.1:\d+ \(tried for 1 s\)$"):
+        connect(0, generate_identity(), [("127.0.0.1", 40000, b"k" * 32)], timeout=1.0,
+                describe_party=lambda p: "server", describe_me="client 0")
+    assert 1.0 <= time.monotonic() - start < 3 and len(tries) > 2 and all(tries)
+
+
 def test_a_host_checks_the_partys_key():
     party = _Party(1, timeout=3)
     from secure_auc.mpc.comm.channel import ChannelError

@@ -295,6 +295,17 @@ def _logged(verdict, describe_me: str):
     return verdict
 
 
+def _connect_to_another(address: tuple[str, int], timeout: float) -> socket.socket:
+    """A TCP connection to ``address``, never to this socket itself: while nothing listens on a
+    port of this host in the system's ephemeral range, a retried connect may be given that same
+    port as its own and meet itself (TCP's simultaneous open); that counts as refused."""
+    sock = socket.create_connection(address, timeout=timeout)
+    if sock.getsockname() == sock.getpeername():
+        sock.close()
+        raise ConnectionRefusedError(f"{address[0]}:{address[1]}: connected to itself (nothing listens there)")
+    return sock
+
+
 def connect(h: int, identity, parties: list[tuple[str, int, bytes]], *, timeout: float, describe_party,
             describe_me: str) -> list[InputLink]:
     """Client host ``h``: connect to every computing party ``(addr, port, public key)``
@@ -308,8 +319,7 @@ def connect(h: int, identity, parties: list[tuple[str, int, bytes]], *, timeout:
             deadline = time.monotonic() + timeout
             while True:
                 try:
-                    sock = socket.create_connection((addr, port),
-                                                    timeout=max(0.1, min(2.0, deadline - time.monotonic())))
+                    sock = _connect_to_another((addr, port), max(0.1, min(2.0, deadline - time.monotonic())))
                     break
                 except OSError:
                     if time.monotonic() > deadline:
