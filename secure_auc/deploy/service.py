@@ -41,6 +41,7 @@ the operators restart them.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 import select
@@ -133,8 +134,10 @@ def run_computing_service(config: DeployConfig, kind: str, index: int, identity,
                timeout=config.join_timeout + config.timeout, identity=identity, roster=roster, roll_call=True)
     if kind == "dealer":
         with forbid_crypten_randomness():
-            run_dealer()
-        log.info("[dealer] the server ended the deployment")
+            ending = run_dealer()
+        if ending is not None and not ending[1]:
+            raise ServiceError(f"the deployment ended: {ending[0]}")
+        log.info("[dealer] %s", ending[0] if ending is not None else "the server ended the deployment")
         return 0
 
     def describe(r):
@@ -157,12 +160,19 @@ def _accept_clients(config: DeployConfig, rank: int, identity, roster, describe)
     listener = listen(config.listen[rank], config.client_addresses[rank][1])
     try:
         links = accept_hosts(listener, rank, identity, list(roster.clients), timeout=config.join_timeout,
-                             describe_me=describe(rank), describe_host=lambda h: f"client {h}")
+                             describe_me=describe(rank), describe_host=lambda h: f"client {h}",
+                             farewell=_tell_the_end)
     finally:
         listener.close()
     joins = {h: links[h].recv_obj(CH_JOIN) for h in range(len(links))}
     _set_timeout(links.values(), config.timeout)
     return links, joins
+
+
+def _tell_the_end(link, error: Exception) -> None:
+    """A computing party that cannot start tells a client that did join why (the client's
+    :func:`_next_message` reads it from any computing party)."""
+    link.send_obj(CH_CONTROL, {"op": "end", "reason": str(error), "shutdown": False})
 
 
 def _helper(config, pconfig, rank, identity, roster, describe) -> int:
@@ -295,6 +305,10 @@ class _Server:
             self.tell_helpers(msg)
         except Exception:  # noqa: BLE001 - the helpers learn it from their own links
             pass
+        from ..mpc.primitives.dealer import tell_dealer_the_end
+
+        with contextlib.suppress(Exception):  # a dealer that is gone learns nothing
+            tell_dealer_the_end(reason, shutdown)
 
     def client_lost(self, h: int) -> ServiceError:
         from ..mpc.comm.runtime import explain
@@ -651,9 +665,11 @@ def _next_message(links, timeout: float | None, describe_party) -> dict:
             p = socks[sock]
             if p != 0 and links[0].sock not in ready:  # the server's message first: it says why
                 try:
-                    links[p].recv_obj(CH_CONTROL)
+                    msg = links[p].recv_obj(CH_CONTROL)
                 except Exception as exc:  # noqa: BLE001
                     raise ServiceError(explain(exc)) from None  # names the party
+                if isinstance(msg, dict) and msg.get("op") == "end":  # it could not start either (_tell_the_end)
+                    return msg
                 raise ServiceError(f"{describe_party(p)} sent a message outside an evaluation")
         if ready:
             try:

@@ -32,8 +32,9 @@ def _host_name(h):
 class _Party:
     """A computing party (rank 1) accepting the links of ``hosts`` client hosts, in a thread."""
 
-    def __init__(self, hosts: int, timeout: float):
+    def __init__(self, hosts: int, timeout: float, farewell=None):
         self.identity, self.hosts = generate_identity(), [generate_identity() for _ in range(hosts)]
+        self.farewell = farewell
         self.listener = listen("127.0.0.1", 0)
         self.port = self.listener.getsockname()[1]
         self.result, self.took = None, None
@@ -46,7 +47,7 @@ class _Party:
         try:
             self.result = accept_hosts(self.listener, 1, self.identity, [public_bytes(k) for k in self.hosts],
                                        timeout=self.timeout, describe_me="helper 1 (rank 1)",
-                                       describe_host=_host_name)
+                                       describe_host=_host_name, farewell=self.farewell)
         except Exception as exc:  # noqa: BLE001 - checked by the test
             self.result = exc
         self.took = time.monotonic() - start
@@ -172,6 +173,28 @@ def test_a_host_whose_connect_meets_itself_says_the_party_is_not_reachable(monke
         connect(0, generate_identity(), [("127.0.0.1", 40000, b"k" * 32)], timeout=1.0,
                 describe_party=lambda p: "server", describe_me="client 0")
     assert 1.0 <= time.monotonic() - start < 3 and len(tries) > 2 and all(tries)
+
+
+@pytest.mark.parametrize("says_why", [True, False])
+def test_a_host_that_joined_is_told_why_the_run_cannot_start(says_why):
+    """When another host never connects, the party tells the hosts that did why before it closes their
+    links (the last message is read, not lost to a reset: the host's join message is still unread)."""
+    from secure_auc.mpc.comm.inlinks import part
+
+    def farewell(link, error):
+        link.send_obj(9, {"op": "end", "reason": str(error)})
+
+    party = _Party(2, timeout=1.5, farewell=farewell if says_why else None)
+    link = party.host(0)
+    link.send_obj(7, {"client": 0, "padding": "x" * 100_000})  # the join message the party never reads
+    err = party.join()
+    assert str(err).startswith("client 1 never connected to helper 1 (rank 1) within 1.5 s"), err
+    if says_why:
+        assert link.recv_obj(9) == {"op": "end", "reason": str(err)}
+    else:
+        with pytest.raises(InputLinkError, match=r"^helper 1 \(rank 1\) disconnected"):
+            link.recv_obj(9)
+    part(link)
 
 
 def test_a_host_checks_the_partys_key():
@@ -309,3 +332,14 @@ def test_without_a_roster_only_this_users_processes_join(tmp_path, free_port):
             assert "client 0 (rank 1) is not a process of this user" in last
     key = tmp_path / "mine" / "secure-auc" / "local-link.key"
     assert (key.stat().st_mode & 0o777) == 0o600
+
+
+def test_the_roll_call_names_a_missing_party_by_the_rosters_layout(free_port):
+    """In the helpers layout rank 2 is helper 2, not client 1: the roll call names it by the roster."""
+    from secure_auc.mpc.comm.roster import Roster
+    from secure_auc.mpc.comm.runtime import PartyStartError, _roll_call
+
+    keys = [public_bytes(generate_identity()) for _ in range(6)]
+    helpers = Roster(server=keys[0], clients=(keys[4], keys[5]), dealer=keys[3], helpers=(keys[1], keys[2]))
+    with pytest.raises(PartyStartError, match=r"^helper 1 \(rank 1\), helper 2 \(rank 2\), dealer \(rank 3\) never joined within 1 s$"):
+        _roll_call(0, 4, 2, "127.0.0.1", free_port, 1.0, helpers.describe)

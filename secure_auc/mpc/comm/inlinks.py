@@ -24,6 +24,7 @@ is bounded by the timeout, and a peer that disconnects or stays silent is named.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import socket
@@ -252,11 +253,13 @@ def _tune(sock: socket.socket, timeout: float) -> None:
 
 
 def accept_hosts(server: socket.socket, me: int, identity, host_keys: list[bytes], *, timeout: float,
-                 describe_me: str, describe_host) -> dict[int, InputLink]:
+                 describe_me: str, describe_host, farewell=None) -> dict[int, InputLink]:
     """Accept one authenticated link from each of the client hosts whose public keys are
     ``host_keys`` (side by side, each connection within its own time limit; any other
     connection is closed and logged, and the run goes on); return the links by host index.
-    Hosts that have not connected within ``timeout`` seconds are named in the error."""
+    Hosts that have not connected within ``timeout`` seconds are named in the error;
+    ``farewell(link, error)`` (optional) is first called on the link of each host that did
+    connect, to tell it why (:func:`part`)."""
     ctx = tls.context(identity, f"rank {me}", _BOUND, server_side=True)
 
     def admit(c: tls.Session):
@@ -275,18 +278,41 @@ def accept_hosts(server: socket.socket, me: int, identity, host_keys: list[bytes
     accepted, refused = tls.accept(server, ctx, lambda c: _logged(admit(c), describe_me), len(host_keys),
                                    time.monotonic() + timeout)
     if len(accepted) < len(host_keys):
-        for c in accepted.values():
-            c.sock.close()
         missing = [h for h in range(len(host_keys)) if h not in accepted]
         names = ", ".join(describe_host(h) for h in missing[:5]) + (" and others" if len(missing) > 5 else "")
         closed = f" ({len(refused)} connection(s) that did not authenticate as a client host were closed)" \
             if refused else ""
-        raise InputLinkError(f"{names} never connected to {describe_me} within {timeout:g} s{closed}")
+        error = InputLinkError(f"{names} never connected to {describe_me} within {timeout:g} s{closed}")
+        for h, c in accepted.items():
+            if farewell is None:
+                c.sock.close()
+                continue
+            link = InputLink(c, host_id(h), describe_host(h), 2.0)
+            with contextlib.suppress(Exception):  # that host is gone too
+                farewell(link, error)
+            part(link)
+        raise error
     links = {}
     for h, c in accepted.items():
         _tune(c.sock, timeout)
         links[h] = InputLink(c, host_id(h), describe_host(h), timeout)
     return links
+
+
+def part(link: InputLink, wait: float = 2.0) -> None:
+    """Close ``link`` so that what was last sent on it is read: stop sending (FIN), then drop
+    what the peer still sends until it closes its end (at most ``wait`` seconds).  Closing
+    at once with unread bytes from the peer would reset the connection, and the peer could
+    lose the last message instead of reading it."""
+    sock = link.sock
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_WR)
+        end = time.monotonic() + wait
+        while (left := end - time.monotonic()) > 0:
+            sock.settimeout(left)
+            if not sock.recv(1 << 16):
+                break
+    sock.close()
 
 
 def _logged(verdict, describe_me: str):

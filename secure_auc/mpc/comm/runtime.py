@@ -118,7 +118,9 @@ def init_party(*, rank: int, parties: int, master_addr: str, master_port: int,
     c10d.default_pg_timeout = timedelta(seconds=timeout)
     total = parties + (1 if provider == "ttp" else 0)
     if roll_call:
-        _ROLL_CALL.append(_roll_call(rank, total, parties - 1, str(master_addr), int(master_port) + 1, timeout))
+        describe = getattr(roster, "describe", None)  # a Roster's names for its layout (not "exchange")
+        _ROLL_CALL.append(_roll_call(rank, total, parties - 1, str(master_addr), int(master_port) + 1, timeout,
+                                     describe))
     if run_token is not None:
         _claim_port(rank, str(master_addr), int(master_port), run_token, timeout)
     if on_ready is not None:
@@ -213,11 +215,12 @@ def _claim_port(rank: int, addr: str, port: int, token: str, timeout: float) -> 
                               "this run stops (give each run its own --port, or none)")
 
 
-def _roll_call(rank: int, total: int, clients: int, addr: str, port: int, timeout: float):
+def _roll_call(rank: int, total: int, clients: int, addr: str, port: int, timeout: float, describe=None):
     """Every party checks in at rank 0's store on ``port``.  If some party has not checked
     in after ``timeout`` seconds, rank 0 writes down who, waits a moment for the others to
     read it, and every party stops naming the missing ones.  Returns the store (rank 0
-    keeps it alive)."""
+    keeps it alive).  ``describe(rank)``: the names of the ranks (default: the layout where
+    every client computes, :func:`.roster.describe_rank`)."""
     import time
 
     import torch.distributed as dist
@@ -242,7 +245,8 @@ def _roll_call(rank: int, total: int, clients: int, addr: str, port: int, timeou
             if rank != 0 and store.check([verdict]):
                 raise PartyStartError(f"{store.get(verdict).decode()} never joined within {timeout:g} s")
             if time.monotonic() > deadline:
-                missing = ", ".join(describe_rank(r, clients) for r, k in enumerate(keys) if not store.check([k]))
+                name = describe or (lambda r: describe_rank(r, clients))
+                missing = ", ".join(name(r) for r, k in enumerate(keys) if not store.check([k]))
                 if rank == 0:
                     store.set(verdict, missing)
                     time.sleep(2.0)  # the others read the verdict before this store closes

@@ -70,7 +70,8 @@ from .prg import new_seed, ring, seed_to_tensor, tensor_to_seed
 from .shuffle import CARRY, INVERSE, deltas, narrow_width, permutation
 from .words import LowBytes, pack, unpack, words_for
 
-__all__ = ["DealerChannel", "serve", "run_dealer", "ping_dealer", "triple_shares", "triple_correction"]
+__all__ = ["DealerChannel", "serve", "run_dealer", "ping_dealer", "tell_dealer_the_end", "triple_shares",
+           "triple_correction"]
 
 
 ONEHOT = {f"onehot{d}": d for d in (1, 2, 3, 4)}  # one-hot randomness for digits of d bits
@@ -412,12 +413,21 @@ def _worker(state: _DealerState) -> None:
 
 SETUP = "sa_setup"  # the request name rank 0 sends through CrypTen's TTP channel to start a sort
 PING = "sa_ping"  # rank 0's keep-alive while a session waits between evaluations
+ENDING = "sa_ending"  # rank 0 tells the dealer why the deployment ends, just before it stops it
+_ending: list[tuple[str, bool]] = []  # what the dealer was told, (reason, shutdown)
 
 
 def ping_dealer() -> None:
     """Rank 0: tell the dealer the run goes on (its wait for a request would time out)."""
     if backend.uses_ttp():
         backend.ttp_request(PING)
+
+
+def tell_dealer_the_end(reason: str, shutdown: bool) -> None:
+    """Rank 0: tell the dealer why the deployment ends (a reason every other party is told
+    too), so that it stops naming the cause; ``shutdown``: an orderly end, not a fault."""
+    if backend.uses_ttp():
+        backend.ttp_request(ENDING, str(reason), bool(shutdown))
 
 
 def serve() -> None:
@@ -446,6 +456,9 @@ def serve() -> None:
                     result, state = torch.zeros(1, dtype=torch.long), _DealerState(comm.get_world_size())
                 elif message["function"] == PING:
                     result, state = torch.zeros(1, dtype=torch.long), None
+                elif message["function"] == ENDING:
+                    _ending.append((str(message["args"][0]), bool(message["args"][1])))
+                    result, state = torch.zeros(1, dtype=torch.long), None
                 else:
                     self.device = message["device"]
                     result, state = getattr(self, message["function"])(*message["args"], **message["kwargs"]), None
@@ -457,14 +470,17 @@ def serve() -> None:
     DealerServer()
 
 
-def run_dealer() -> None:
+def run_dealer() -> tuple[str, bool] | None:
     """The dealer process's whole life: :func:`serve` until the server's shutdown message
-    (CrypTen's warnings silenced)."""
+    (CrypTen's warnings silenced).  Returns what rank 0 said of the end, (reason, shutdown)
+    (:func:`tell_dealer_the_end`), or None."""
     import warnings
 
+    _ending.clear()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         serve()
+    return _ending[-1] if _ending else None
 
 
 class DealerChannel:
