@@ -131,6 +131,14 @@ def check_delta(delta: float, *, name: str = "delta") -> float:
     return d
 
 
+def check_timeout(value, *, name: str = "--timeout") -> float:
+    """Seconds to wait for another party: a finite number in (0, 86400]."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and 0 < value <= 86400
+    if not ok:
+        raise InputError(f"{name} must be a number of seconds in (0, 86400], got {value}")
+    return float(value)
+
+
 def check_fraction(value: float, *, name: str) -> float:
     v = float(value)
     if not (0.0 < v < 1.0):

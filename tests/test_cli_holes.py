@@ -182,3 +182,32 @@ def test_a_256_bit_seed_reproduces_the_plain_protocol_in_an_mpc_run(capsys):
     assert main(["evaluate", "--protocol", "plain", "--samples", "400", "--clients", "2", "--seed", str(BIG_SEED),
                  "--mechanism", "laplace", "--allocation", "adaptive", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["auc"] == plain.auc
+
+
+@pytest.mark.parametrize("mechanism", [[], ["--mechanism", "rr"], ["--mechanism", "gaussian", "--delta", "1e-5"]])
+def test_ledger_plan_takes_the_default_epsilon(capsys, mechanism):
+    assert main(["ledger", "plan", "--evaluations", "3", *mechanism]) == 0
+    out = capsys.readouterr().out
+    assert "3 evaluations within eps = 1" in out, out
+
+
+def test_ledger_plan_refuses_none_in_one_line(capsys):
+    err = _one_line_error(capsys, ["ledger", "plan", "--evaluations", "3", "--mechanism", "none"])
+    assert "--mechanism none adds no noise" in err
+
+
+@pytest.mark.parametrize("timeout", ["nan", "inf", "0", "-1", "1e9"])
+def test_a_client_refuses_a_timeout_that_is_not_a_number_of_seconds(tmp_path, capsys, timeout):
+    from secure_auc.mpc.comm.channel import public_bytes
+    from secure_auc.mpc.comm.roster import generate_identity, write_identity
+
+    (tmp_path / "c.csv").write_text("score,label\n0.5,1\n0.25,0\n")
+    keys = [generate_identity() for _ in range(4)]
+    write_identity(tmp_path / "k.pem", keys[3])
+    roster = {"server": public_bytes(keys[0]).hex(), "helpers": [public_bytes(keys[1]).hex()],
+              "clients": [public_bytes(keys[3]).hex()], "dealer": public_bytes(keys[2]).hex()}
+    (tmp_path / "r.json").write_text(json.dumps(roster))
+    err = _one_line_error(capsys, ["client", str(tmp_path / "c.csv"), "--client", "0", "--clients", "1",
+                                   "--roster", str(tmp_path / "r.json"), "--parties", "127.0.0.1:29999",
+                                   "127.0.0.1:29998", "--identity", str(tmp_path / "k.pem"), "--timeout", timeout])
+    assert f"--timeout must be a number of seconds in (0, 86400], got {float(timeout)}" in err, err

@@ -138,3 +138,42 @@ def test_the_same_file_twice_under_any_spelling(tmp_path, capsys, monkeypatch):
         load_clients(["a.csv", "b.csv", "link.csv"])
     assert main(["simulate", "a.csv", "link.csv", "--reps", "2"]) == 2
     assert "the same file as" in capsys.readouterr().err
+
+
+def test_a_path_that_is_no_regular_file_is_one_line(tmp_path):
+    write_client_csv(tmp_path / "a.csv", SCORES, LABELS)
+    # "a.csv/" is no file (pathlib would read it as a.csv: one client counted twice beside a.csv)
+    with pytest.raises(InputError, match=r"a.csv/: cannot open client file \(Not a directory\)"):
+        read_client_file(str(tmp_path / "a.csv") + "/")
+    os.mkfifo(tmp_path / "pipe.csv")  # reading it would block
+    with pytest.raises(InputError, match=r"pipe.csv: not a regular file \(a device, a pipe or a socket\)"):
+        read_client_file(tmp_path / "pipe.csv")
+    with pytest.raises(InputError, match=r"^/dev/zero: not a regular file"):  # read forever
+        read_client_file("/dev/zero")
+    with pytest.raises(InputError, match=r"cannot open client file \(File name too long\)"):
+        read_client_file(tmp_path / ("x" * 300 + ".csv"))
+
+
+@pytest.mark.parametrize("text, options, message", [
+    ("score,label,score\n0.5,1,0.1\n0.2,0,0.1\n", {}, r"the header names column 'score' 2 times \(columns 1, 3\)"),
+    ("Score,label, score \n0.5,1,0.1\n0.2,0,0.1\n", {}, r"names column 'score' 2 times"),
+    ("score,label\n0.5,1\n0.2,0\n", {"score_column": "label"},
+     r"column 'label' is asked for as both the score and the label column"),
+    ("id,score,label\n7,0.5,1\n8,0.2,0\n", {"id_column": "score"},
+     r"column 'score' is asked for as both the score and the identifier column"),
+    ("score,label\n0.5,1\n0.2,0,7\n", {}, r"row 2 \(line 3\): has 3 fields, the header names 2"),
+    ("score,label\n0.5,1,\n0.2,0,\n", {}, r"row 1 \(line 2\): has 3 fields, the header names 2"),
+])
+def test_an_ambiguous_or_ragged_file_is_refused(tmp_path, text, options, message):
+    (tmp_path / "c.csv").write_text(text)
+    with pytest.raises(InputError, match=message):
+        read_client_file(tmp_path / "c.csv", **options)
+
+
+def test_a_trailing_slash_does_not_count_a_client_twice(tmp_path, capsys):
+    write_client_csv(tmp_path / "a.csv", SCORES, LABELS)
+    write_client_csv(tmp_path / "b.csv", [0.3, 0.6], [0, 1])
+    code = main(["evaluate", "--protocol", "plain", "--mechanism", "none", str(tmp_path / "a.csv"),
+                 str(tmp_path / "b.csv"), str(tmp_path / "a.csv") + "/"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "a.csv/: cannot open client file (Not a directory)" in err, err

@@ -500,3 +500,36 @@ def test_a_deployed_client_over_its_budget_stops_the_run_naming_why(tmp_path, ca
     assert compute.returncode != 0
     assert "client 1 refused: privacy budget would be exceeded for 80 of client 1's 80 records" in err, err[-3000:]
     assert [r["state"] for r in Ledger(tmp_path / "own1.db").releases()] == ["reserved"]  # nothing more charged
+
+
+def test_an_mpc_run_that_never_started_is_not_charged(tmp_path, files, capsys):
+    """A busy port, or parties that never meet, fail before anything is computed: the reservation is
+    withdrawn; a run that fails after the parties met stays charged (test_the_budget_is_reserved_...)."""
+    import socket
+
+    led = tmp_path / "l.db"
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        code = main(["evaluate", *map(str, files), "--ledger", str(led), "--budget", "5", "--port", str(port - 1)])
+    assert code == 2 and "is busy" in capsys.readouterr().err
+    assert _releases(led) == []
+    # the parties cannot meet within 1 ms: the launcher names it, nothing was computed
+    code = main(["evaluate", *map(str, files), "--ledger", str(led), "--timeout", "0.001"])
+    assert code == 1 and "MPC run failed" in capsys.readouterr().err
+    assert _releases(led) == []
+    assert main(["evaluate", *map(str, files), "--ledger", str(led)]) == 0  # a run that starts is charged
+    assert [r["state"] for r in _releases(led)] == ["released", "released"]
+
+
+def test_the_joined_mark_tells_a_started_run_from_one_that_never_started():
+    from secure_auc.mpc.launch import _all_joined, _mark_joined, _mark_ready
+
+    beats = [0.0] * 8  # 3 ranks and a host: beats, then readiness
+    for r in range(3):
+        _mark_ready(beats, r)
+    assert not _all_joined(beats, range(3))
+    for r in range(3):
+        _mark_joined(beats, r)
+        assert _all_joined(beats, range(3)) == (r == 2)

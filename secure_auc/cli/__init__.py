@@ -13,7 +13,7 @@ from ..dp.accountant import finishing
 from ..dp.mechanisms import ALLOCATIONS, SENSITIVITIES
 from ..dp.registry import make_mechanism
 from ..mpc import RANK_METHODS, MPCError, rank_method_help
-from ..validation import SEED_BOUND, InputError, check_secret_seed
+from ..validation import SEED_BOUND, InputError, check_secret_seed, check_timeout
 from .ledger import add_ledger_options, add_planning_options
 from .ledger import add_parser as add_ledger_parser
 from .output import (add_output_options, json_safe, apply_verbosity, check_writable_dir, human_bytes, progress_bar,
@@ -396,6 +396,9 @@ def planned_mechanism(args, clients: int, total: int | None):
         return None
     from ..dp.planning import plan_evaluations
 
+    if not hasattr(args, "_mechanism_given"):  # the defaults filled in (--epsilon 1), the options checked
+        args._mechanism_given = check_mechanism_options(args)
+
     takes_delta = args.mechanism in ("gaussian", "distributed") and args.delta is not None
     return plan_evaluations(
         lambda e, d: mechanism_from_args(args, clients, epsilon=e, delta=d if takes_delta else None),
@@ -466,9 +469,8 @@ def check_run_options(args) -> None:
             raise InputError(f"--seed must be between 0 and 2^256 - 1, got {seed if seed < 0 else 'a larger number'}")
         if getattr(args, "protocol", None) == "mpc":
             check_secret_seed(seed, name="--seed")
-    timeout = getattr(args, "timeout", None)
-    if timeout is not None and not (math.isfinite(timeout) and 0 < timeout <= 86400):
-        raise InputError(f"--timeout must be a number of seconds in (0, 86400], got {timeout}")
+    if getattr(args, "timeout", None) is not None:
+        check_timeout(args.timeout)
     port = getattr(args, "port", None)
     if port is not None and not 0 <= port <= 65534:
         raise InputError(f"--port must be in 1..65534 (a local run uses it and the next port), or 0 for a free one, got {port}")

@@ -88,6 +88,8 @@ def cmd_budget(args) -> int:
 def cmd_plan(args, planned_mechanism) -> int:
     if args.evaluations is None:
         raise InputError("ledger plan needs --evaluations T")
+    if args.mechanism == "none":
+        raise InputError("ledger plan: --mechanism none adds no noise and spends an infinite budget; nothing to plan")
     print(planned_mechanism(args, args.clients, args.samples).summary())
     return 0
 

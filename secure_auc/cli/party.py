@@ -21,7 +21,7 @@ from .output import leave_process
 from ..data.io import read_client_csv
 from ..dp.accountant import finishing
 from ..dp.rng import read_noise_key_file
-from ..validation import InputError
+from ..validation import InputError, check_timeout
 
 __all__ = ["main"]
 
@@ -71,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(sig, _terminate_as_interrupt)
     args = build_parser().parse_args(argv)
     try:
+        check_timeout(args.timeout)
         return _run(args, started)
     except InputError as exc:
         leave_process(2, f"secure-auc party: error: {exc}")
@@ -154,9 +155,14 @@ def _run(args, started: float) -> int:
     noise_key = read_noise_key_file(args.noise_key_file, rank - 1) if 1 <= rank <= k else None
     identity, roster = _identity_and_roster(args, rank, k)
     ledger, reservation = reserve_client_ledger(args, mechanism, data, rank - 1, k, noise_key) if 1 <= rank <= k else (None, None)
-    init_party(rank=rank, parties=k + 1, master_addr=os.environ["MASTER_ADDR"],
-               master_port=int(os.environ["MASTER_PORT"]), provider=args.provider, timeout=args.timeout,
-               identity=identity, roster=roster, roll_call=True)
+    try:
+        init_party(rank=rank, parties=k + 1, master_addr=os.environ["MASTER_ADDR"],
+                   master_port=int(os.environ["MASTER_PORT"]), provider=args.provider, timeout=args.timeout,
+                   identity=identity, roster=roster, roll_call=True)
+    except BaseException:
+        if reservation is not None:
+            ledger.cancel(reservation)  # the parties never met: nothing was computed, nothing is charged
+        raise
     if rank == k + 1:
         with forbid_crypten_randomness():
             run_dealer()

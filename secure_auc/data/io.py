@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -96,14 +97,19 @@ GZIP_MAGIC = b"\x1f\x8b"
 PARQUET_MAGIC = b"PAR1"
 
 
-def _read_bytes(path: Path) -> bytes:
+def _read_bytes(path: str) -> bytes:
     """The file's bytes, gunzipped if it is gzip-compressed; every failure an InputError naming it."""
     import gzip
     import zlib
 
-    if path.is_dir():
-        raise InputError(f"{path}: is a folder, not a client file")
-    try:
+    import stat
+
+    try:  # the path as spelled: "a.csv/" is no file, though pathlib would read it as a.csv
+        mode = os.stat(os.fspath(path)).st_mode
+        if stat.S_ISDIR(mode):
+            raise InputError(f"{path}: is a folder, not a client file")
+        if not stat.S_ISREG(mode):  # a device would be read forever, a pipe would block
+            raise InputError(f"{path}: not a regular file (a device, a pipe or a socket)")
         with open(path, "rb") as f:
             raw = f.read()
     except OSError as exc:
@@ -149,7 +155,23 @@ def _find_column(path: Path, header: list[str], name: str, option: str) -> int:
             f"{path}: missing column {name!r}{option} "
             f"(header has {', '.join(repr(h) for h in header) or 'nothing'})"
         )
+    where = [i + 1 for i, n in enumerate(names) if n == want]
+    if len(where) > 1:
+        raise InputError(f"{path}: the header names column {name!r} {len(where)} times (columns "
+                         f"{', '.join(map(str, where))}): which one holds the data is ambiguous")
     return names.index(want)
+
+
+def _distinct(path: Path, header: list[str], **columns) -> None:
+    """Refuse one column asked for in two roles (scores that are the labels would give AUC 1)."""
+    seen: dict[int, str] = {}
+    for role, i in columns.items():
+        if i is None:
+            continue
+        if i in seen:
+            raise InputError(f"{path}: column {header[i].strip()!r} is asked for as both the {seen[i]} and the "
+                             f"{role} column")
+        seen[i] = role
 
 
 def read_client_file(path: str | Path, *, score_column: str = "score", label_column: str = "label",
@@ -202,8 +224,8 @@ def read_client_file(path: str | Path, *, score_column: str = "score", label_col
 def _read_columns(path: str | Path, score_column: str | None, label_column: str | None,
                   id_column: str | None = None) -> tuple:
     """(scores, labels, ids) of a client file of any form, each None when not asked for."""
+    raw = _read_bytes(os.fspath(path))
     path = Path(path)
-    raw = _read_bytes(path)
     if raw[:4] == PARQUET_MAGIC:
         return _read_parquet(path, score_column, label_column, id_column)
     return _parse_csv(path, _decode(path, raw), score_column, label_column, id_column)
@@ -343,6 +365,7 @@ def _parse_csv(path: Path, text: str, score_column: str | None, label_column: st
     li = None if label_column is None else \
         _find_column(path, header, label_column, _option_hint(label_column, "label", "--label-column"))
     ii = None if id_column is None else _find_column(path, header, id_column, " (--id-column)")
+    _distinct(path, header, score=si, label=li, identifier=ii)
     found = [i for i in (si, li) if i is not None]
     needs = f"column{'s' * (len(found) > 1)} " + " and ".join(repr(header[i].strip()) for i in found)
     width = max(found + ([] if ii is None else [ii])) + 1
@@ -358,6 +381,9 @@ def _parse_csv(path: Path, text: str, score_column: str | None, label_column: st
             where = f"{path}: row {row} (line {reader.line_num})"
             if len(fields) < width:
                 raise InputError(f"{where}: has {len(fields)} fields, needs {needs}")
+            if len(fields) > len(header):
+                raise InputError(f"{where}: has {len(fields)} fields, the header names {len(header)} (a stray "
+                                 "comma or an unquoted comma in a field?)")
             if si is not None:
                 text_value = fields[si].strip()
                 try:
@@ -403,6 +429,7 @@ def _read_parquet(path: Path, score_column: str | None, label_column: str | None
         li = None if label_column is None else \
             _find_column(path, header, label_column, _option_hint(label_column, "label", "--label-column"))
         ii = None if id_column is None else _find_column(path, header, id_column, " (--id-column)")
+        _distinct(path, header, score=si, label=li, identifier=ii)
         wanted = sorted({i for i in (si, li, ii) if i is not None})
         table = pq.read_table(path, columns=[header[i] for i in wanted])
     except InputError:

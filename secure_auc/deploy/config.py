@@ -331,6 +331,9 @@ def options_config(*, computing_parties: int, clients: int, mechanism: dict, ros
     ``client_addresses``: computing party r's (host, port) for the clients; every wait, the
     start-up's and the scoring's included, is bounded by ``timeout``.  No client entry holds
     paths: a client hands its inputs to :func:`.service.run_client_service` itself."""
+    from ..validation import check_timeout
+
+    timeout = check_timeout(timeout)
     mech = {k: (float(v) if isinstance(v, int) and not isinstance(v, bool) else v)
             for k, v in mechanism.items() if v is not None}
     addresses = tuple(tuple(a) for a in client_addresses)

@@ -295,14 +295,19 @@ def _check_charge(row, path) -> dict:
 @contextlib.contextmanager
 def finishing(ledger, reservation):
     """Mark ``reservation`` released when the block ends, or failed when it raises (still
-    charged: the aggregate may have been opened); nothing without a reservation."""
+    charged: the aggregate may have been opened), or withdraw it when the exception says
+    the run never started (its ``started`` is False: :class:`secure_auc.MPCError`, a busy
+    port); nothing without a reservation."""
     if reservation is None:
         yield
         return
     try:
         yield
-    except BaseException:
-        ledger.finish(reservation, ok=False)
+    except BaseException as exc:
+        if getattr(exc, "started", True) is False:
+            ledger.cancel(reservation)  # nothing was computed: nothing to charge
+        else:
+            ledger.finish(reservation, ok=False)
         raise
     ledger.finish(reservation)
 

@@ -36,9 +36,14 @@ class MPCError(RuntimeError):
     ----------
     details : str
         The failing party's traceback, or ``""``.
+    started : bool
+        False when the run failed before every computing party had met the others
+        (rendezvous and links): nothing was computed, so nothing was released, and a
+        ledger's reservation for it is withdrawn (:func:`secure_auc.dp.accountant.finishing`).
     """
 
     details: str = ""
+    started: bool = True
 
 
 RANK_METHODS = ("radix", "network")  # the first is the default

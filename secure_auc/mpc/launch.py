@@ -89,7 +89,9 @@ def check_port_free(host: str, port: int) -> None:
         try:
             s.bind((host, port))
         except OSError as exc:
-            raise InputError(f"port {port} on {host} is busy ({exc.strerror}); choose another with --port") from None
+            err = InputError(f"port {port} on {host} is busy ({exc.strerror}); choose another with --port")
+            err.started = False  # checked before any party starts: a reservation for the run is withdrawn
+            raise err from None
 
 
 def _die_with_parent(launcher: int | None = None) -> None:
@@ -313,6 +315,7 @@ def _party_process(rank, parties, addr, port, provider, timeout, job, args, afte
                    timeout=timeout, identity=None if identity is None else identity_from_bytes(identity),
                    roster=roster, insecure=roster is None, on_ready=lambda: _mark_ready(beats, rank),
                    run_token=run_token)
+        _mark_joined(beats, rank)
         received: list = []
         with forbid_crypten_randomness(), (record_received(received) if record else contextlib.nullcontext()):
             if rank == parties:  # the dealer serves correlated randomness until told to stop
@@ -407,6 +410,20 @@ def _mark_ready(beats, rank: int) -> None:
     second half of ``beats`` (see :func:`_start_heartbeat`)."""
     if beats is not None:
         beats[len(beats) // 2 + rank] = 1.0
+
+
+def _mark_joined(beats, rank: int) -> None:
+    """This party met every other one (rendezvous and links done): from now on the run may
+    compute, and release, something (:func:`_all_joined`)."""
+    if beats is not None:
+        beats[len(beats) // 2 + rank] = 2.0
+
+
+def _all_joined(beats, ranks) -> bool:
+    """Whether every computing party in ``ranks`` got past the rendezvous (:func:`_mark_joined`):
+    until then nothing was computed, so nothing was released."""
+    half = len(beats) // 2
+    return all(beats[half + r] >= 2.0 for r in ranks)
 
 
 def _process_state(pid: int) -> str | None:
@@ -662,8 +679,10 @@ def spawn_parties(job, per_rank: dict[int, tuple], parties: int, *, provider: st
             return run(port=free_port(_LOCAL), retry=True)
         except _PortTaken as exc:
             log.info("%s; starting the parties again on other ports", exc)
-    raise MPCError("three ports drawn in a row were taken by other processes before the parties listened on "
+    err = MPCError("three ports drawn in a row were taken by other processes before the parties listened on "
                    "them; give a free one with --port")
+    err.started = False
+    raise err
 
 
 class _PortTaken(Exception):
@@ -735,41 +754,12 @@ def _spawn(job, per_rank: dict[int, tuple], parties: int, *, provider: str, time
     last_seen: dict = {}
     ready: set = set()
     end = None if deadline is None else started + deadline
-    next_check = started
     try:
-        while len(done) < len(ranks):
-            try:
-                msg = results.get(timeout=0.2)
-            except queue_mod.Empty:
-                msg = None
-            if msg is not None and msg[0] in ("alive", "ready"):
-                last_seen[msg[1]] = time.monotonic()
-                if msg[0] == "ready":
-                    ready.add(msg[1])
-            elif msg is not None and msg[0] == "error":
-                if retry and msg[4:] == ("PortBusyError",):
-                    raise _PortTaken(f"{describe(msg[1])}: {msg[2]}")
-                raise _failure(results, {msg[1]: msg}, [], procs, k, last_seen, started, ready, beats,
-                               describe) from None
-            elif msg is not None:
-                done[msg[1]] = msg[2]
-                if received is not None and msg[3] is not None:
-                    received[msg[1]] = msg[3]
-            if time.monotonic() < next_check:
-                continue
-            next_check = time.monotonic() + 0.2
-            _read_beats(beats, ranks, parties, last_seen, ready)
-            dead = [r for r, p in procs.items() if r not in done and p.exitcode not in (None, 0)]
-            if dead:
-                raise _failure(results, {}, dead, procs, k, last_seen, started, ready, beats, describe) from None
-            # a party that stopped, or never started, for as long as the others wait for it: named now
-            quiet = _silent_parties({r: p for r, p in procs.items() if r not in done}, last_seen, started, timeout,
-                                    describe)
-            if quiet:
-                raise MPCError("; ".join(quiet)) from None
-            if end is not None and time.monotonic() > end:
-                late = ", ".join(describe(r) for r in ranks if r not in done)
-                raise MPCError(f"{late} did not finish within {deadline:g} s") from None
+        _watch(results, procs, ranks, done, received, retry, k, last_seen, started, ready, beats, describe, parties,
+               timeout, end, deadline)
+    except MPCError as err:
+        err.started = _all_joined(beats, [r for r in procs if r >= 0])
+        raise
     finally:
         for p in procs.values():
             if p.is_alive():
@@ -784,3 +774,42 @@ def _spawn(job, per_rank: dict[int, tuple], parties: int, *, provider: str, time
                 p.kill()
                 p.join(timeout=5)
     return done
+
+
+def _watch(results, procs, ranks, done, received, retry, k, last_seen, started, ready, beats, describe, parties,
+           timeout, end, deadline) -> None:
+    """The launcher's wait for the parties' results (into ``done``), naming the first failure."""
+    next_check = started
+    while len(done) < len(ranks):
+        try:
+            msg = results.get(timeout=0.2)
+        except queue_mod.Empty:
+            msg = None
+        if msg is not None and msg[0] in ("alive", "ready"):
+            last_seen[msg[1]] = time.monotonic()
+            if msg[0] == "ready":
+                ready.add(msg[1])
+        elif msg is not None and msg[0] == "error":
+            if retry and msg[4:] == ("PortBusyError",):
+                raise _PortTaken(f"{describe(msg[1])}: {msg[2]}")
+            raise _failure(results, {msg[1]: msg}, [], procs, k, last_seen, started, ready, beats,
+                           describe) from None
+        elif msg is not None:
+            done[msg[1]] = msg[2]
+            if received is not None and msg[3] is not None:
+                received[msg[1]] = msg[3]
+        if time.monotonic() < next_check:
+            continue
+        next_check = time.monotonic() + 0.2
+        _read_beats(beats, ranks, parties, last_seen, ready)
+        dead = [r for r, p in procs.items() if r not in done and p.exitcode not in (None, 0)]
+        if dead:
+            raise _failure(results, {}, dead, procs, k, last_seen, started, ready, beats, describe) from None
+        # a party that stopped, or never started, for as long as the others wait for it: named now
+        quiet = _silent_parties({r: p for r, p in procs.items() if r not in done}, last_seen, started, timeout,
+                                describe)
+        if quiet:
+            raise MPCError("; ".join(quiet)) from None
+        if end is not None and time.monotonic() > end:
+            late = ", ".join(describe(r) for r in ranks if r not in done)
+            raise MPCError(f"{late} did not finish within {deadline:g} s") from None
