@@ -533,3 +533,26 @@ def test_the_joined_mark_tells_a_started_run_from_one_that_never_started():
     for r in range(3):
         _mark_joined(beats, r)
         assert _all_joined(beats, range(3)) == (r == 2)
+
+
+def test_two_clients_alike_in_counts_with_one_seed_run_and_are_charged_as_one_dataset(tmp_path, capsys):
+    """Without identifiers a dataset is its (n, positives): two clients alike in both are one group,
+    charged twice by one run; the seed is refused only across runs (in a run each client has its own key)."""
+    rng = np.random.default_rng(3)
+    paths = []
+    for k in range(2):
+        labels = np.repeat([1, 0], [40, 160])
+        p = tmp_path / f"same{k}.csv"
+        p.write_text("score,label\n" + "".join(f"{float(s)!r},{y}\n" for s, y in zip(rng.random(200), labels)))
+        paths.append(p)
+    led = tmp_path / "l.db"
+    assert _run(*paths, "--ledger", led, "--budget", 2.5, "--seed", 1) == 0
+    assert [r["state"] for r in _releases(led)] == ["released", "released"]
+    capsys.readouterr()
+    assert _run(*paths, "--ledger", led, "--seed", 1) == 2  # the same seed in another run: the same noise
+    assert "this seed was already used" in capsys.readouterr().err
+    led2 = tmp_path / "l2.db"
+    assert _run(*paths, "--ledger", led2, "--budget", 1.5, "--seed", 1) == 2
+    err = capsys.readouterr().err
+    assert "privacy budget would be exceeded for client 1's dataset" in err and "datasets alike in both count as one" in err
+    assert _releases(led2) == []

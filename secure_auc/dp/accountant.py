@@ -673,10 +673,12 @@ class Ledger:
 
     # -- releases ----------------------------------------------------------------------------------------------
     @staticmethod
-    def _refusals(u: KeyedData, hist_charges, mech_name: str, cost, tag) -> None:
+    def _refusals(u: KeyedData, hist_charges, mech_name: str, cost, tag, evaluation: int) -> None:
         if tag is None:
             return
         for r in hist_charges:
+            if r["evaluation"] == evaluation:  # another client of this run: its noise key is its own
+                continue
             if mech_name in NOISE_MECHANISMS and r["mechanism"] in NOISE_MECHANISMS and r["seed_tag"] == tag:
                 raise InputError(
                     f"{u.what}: this seed was already used for {r['mechanism']} noise on some of them (release "
@@ -773,7 +775,7 @@ class Ledger:
                         found[idx[hit]] = True
                 new = u.tags[~found]
                 hist_ids = {c for gid in touched for c in groups[gid][2]}
-                self._refusals(u, [charges[c] for c in sorted(hist_ids)], mech_name, cost, tag)
+                self._refusals(u, [charges[c] for c in sorted(hist_ids)], mech_name, cost, tag, evaluation)
                 rr_key = None
                 if mech_name == "rr" and tag is not None and sizes is not None and u.order is not None:
                     n_k = int(sizes[clients.index(k)])
@@ -812,7 +814,11 @@ class Ledger:
                             + f" in {now.releases} release(s); with this run eps = {after.epsilon:.6g}"
                             + (f", delta = {after.delta:g}" if after.delta else "")
                             + f" ({after.accountant}); budget eps = {budget['epsilon']:g}"
-                            + (f", delta = {budget['delta']:g}" if budget["delta"] or after.delta else ""))
+                            + (f", delta = {budget['delta']:g}" if budget["delta"] or after.delta else "")
+                            + ("" if u.kind == "record" else
+                               " (without record identifiers a dataset is known only by its number of labels and "
+                               "of positives, so datasets alike in both count as one; --id-column charges each "
+                               "record)"))
                 cid = self._insert_charge(db, rec)
                 charges[cid] = dict(rec, id=cid)
                 entries.append(cid)
