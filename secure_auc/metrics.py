@@ -113,7 +113,8 @@ def auc_from_sums(rank_sum, positives, negatives):
     -------
     numpy.ndarray of float64
         The AUC, broadcast over the arguments (0-d for scalar arguments).  No
-        clipping: noisy sums can give values outside [0, 1].
+        clipping: noisy sums can give values outside [0, 1]; with P N = 0 it is
+        inf or nan (no warning).
 
     Examples
     --------
@@ -128,7 +129,8 @@ def auc_from_sums(rank_sum, positives, negatives):
     rank_sum = np.asarray(rank_sum, dtype=np.float64)
     p = np.asarray(positives, dtype=np.float64)
     n = np.asarray(negatives, dtype=np.float64)
-    return (rank_sum - p * (p - 1.0) / 2.0) / (p * n)
+    with np.errstate(divide="ignore", invalid="ignore"):  # no positive or no negative: inf or nan, as documented
+        return (rank_sum - p * (p - 1.0) / 2.0) / (p * n)
 
 
 def rank_auc(y_true, y_score) -> float:

@@ -211,3 +211,16 @@ def test_a_client_refuses_a_timeout_that_is_not_a_number_of_seconds(tmp_path, ca
                                    "--roster", str(tmp_path / "r.json"), "--parties", "127.0.0.1:29999",
                                    "127.0.0.1:29998", "--identity", str(tmp_path / "k.pem"), "--timeout", timeout])
     assert f"--timeout must be a number of seconds in (0, 86400], got {float(timeout)}" in err, err
+
+
+def test_an_undefined_estimator_is_said_in_the_report_without_numpys_warnings(tmp_path):
+    """One positive and one negative: randomized response's flips can leave no class, the estimator is
+    undefined (the report says so); NumPy's division warnings stay out of stderr."""
+    (tmp_path / "p.csv").write_text("score,label\n0.5,1\n")
+    (tmp_path / "n.csv").write_text("score,label\n0.3,0\n")
+    argv = [sys.executable, "-m", "secure_auc", "evaluate", "--protocol", "plain", "--mechanism", "rr",
+            str(tmp_path / "p.csv"), str(tmp_path / "n.csv"), "--json"]
+    for seed in range(1, 6):
+        res = subprocess.run(argv + ["--seed", str(seed)], capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0 and res.stderr == "", res.stderr
+        assert json.loads(res.stdout)["ci_low"] is None

@@ -24,12 +24,18 @@ def add_output_options(p: argparse.ArgumentParser) -> None:
 
 
 def apply_verbosity(args) -> None:
-    """--quiet: warnings and errors only; --verbose: debug records too."""
+    """--quiet: warnings and errors only; --verbose: debug records too.  NumPy's and SciPy's
+    RuntimeWarnings (a division by zero where noise leaves an estimator undefined, which the
+    report says in words) are shown with --verbose only."""
+    import warnings
+
     logger = logging.getLogger("secure_auc")
     if getattr(args, "quiet", False):
         logger.setLevel(logging.WARNING)
     elif getattr(args, "verbose", False):
         logger.setLevel(logging.DEBUG)
+    if not getattr(args, "verbose", False):
+        warnings.simplefilter("ignore", RuntimeWarning)
 
 
 def progress_enabled(args) -> bool:

@@ -95,8 +95,9 @@ def debias_auc(noisy_auc, noisy_positives, noisy_negatives, epsilon: float) -> R
     nb = np.asarray(noisy_negatives, dtype=np.float64)
     p_est = (pb * (1.0 - rho) - nb * rho) / (1.0 - 2.0 * rho)
     n_est = pb + nb - p_est
-    pi = p_est / (p_est + n_est)
-    a = (1.0 - pi) * rho / (pi * (1.0 - rho) + (1.0 - pi) * rho)
-    b = pi * rho / (pi * rho + (1.0 - pi) * (1.0 - rho))
-    clean = (noisy_auc - (a + b) / 2.0) / (1.0 - a - b)
+    with np.errstate(divide="ignore", invalid="ignore"):  # flips that leave no class: inf or nan, reported as such
+        pi = p_est / (p_est + n_est)
+        a = (1.0 - pi) * rho / (pi * (1.0 - rho) + (1.0 - pi) * rho)
+        b = pi * rho / (pi * rho + (1.0 - pi) * (1.0 - rho))
+        clean = (noisy_auc - (a + b) / 2.0) / (1.0 - a - b)
     return RRDebias(rho, p_est, n_est, pi, a, b, clean)
