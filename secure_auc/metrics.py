@@ -73,12 +73,17 @@ def midranks(scores: np.ndarray) -> np.ndarray:
     Parameters
     ----------
     scores : array-like of shape (M,)
-        Scores to rank; ties allowed.  Not validated (see :func:`rank_auc`).
+        Scores to rank: finite numbers (a column ``(M, 1)`` is flattened); ties allowed.
 
     Returns
     -------
     numpy.ndarray of float64, shape (M,)
         The mid-rank of each score, in the input order: a multiple of 1/2.
+
+    Raises
+    ------
+    InputError
+        If ``scores`` is not one-dimensional, not numeric, or holds NaN or infinities.
 
     Examples
     --------
@@ -88,7 +93,7 @@ def midranks(scores: np.ndarray) -> np.ndarray:
     >>> midranks([0.1, 0.4, 0.35, 0.4])
     array([0. , 2.5, 1. , 2.5])
     """
-    return twice_midranks(scores) / 2.0
+    return twice_midranks(check_scores(scores)) / 2.0
 
 
 def auc_from_sums(rank_sum, positives, negatives):

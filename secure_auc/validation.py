@@ -73,6 +73,12 @@ def check_scores(scores, *, name: str = "scores") -> np.ndarray:
             i = int(np.flatnonzero(bad)[0])
             raise InputError(f"{name}[{i}] is {arr[i].item()}: scores must be finite")
     else:
+        if arr.dtype.kind in "iu" and arr.size:  # float64 holds integers exactly up to 2^53 only
+            big = (arr > 1 << 53) | (arr < -(1 << 53)) if arr.dtype.kind == "i" else arr > np.uint64(1 << 53)
+            if big.any():
+                i = int(np.flatnonzero(big)[0])
+                raise InputError(f"{name}[{i}] is {arr[i].item()}: integer scores beyond 2^53 in size would be "
+                                 "rounded, creating ties the data does not have; rescale them")
         arr = arr.astype(np.float64)
     return arr
 

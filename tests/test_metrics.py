@@ -68,8 +68,27 @@ def test_one_positive_and_extreme_values():
         ([0, 1], [0.1, np.nan], r"y_score\[1\] is nan"),
         ([0, 1], [np.inf, 0.2], r"y_score\[0\] is inf"),
         ([0, 1, 1], [0.1, 0.2], "3 entries"),
+        ([0, 1], [2**53 + 1, 2**53], r"y_score\[0\] is 9007199254740993: integer scores beyond 2\^53"),
+        ([0, 1], np.array([0, 2**64 - 1], dtype=np.uint64), r"y_score\[1\] is 18446744073709551615"),
+        ([0, 1], [-(2**53) - 1, 0], r"y_score\[0\] is -9007199254740993"),
     ],
 )
 def test_bad_input_named(labels, scores, match):
     with pytest.raises(InputError, match=match):
         rank_auc(labels, scores)
+
+
+def test_integer_scores_up_to_2_to_the_53_are_ranked_exactly():
+    for scores in ([2**53, 2**53 - 1], [-(2**53), 2**53], np.array([2**53, 3], dtype=np.uint64)):
+        for labels in ([0, 1], [1, 0]):
+            assert rank_auc(labels, scores) == roc_auc_score(labels, scores)
+
+
+@pytest.mark.parametrize("scores, match", [
+    ([np.nan, 0.1], r"scores\[0\] is nan"),
+    (["a", "b"], "must be numeric"),
+    (np.ones((2, 2)), "one-dimensional"),
+])
+def test_midranks_checks_its_input(scores, match):
+    with pytest.raises(InputError, match=match):
+        midranks(scores)
