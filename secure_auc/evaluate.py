@@ -93,6 +93,38 @@ def builtin_clients(
     return [ClientData(scores[i], labels[i], f"built-in client {k}") for k, i in enumerate(parts)]
 
 
+def check_arguments(mechanism, *, protocol: str, seed, ledger, mpc_options, dataset_name=None) -> None:
+    """Refuse arguments of :func:`evaluate` that are of the wrong kind or have no effect, each
+    in one line naming the argument (the command line refuses the same)."""
+    if protocol not in ("plain", "mpc"):
+        raise InputError(f"protocol must be 'plain' or 'mpc', got {protocol!r}")
+    if mechanism is not None and not hasattr(mechanism, "for_clients"):
+        hint = "" if not isinstance(mechanism, str) else \
+            f" (e.g. make_mechanism({mechanism!r}{'' if mechanism == 'none' else ', 1.0'}))"
+        raise InputError(f"mechanism must come from secure_auc.make_mechanism{hint}, got {mechanism!r}")
+    if seed is not None:
+        if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
+            raise InputError(f"seed must be an integer, got {seed!r}")
+        if getattr(mechanism, "name", None) == "none":
+            raise InputError("seed has no effect with the mechanism 'none' (there is no noise to seed)")
+    if ledger is not None and not hasattr(ledger, "reserve"):
+        raise InputError(f"ledger must be a secure_auc.Ledger (Ledger(path)), got {ledger!r}")
+    if dataset_name is not None and ledger is None:
+        raise InputError("dataset_name names the clients' datasets in a ledger's report: it needs a ledger")
+    if mpc_options:
+        if protocol != "mpc":
+            raise InputError(f"mpc_options apply to protocol='mpc' only, got {sorted(mpc_options)} with 'plain'")
+        import inspect
+
+        from .mpc.session import run_mpc_local
+
+        known = [n for n in inspect.signature(run_mpc_local).parameters if n not in ("clients", "mechanism",
+                                                                                   "noise_keys")]
+        unknown = sorted(set(mpc_options) - set(known))
+        if unknown:
+            raise InputError(f"mpc_options: unknown option(s) {', '.join(unknown)} (known: {', '.join(known)})")
+
+
 def load_clients(paths: list[str | Path], *, score_column: str | None = None,
                  label_column: str | None = None, id_column: str | None = None) -> list[ClientData]:
     """Read one client file per path with :func:`secure_auc.data.io.read_client_file`.
@@ -131,6 +163,8 @@ def load_clients(paths: list[str | Path], *, score_column: str | None = None,
     >>> [len(c) for c in clients]
     [2, 1]
     """
+    if isinstance(paths, (str, bytes, Path)):
+        raise InputError(f"load_clients takes a list of paths, one per client, got one path: {paths!r}")
     same_files(paths)
     return [read_client_file(p, score_column=score_column or "score", label_column=label_column or "label",
                              id_column=id_column) for p in paths]
@@ -161,6 +195,9 @@ def check_clients(clients: list[ClientData]) -> None:
     """
     if not clients:
         raise InputError("no clients")
+    for k, c in enumerate(clients):
+        if not isinstance(c, ClientData):
+            raise InputError(f"clients[{k}] must be a ClientData(scores, labels), got {type(c).__name__}")
     positives = sum(int(c.labels.sum()) for c in clients)
     total = sum(len(c) for c in clients)
     if positives == 0 or positives == total:
@@ -334,6 +371,8 @@ def evaluate(
         ...
     secure_auc.validation.InputError: distributed noise protects only the aggregate: ...
     """
+    check_arguments(mechanism, protocol=protocol, seed=seed, ledger=ledger, mpc_options=mpc_options,
+                    dataset_name=dataset_name)
     if mechanism is None:
         from .dp.registry import make_mechanism
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from .data.io import ClientData
-from .evaluate import EvaluationResult, evaluate
+from .evaluate import EvaluationResult, check_arguments, evaluate
 from .validation import InputError, as_vector, check_binary_labels, check_scores
 
 __all__ = ["FederatedAUC", "dp_roc_auc_score"]
@@ -171,6 +171,8 @@ class FederatedAUC:
     def __init__(self, mechanism=None, *, session=None, protocol: str = "mpc", seed: int | None = None,
                  ledger=None, mpc_options: dict | None = None):
         _check_local(session)
+        if session is None:  # refused now, not at the first compute()
+            check_arguments(mechanism, protocol=protocol, seed=seed, ledger=ledger, mpc_options=mpc_options)
         self.mechanism, self.session = mechanism, session
         self.options = {"protocol": protocol, "seed": seed, "ledger": ledger, "mpc_options": mpc_options}
         self.reset()

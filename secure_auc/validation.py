@@ -114,7 +114,7 @@ def check_epsilon(epsilon: float, *, name: str = "epsilon") -> float:
         ...
     secure_auc.validation.InputError: epsilon must be a finite number between 1e-06 and 10000 (the mechanism 'none' is the exact, non-private computation), got inf
     """
-    eps = float(epsilon)
+    eps = _real(epsilon, name)
     lo, hi = EPSILON_RANGE
     if math.isnan(eps) or math.isinf(eps):
         raise InputError(f"{name} must be a finite number between {lo:g} and {hi:g} (the mechanism 'none' is the "
@@ -128,8 +128,15 @@ def check_epsilon(epsilon: float, *, name: str = "epsilon") -> float:
     return eps
 
 
+def _real(value, name: str) -> float:
+    """``value`` as a float if it is a real number (not a bool, a string or None), else an InputError."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise InputError(f"{name} must be a number, got {value!r}")
+    return float(value)
+
+
 def check_delta(delta: float, *, name: str = "delta") -> float:
-    d = float(delta)
+    d = _real(delta, name)
     if not (0.0 < d < 1.0):
         raise InputError(f"{name} must be in (0, 1), got {delta}")
     if d < 1e-300:
@@ -146,7 +153,7 @@ def check_timeout(value, *, name: str = "--timeout") -> float:
 
 
 def check_fraction(value: float, *, name: str) -> float:
-    v = float(value)
+    v = _real(value, name)
     if not (0.0 < v < 1.0):
         raise InputError(f"{name} must be in (0, 1), got {value}")
     return v

@@ -71,3 +71,39 @@ def test_import_is_cheap():
             "print(sorted(m for m in ('torch', 'crypten') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def _two_clients():
+    import numpy as np
+
+    from secure_auc import ClientData
+
+    return [ClientData(np.array([0.1, 0.8, 0.6]), np.array([0, 1, 1])), ClientData(np.array([0.3, 0.9]), np.array([0, 1]))]
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda m: secure_auc.dp_roc_auc_score([0, 1, 1, 0], [0.1, 0.8, 0.6, 0.3], mechanism="none"),
+     r"mechanism must come from secure_auc.make_mechanism \(e.g. make_mechanism\('none'\)\), got 'none'"),
+    (lambda m: secure_auc.dp_roc_auc_score([0, 1, 1, 0], [0.1, 0.8, 0.6, 0.3], mechanism=m, ledger="x.db",
+                                           protocol="plain"), r"ledger must be a secure_auc.Ledger"),
+    (lambda m: secure_auc.evaluate(_two_clients(), m, protocol="plain", mpc_options={"timeout": 3}),
+     r"mpc_options apply to protocol='mpc' only"),
+    (lambda m: secure_auc.evaluate(_two_clients(), m, mpc_options={"bogus": 5}),
+     r"mpc_options: unknown option\(s\) bogus \(known: provider, sort, timeout"),
+    (lambda m: secure_auc.evaluate([([0.1, 0.9], [0, 1])], m, protocol="plain"),
+     r"clients\[0\] must be a ClientData\(scores, labels\), got tuple"),
+    (lambda m: secure_auc.load_clients("a.csv"), r"load_clients takes a list of paths, one per client"),
+    (lambda m: secure_auc.FederatedAUC(m, protocol="bogus"), r"protocol must be 'plain' or 'mpc', got 'bogus'"),
+    (lambda m: secure_auc.evaluate(_two_clients(), m, protocol="plain", seed=5),
+     r"seed has no effect with the mechanism 'none'"),
+    (lambda m: secure_auc.evaluate(_two_clients(), secure_auc.make_mechanism("laplace", 1.0), protocol="plain",
+                                   seed=1.5), r"seed must be an integer, got 1.5"),
+    (lambda m: secure_auc.evaluate(_two_clients(), m, protocol="plain", dataset_name="x"),
+     r"dataset_name .* needs a ledger"),
+    (lambda m: secure_auc.make_mechanism("laplace", "1"), r"epsilon must be a number, got '1'"),
+    (lambda m: secure_auc.make_mechanism("laplace", True), r"epsilon must be a number, got True"),
+    (lambda m: secure_auc.make_mechanism("gaussian", 1.0, delta="1e-5"), r"delta must be a number, got '1e-5'"),
+])
+def test_an_argument_of_the_wrong_kind_is_one_clear_error(call, match):
+    with pytest.raises(secure_auc.InputError, match=match):
+        call(secure_auc.make_mechanism("none"))
