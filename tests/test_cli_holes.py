@@ -191,9 +191,23 @@ def test_ledger_plan_takes_the_default_epsilon(capsys, mechanism):
     assert "3 evaluations within eps = 1" in out, out
 
 
-def test_ledger_plan_refuses_none_in_one_line(capsys):
-    err = _one_line_error(capsys, ["ledger", "plan", "--evaluations", "3", "--mechanism", "none"])
-    assert "--mechanism none adds no noise" in err
+@pytest.mark.parametrize("options, message", [
+    (["--mechanism", "none"], "--mechanism none adds no noise"),
+    (["--clients", "0"], "--clients must be at least 1, got 0"),
+    (["--samples", "1"], "--samples must be at least 2"),
+])
+def test_ledger_plan_refuses_what_it_cannot_plan_in_one_line(capsys, options, message):
+    err = _one_line_error(capsys, ["ledger", "plan", "--evaluations", "3", *options])
+    assert message in err
+
+
+def test_simulate_refuses_split_options_when_each_file_is_a_client(tmp_path, capsys):
+    for k in range(2):
+        (tmp_path / f"c{k}.csv").write_text("score,label\n0.5,1\n0.25,0\n0.75,1\n")
+    files = [str(tmp_path / "c0.csv"), str(tmp_path / "c1.csv")]
+    for option in (["--clients", "3"], ["--data-seed", "3"]):
+        err = _one_line_error(capsys, ["simulate", *files, *option, "-q"])
+        assert f"{option[0]} does not apply to --partition files" in err
 
 
 @pytest.mark.parametrize("timeout", ["nan", "inf", "0", "-1", "1e9"])
@@ -224,3 +238,16 @@ def test_an_undefined_estimator_is_said_in_the_report_without_numpys_warnings(tm
         res = subprocess.run(argv + ["--seed", str(seed)], capture_output=True, text=True, timeout=120)
         assert res.returncode == 0 and res.stderr == "", res.stderr
         assert json.loads(res.stdout)["ci_low"] is None
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--dataset", "x"], "--dataset needs --ledger"),
+    (["--budget-delta", "0.1"], "--budget-delta needs --ledger"),
+    (["--ledger", "{tmp}/l.db", "--budget-delta", "0.1"], "--budget-delta needs --budget"),
+])
+def test_ledger_options_without_effect_are_refused(tmp_path, capsys, options, message):
+    (tmp_path / "a.csv").write_text("score,label\n0.5,1\n0.25,0\n")
+    options = [o.replace("{tmp}", str(tmp_path)) for o in options]
+    err = _one_line_error(capsys, ["evaluate", "--protocol", "plain", str(tmp_path / "a.csv"), *options])
+    assert message in err
+    assert not (tmp_path / "l.db").exists()

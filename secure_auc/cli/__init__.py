@@ -14,7 +14,7 @@ from ..dp.mechanisms import ALLOCATIONS, SENSITIVITIES
 from ..dp.registry import make_mechanism
 from ..mpc import RANK_METHODS, MPCError, rank_method_help
 from ..validation import SEED_BOUND, InputError, check_secret_seed, check_timeout
-from .ledger import add_ledger_options, add_planning_options
+from .ledger import add_ledger_options, add_planning_options, check_ledger_options
 from .ledger import add_parser as add_ledger_parser
 from .output import (add_output_options, json_safe, apply_verbosity, check_writable_dir, human_bytes, progress_bar,
                      progress_enabled)
@@ -458,8 +458,6 @@ def print_report(result, source: str, as_json: bool) -> None:
 
 def check_run_options(args) -> None:
     """Numbers that would fail (or overflow) only after the parties started: checked first."""
-    import math
-
     data_seed = getattr(args, "data_seed", None)
     if data_seed is not None and not 0 <= data_seed < 2**63:
         raise InputError(f"--data-seed must be between 0 and 2^63 - 1, got {data_seed}")
@@ -506,10 +504,7 @@ def cmd_evaluate(args) -> int:
 
     check_evaluate_options(args)
 
-    for option in ("budget", "id_column"):
-        if getattr(args, option) is not None and not args.ledger:
-            raise InputError(f"--{option.replace('_', '-')} needs --ledger (the file where the budget and the "
-                             "releases are kept)")
+    check_ledger_options(args)
     if args.files:
         clients = load_clients(args.files, score_column=args.score_column, label_column=args.label_column,
                                id_column=args.id_column)
@@ -530,7 +525,7 @@ def cmd_evaluate(args) -> int:
         from ..dp.accountant import Ledger
 
         ledger = Ledger(args.ledger)
-        budget = (args.budget, args.budget_delta) if args.budget is not None else (
+        budget = (args.budget, args.budget_delta or 0.0) if args.budget is not None else (
             (args.epsilon, args.delta or 0.0) if plan else None)
         if budget is not None:
             ledger.set_budget(*budget)

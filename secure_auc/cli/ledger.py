@@ -32,7 +32,7 @@ def add_ledger_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--budget", type=float, default=None,
                    help="total eps allowed for each record, set once (with --ledger); a run that would take any "
                         "record past it is refused; change it with: secure-auc ledger budget")
-    g.add_argument("--budget-delta", type=float, default=0.0, help="total delta allowed (default 0)")
+    g.add_argument("--budget-delta", type=float, default=None, help="total delta allowed, with --budget (default 0)")
 
 
 def add_planning_options(p: argparse.ArgumentParser) -> None:
@@ -90,6 +90,10 @@ def cmd_plan(args, planned_mechanism) -> int:
         raise InputError("ledger plan needs --evaluations T")
     if args.mechanism == "none":
         raise InputError("ledger plan: --mechanism none adds no noise and spends an infinite budget; nothing to plan")
+    if args.clients < 1:
+        raise InputError(f"--clients must be at least 1, got {args.clients}")
+    if args.samples < max(2, args.clients):
+        raise InputError(f"--samples must be at least 2 and at least --clients ({args.clients}), got {args.samples}")
     print(planned_mechanism(args, args.clients, args.samples).summary())
     return 0
 
@@ -108,6 +112,17 @@ def main(argv=None) -> int:
 
 
 
+def check_ledger_options(args) -> None:
+    """Refuse the ledger's options where they would have no effect: without --ledger, and
+    --budget-delta without --budget."""
+    for option in ("budget", "budget_delta", "id_column", "dataset"):
+        if getattr(args, option, None) is not None and not args.ledger:
+            raise InputError(f"--{option.replace('_', '-')} needs --ledger (the file where the budget and the "
+                             "releases are kept)")
+    if getattr(args, "budget_delta", None) is not None and args.budget is None:
+        raise InputError("--budget-delta needs --budget (it is the budget's delta)")
+
+
 def reserve_client_ledger(args, mechanism, data, client: int, clients: int, noise_key: int | None = None,
                           via: str = "torchrun"):
     """Client ``client`` charges its own records in its own ledger before the run: (ledger, reservation).
@@ -116,16 +131,14 @@ def reserve_client_ledger(args, mechanism, data, client: int, clients: int, nois
     other client holds a sample), which only makes size-dependent events looser.
     A fixed noise key is recorded by its tag under the ledger's key, so that its reuse is refused.
     """
-    for option in ("budget", "id_column"):
-        if getattr(args, option, None) is not None and not args.ledger:
-            raise InputError(f"--{option.replace('_', '-')} needs --ledger")
+    check_ledger_options(args)
     if not args.ledger:
         return None, None
     from ..dp.accountant import Ledger
 
     ledger = Ledger(args.ledger.replace("{client}", str(client)))
     if args.budget is not None:
-        ledger.set_budget(args.budget, args.budget_delta)
+        ledger.set_budget(args.budget, args.budget_delta or 0.0)
     # sizes=None: a client does not know its index in another run's layout, so RR is charged every run
     return ledger, ledger.reserve([data], mechanism, seed=noise_key, total=len(data.labels) + clients - 1,
                                   note=f"MPC client {client} of {clients} ({via})", clients=[client],

@@ -53,7 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a client charges its own labels in its own privacy ledger before the run "
                         "('{client}' in PATH is replaced by the client's index); refused releases never start")
     p.add_argument("--budget", type=float, default=None, help="with --ledger: the client's total eps (set once)")
-    p.add_argument("--budget-delta", type=float, default=0.0, help="with --ledger: the client's total delta")
+    p.add_argument("--budget-delta", type=float, default=None,
+                   help="with --ledger and --budget: the client's total delta (default 0)")
     p.add_argument("--id-column", metavar="NAME", default=None,
                    help="with --ledger: the column of record identifiers; every release is charged to each record")
     p.add_argument("--seed", type=int, default=None, help=argparse.SUPPRESS)

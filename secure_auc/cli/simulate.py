@@ -36,7 +36,8 @@ def add_parser(sub) -> None:
                    help="one CSV per client with columns 'score' and 'label' (default: the built-in dataset)")
     p.add_argument("--methods", nargs="+", choices=list(METHODS), default=["rr", "global", "local", "adaptive"],
                    help="mechanisms to simulate (default: rr global local adaptive)")
-    p.add_argument("--clients", type=int, nargs="+", default=[10, 1000], help="values of K (default 10 1000)")
+    p.add_argument("--clients", type=int, nargs="+", default=None,
+                   help="values of K for the iid and noniid splits (default 10 1000)")
     p.add_argument("--partition", nargs="+", choices=("iid", "noniid", "files"), default=None,
                    help="how samples are split over K clients: iid (uniform), noniid (consecutive score blocks), "
                         "files (each input file one client; K = the number of files). Default: files with input "
@@ -65,7 +66,7 @@ def add_parser(sub) -> None:
                    help="root seed; repetition r uses SeedSequence(seed).spawn(R)[r] (default 0)")
     p.add_argument("--samples", type=int, default=None, help="M of the built-in dataset (default 458,407)")
     p.add_argument("--large", action="store_true", help="the 10x larger built-in set (M = 4,584,062)")
-    p.add_argument("--data-seed", type=int, default=0,
+    p.add_argument("--data-seed", type=int, default=None,
                    help="seed of the built-in data and of the iid split (default 0)")
     p.add_argument("--json", action="store_true", help="print the whole result table as JSON")
     add_output_options(p)
@@ -131,7 +132,11 @@ def _check_applicable(args) -> None:
         check_not_given(args, ["samples"], "to client files, only to the built-in dataset")
         if args.large:
             raise InputError("--large does not apply to client files, only to the built-in dataset")
-    resolve_defaults(args, {"alpha": 0.5, "beta": 0.5, "honest_fraction": 1.0})
+    if args.files and (args.partition or ["files"]) == ["files"]:  # each file one client: nothing is split
+        check_not_given(args, ["clients", "data_seed"], "to --partition files (each file is one client), only to "
+                                                         "the iid and noniid splits")
+    resolve_defaults(args, {"alpha": 0.5, "beta": 0.5, "honest_fraction": 1.0, "clients": [10, 1000],
+                            "data_seed": 0})
     if not 0 <= args.seed < 2**63:
         raise InputError(f"--seed must be between 0 and 2^63 - 1, got {args.seed}")
     if not 0 <= args.data_seed < 2**63:
