@@ -105,8 +105,6 @@ def check_arguments(mechanism, *, protocol: str, seed, ledger, mpc_options, data
     if seed is not None:
         if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
             raise InputError(f"seed must be an integer, got {seed!r}")
-        if getattr(mechanism, "name", None) == "none":
-            raise InputError("seed has no effect with the mechanism 'none' (there is no noise to seed)")
     if ledger is not None and not hasattr(ledger, "reserve"):
         raise InputError(f"ledger must be a secure_auc.Ledger (Ledger(path)), got {ledger!r}")
     if dataset_name is not None and ledger is None:
@@ -114,15 +112,11 @@ def check_arguments(mechanism, *, protocol: str, seed, ledger, mpc_options, data
     if mpc_options:
         if protocol != "mpc":
             raise InputError(f"mpc_options apply to protocol='mpc' only, got {sorted(mpc_options)} with 'plain'")
-        import inspect
+        from .mpc import MPC_OPTIONS
 
-        from .mpc.session import run_mpc_local
-
-        known = [n for n in inspect.signature(run_mpc_local).parameters if n not in ("clients", "mechanism",
-                                                                                   "noise_keys")]
-        unknown = sorted(set(mpc_options) - set(known))
+        unknown = sorted(set(mpc_options) - set(MPC_OPTIONS))
         if unknown:
-            raise InputError(f"mpc_options: unknown option(s) {', '.join(unknown)} (known: {', '.join(known)})")
+            raise InputError(f"mpc_options: unknown option(s) {', '.join(unknown)} (known: {', '.join(MPC_OPTIONS)})")
 
 
 def load_clients(paths: list[str | Path], *, score_column: str | None = None,

@@ -94,8 +94,6 @@ def _two_clients():
      r"clients\[0\] must be a ClientData\(scores, labels\), got tuple"),
     (lambda m: secure_auc.load_clients("a.csv"), r"load_clients takes a list of paths, one per client"),
     (lambda m: secure_auc.FederatedAUC(m, protocol="bogus"), r"protocol must be 'plain' or 'mpc', got 'bogus'"),
-    (lambda m: secure_auc.evaluate(_two_clients(), m, protocol="plain", seed=5),
-     r"seed has no effect with the mechanism 'none'"),
     (lambda m: secure_auc.evaluate(_two_clients(), secure_auc.make_mechanism("laplace", 1.0), protocol="plain",
                                    seed=1.5), r"seed must be an integer, got 1.5"),
     (lambda m: secure_auc.evaluate(_two_clients(), m, protocol="plain", dataset_name="x"),
@@ -107,3 +105,12 @@ def _two_clients():
 def test_an_argument_of_the_wrong_kind_is_one_clear_error(call, match):
     with pytest.raises(secure_auc.InputError, match=match):
         call(secure_auc.make_mechanism("none"))
+
+
+def test_the_mpc_options_checked_are_the_local_runs_keywords():
+    import inspect
+
+    from secure_auc.mpc import MPC_OPTIONS
+    from secure_auc.mpc.session import run_mpc_local
+
+    assert list(inspect.signature(run_mpc_local).parameters)[3:] == list(MPC_OPTIONS)

@@ -754,10 +754,42 @@ def _spawn(job, per_rank: dict[int, tuple], parties: int, *, provider: str, time
     last_seen: dict = {}
     ready: set = set()
     end = None if deadline is None else started + deadline
+    next_check = started
     try:
-        _watch(results, procs, ranks, done, received, retry, k, last_seen, started, ready, beats, describe, parties,
-               timeout, end, deadline)
-    except MPCError as err:
+        while len(done) < len(ranks):
+            try:
+                msg = results.get(timeout=0.2)
+            except queue_mod.Empty:
+                msg = None
+            if msg is not None and msg[0] in ("alive", "ready"):
+                last_seen[msg[1]] = time.monotonic()
+                if msg[0] == "ready":
+                    ready.add(msg[1])
+            elif msg is not None and msg[0] == "error":
+                if retry and msg[4:] == ("PortBusyError",):
+                    raise _PortTaken(f"{describe(msg[1])}: {msg[2]}")
+                raise _failure(results, {msg[1]: msg}, [], procs, k, last_seen, started, ready, beats,
+                               describe) from None
+            elif msg is not None:
+                done[msg[1]] = msg[2]
+                if received is not None and msg[3] is not None:
+                    received[msg[1]] = msg[3]
+            if time.monotonic() < next_check:
+                continue
+            next_check = time.monotonic() + 0.2
+            _read_beats(beats, ranks, parties, last_seen, ready)
+            dead = [r for r, p in procs.items() if r not in done and p.exitcode not in (None, 0)]
+            if dead:
+                raise _failure(results, {}, dead, procs, k, last_seen, started, ready, beats, describe) from None
+            # a party that stopped, or never started, for as long as the others wait for it: named now
+            quiet = _silent_parties({r: p for r, p in procs.items() if r not in done}, last_seen, started, timeout,
+                                    describe)
+            if quiet:
+                raise MPCError("; ".join(quiet)) from None
+            if end is not None and time.monotonic() > end:
+                late = ", ".join(describe(r) for r in ranks if r not in done)
+                raise MPCError(f"{late} did not finish within {deadline:g} s") from None
+    except MPCError as err:  # nothing was computed unless every computing party got past the rendezvous
         err.started = _all_joined(beats, [r for r in procs if r >= 0])
         raise
     finally:
@@ -774,42 +806,3 @@ def _spawn(job, per_rank: dict[int, tuple], parties: int, *, provider: str, time
                 p.kill()
                 p.join(timeout=5)
     return done
-
-
-def _watch(results, procs, ranks, done, received, retry, k, last_seen, started, ready, beats, describe, parties,
-           timeout, end, deadline) -> None:
-    """The launcher's wait for the parties' results (into ``done``), naming the first failure."""
-    next_check = started
-    while len(done) < len(ranks):
-        try:
-            msg = results.get(timeout=0.2)
-        except queue_mod.Empty:
-            msg = None
-        if msg is not None and msg[0] in ("alive", "ready"):
-            last_seen[msg[1]] = time.monotonic()
-            if msg[0] == "ready":
-                ready.add(msg[1])
-        elif msg is not None and msg[0] == "error":
-            if retry and msg[4:] == ("PortBusyError",):
-                raise _PortTaken(f"{describe(msg[1])}: {msg[2]}")
-            raise _failure(results, {msg[1]: msg}, [], procs, k, last_seen, started, ready, beats,
-                           describe) from None
-        elif msg is not None:
-            done[msg[1]] = msg[2]
-            if received is not None and msg[3] is not None:
-                received[msg[1]] = msg[3]
-        if time.monotonic() < next_check:
-            continue
-        next_check = time.monotonic() + 0.2
-        _read_beats(beats, ranks, parties, last_seen, ready)
-        dead = [r for r, p in procs.items() if r not in done and p.exitcode not in (None, 0)]
-        if dead:
-            raise _failure(results, {}, dead, procs, k, last_seen, started, ready, beats, describe) from None
-        # a party that stopped, or never started, for as long as the others wait for it: named now
-        quiet = _silent_parties({r: p for r, p in procs.items() if r not in done}, last_seen, started, timeout,
-                                describe)
-        if quiet:
-            raise MPCError("; ".join(quiet)) from None
-        if end is not None and time.monotonic() > end:
-            late = ", ".join(describe(r) for r in ranks if r not in done)
-            raise MPCError(f"{late} did not finish within {deadline:g} s") from None

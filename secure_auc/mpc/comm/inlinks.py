@@ -283,14 +283,11 @@ def accept_hosts(server: socket.socket, me: int, identity, host_keys: list[bytes
         closed = f" ({len(refused)} connection(s) that did not authenticate as a client host were closed)" \
             if refused else ""
         error = InputLinkError(f"{names} never connected to {describe_me} within {timeout:g} s{closed}")
-        for h, c in accepted.items():
-            if farewell is None:
-                c.sock.close()
-                continue
-            link = InputLink(c, host_id(h), describe_host(h), 2.0)
+        joined = [InputLink(c, host_id(h), describe_host(h), 2.0) for h, c in accepted.items()]
+        for link in joined if farewell is not None else ():
             with contextlib.suppress(Exception):  # that host is gone too
                 farewell(link, error)
-            part(link)
+        part(joined, wait=2.0 if farewell is not None else 0.0)
         raise error
     links = {}
     for h, c in accepted.items():
@@ -299,20 +296,23 @@ def accept_hosts(server: socket.socket, me: int, identity, host_keys: list[bytes
     return links
 
 
-def part(link: InputLink, wait: float = 2.0) -> None:
-    """Close ``link`` so that what was last sent on it is read: stop sending (FIN), then drop
-    what the peer still sends until it closes its end (at most ``wait`` seconds).  Closing
-    at once with unread bytes from the peer would reset the connection, and the peer could
-    lose the last message instead of reading it."""
-    sock = link.sock
-    with contextlib.suppress(OSError):
-        sock.shutdown(socket.SHUT_WR)
-        end = time.monotonic() + wait
-        while (left := end - time.monotonic()) > 0:
-            sock.settimeout(left)
-            if not sock.recv(1 << 16):
-                break
-    sock.close()
+def part(links, wait: float = 2.0) -> None:
+    """Close ``links`` (one InputLink or several) so that what was last sent on each is read:
+    stop sending (FIN), then drop what the peers still send until they close their ends (at
+    most ``wait`` seconds in all).  Closing at once with unread bytes from a peer would reset
+    the connection, and the peer could lose the last message instead of reading it."""
+    socks = [link.sock for link in ([links] if isinstance(links, InputLink) else links)]
+    for sock in socks:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_WR)
+    end = time.monotonic() + wait
+    for sock in socks:
+        with contextlib.suppress(OSError):
+            while (left := end - time.monotonic()) > 0:
+                sock.settimeout(left)
+                if not sock.recv(1 << 16):
+                    break
+        sock.close()
 
 
 def _logged(verdict, describe_me: str):
