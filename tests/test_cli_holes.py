@@ -251,3 +251,15 @@ def test_ledger_options_without_effect_are_refused(tmp_path, capsys, options, me
     err = _one_line_error(capsys, ["evaluate", "--protocol", "plain", str(tmp_path / "a.csv"), *options])
     assert message in err
     assert not (tmp_path / "l.db").exists()
+
+
+def test_a_run_that_times_out_at_once_is_one_line_without_torchs_log(tmp_path):
+    """torch's C++ log (a line per connect that times out, pages of frames) stays out of stderr unless
+    --verbose: the launcher names the failure in one line."""
+    for k in range(2):
+        (tmp_path / f"c{k}.csv").write_text("score,label\n0.5,1\n0.25,0\n0.75,1\n")
+    res = subprocess.run([sys.executable, "-m", "secure_auc", "evaluate", str(tmp_path / "c0.csv"),
+                          str(tmp_path / "c1.csv"), "-q", "--timeout", "0.01"], capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 1, res.stderr
+    assert res.stderr.count("\n") == 1 and res.stderr.startswith("secure-auc: error: MPC run failed: "), res.stderr

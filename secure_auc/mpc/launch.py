@@ -720,8 +720,9 @@ def _spawn(job, per_rank: dict[int, tuple], parties: int, *, provider: str, time
     main = "+main" if any(getattr(f, "__module__", None) == "__main__" for f in (job, host_job, after_dealer)) else ""
     cpp_log = os.environ.get("TORCH_CPP_LOG_LEVEL")
     try:
-        if cpp_log is None:  # torch's C++ warnings (pages of frames when a peer goes away): errors only
-            os.environ["TORCH_CPP_LOG_LEVEL"] = "ERROR"
+        if cpp_log is None:  # torch's C++ log (pages of frames when a peer goes away, a line per connect that
+            # times out): only with the debug log; the launcher names every failure in one line itself
+            os.environ["TORCH_CPP_LOG_LEVEL"] = "ERROR" if log.isEnabledFor(logging.DEBUG) else "FATAL"
         if wrapper is not None:
             mp_spawn.set_executable(wrapper)  # only for these starts (restored below)
         _ensure_fork_server(ctx)
