@@ -16,8 +16,8 @@ from ..mpc import RANK_METHODS, MPCError, rank_method_help
 from ..validation import SEED_BOUND, InputError, check_secret_seed, check_timeout
 from .ledger import add_ledger_options, add_planning_options, check_ledger_options
 from .ledger import add_parser as add_ledger_parser
-from .output import (add_output_options, json_safe, apply_verbosity, check_writable_dir, human_bytes, progress_bar,
-                     progress_enabled)
+from .output import (OneLineParser, add_output_options, json_safe, apply_verbosity, check_writable_dir, human_bytes,
+                     progress_bar, progress_enabled)
 
 __all__ = ["main", "build_parser"]
 
@@ -141,7 +141,7 @@ def add_mpc_options(p: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     from .. import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="secure-auc",
         description="Label-differentially-private AUC for vertical federated learning (FedAUC).",
     )

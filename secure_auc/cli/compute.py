@@ -32,13 +32,14 @@ import os
 import sys
 
 from . import add_helpers_options, mechanism_options, print_report, setup_logging
+from .output import OneLineParser
 from ..validation import InputError
 
 __all__ = ["main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = OneLineParser(
         prog="python -m secure_auc.cli.compute",
         description="One computing party of the helpers layout, launched by torchrun (rank 0 = server, "
                     "ranks 1..w-1 = helpers, last rank = dealer with --provider ttp): the deployment's service "

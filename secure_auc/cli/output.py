@@ -12,8 +12,16 @@ import sys
 
 from ..validation import InputError
 
-__all__ = ["add_output_options", "progress_bar", "human_bytes", "resolve_defaults", "check_not_given",
-           "apply_verbosity", "check_writable_dir", "json_safe"]
+__all__ = ["OneLineParser", "add_output_options", "progress_bar", "human_bytes", "resolve_defaults",
+           "check_not_given", "apply_verbosity", "check_writable_dir", "json_safe"]
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse's parser with a usage error in one line that names the command's --help (exit
+    code 2), not the whole usage block first; its subcommands' parsers are of this class too."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def add_output_options(p: argparse.ArgumentParser) -> None:

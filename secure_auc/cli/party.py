@@ -17,7 +17,7 @@ import sys
 
 from . import add_mechanism_options, add_party_options, mechanism_from_args, print_report, setup_logging
 from .ledger import reserve_client_ledger
-from .output import leave_process
+from .output import OneLineParser, leave_process
 from ..data.io import read_client_csv
 from ..dp.accountant import finishing
 from ..dp.rng import read_noise_key_file
@@ -27,7 +27,7 @@ __all__ = ["main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = OneLineParser(
         prog="mpc_party.py",
         description="One party of the secure-auc MPC protocol, launched by torchrun "
         "(rank 0 = server, rank k = client k-1 reading the k-th file, last rank = dealer with --provider ttp).",
