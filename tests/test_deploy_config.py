@@ -116,6 +116,9 @@ def test_the_roster_command_writes_what_every_party_loads(tmp_path, capsys):
     assert cli(["roster", str(out), "--server", "abc", "--clients", keys["c0"], "--force"]) == 2
     assert "--server: 'abc' is neither 64 hex digits nor a key file" in capsys.readouterr().err
     assert json.loads(out.read_text())["server"] == keys["server"]
+    assert cli(["roster", str(out), "--server", keys["server"], "--helpers", keys["h1"], keys["c1"],
+                "--clients", keys["c0"], keys["c1"], "--force"]) == 2
+    assert "clients[1] and helpers[1] have the same key" in capsys.readouterr().err
 
 
 def test_serve_refuses_a_role_outside_the_deployment_with_exit_code_2(tmp_path):

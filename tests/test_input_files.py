@@ -177,3 +177,10 @@ def test_a_trailing_slash_does_not_count_a_client_twice(tmp_path, capsys):
                  str(tmp_path / "b.csv"), str(tmp_path / "a.csv") + "/"])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "a.csv/: cannot open client file (Not a directory)" in err, err
+
+
+@pytest.mark.parametrize("score", ["1_000", "\u0661\u0662", "\uff11"])
+def test_a_score_is_a_decimal_number_in_ascii(tmp_path, score):
+    (tmp_path / "c.csv").write_text(f"score,label\n0.25,0\n{score},1\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"row 2 \(line 3\), column 'score': .* is not a number"):
+        read_client_file(tmp_path / "c.csv")

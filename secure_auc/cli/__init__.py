@@ -314,6 +314,8 @@ def cmd_client(args) -> int:
     w = len(args.parties)
     if w not in (2, 3):
         raise InputError(f"--parties: the helpers layout has 2 or 3 computing parties, got {w}")
+    if args.clients < 1:
+        raise InputError(f"--clients must be at least 1, got {args.clients}")
     if not 0 <= args.client < args.clients:
         raise InputError(f"--client must be in 0..{args.clients - 1}, got {args.client}")
     config = options_config(computing_parties=w, clients=args.clients, mechanism=mechanism_options(args, args.clients),

@@ -68,7 +68,7 @@ def _public_key(text: str, role: str) -> bytes:
 
 
 def cmd_roster(args) -> int:
-    from ..mpc.comm.roster import Roster
+    from ..mpc.comm.roster import Roster, distinct_keys
 
     if len(args.helpers) > 2:
         raise InputError(f"--helpers: at most 2 helpers (3 computing parties), got {len(args.helpers)}")
@@ -76,9 +76,7 @@ def cmd_roster(args) -> int:
                     tuple(_public_key(c, f"--clients[{i}]") for i, c in enumerate(args.clients)),
                     _public_key(args.dealer, "--dealer") if args.dealer else None,
                     tuple(_public_key(h, f"--helpers[{i}]") for i, h in enumerate(args.helpers)) or None)
-    keys = [roster.server, *roster.clients, *(roster.helpers or ()), *([roster.dealer] if roster.dealer else [])]
-    if len(set(keys)) != len(keys):
-        raise InputError("two roles have the same key")
+    distinct_keys(roster.server, roster.clients, roster.helpers, roster.dealer)
     out = Path(args.out)
     if out.exists() and not args.force:
         raise InputError(f"{out} exists; give --force to overwrite it")

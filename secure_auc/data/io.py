@@ -386,7 +386,9 @@ def _parse_csv(path: Path, text: str, score_column: str | None, label_column: st
                                  "comma or an unquoted comma in a field?)")
             if si is not None:
                 text_value = fields[si].strip()
-                try:
+                try:  # a decimal number in ASCII: Python's float() would also take "1_000" and other scripts' digits
+                    if not text_value.isascii() or "_" in text_value:
+                        raise ValueError(text_value)
                     value = float(text_value)
                 except ValueError:
                     raise InputError(f"{where}, column {header[si].strip()!r}: {text_value!r} is not a number") from None

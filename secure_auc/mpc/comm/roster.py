@@ -65,6 +65,17 @@ def describe_host(h: int, clients: list[int] | range | None = None) -> str:
     return f"client host {h} (clients {clients[0]}..{clients[-1]})"
 
 
+def distinct_keys(server: bytes, clients, helpers, dealer, where: str = "") -> None:
+    """Refuse two roles with one key, naming both (each role must be a party of its own)."""
+    roles = [("server", server), *((f"clients[{i}]", k) for i, k in enumerate(clients)),
+             *((f"helpers[{i}]", k) for i, k in enumerate(helpers or ()))] + ([("dealer", dealer)] if dealer else [])
+    first: dict[bytes, str] = {}
+    for role, k in roles:
+        if k in first:
+            raise InputError(f"{where}{first[k]} and {role} have the same key (each role needs its own)")
+        first[k] = role
+
+
 @dataclass(frozen=True)
 class Roster:
     """Public identity keys (32 raw bytes each) of the server, the clients and the dealer;
@@ -144,10 +155,9 @@ class Roster:
                 raise InputError(f"roster {path}: 'helpers' must be a list of 1 or 2 keys")
             helpers = tuple(key(v, f"helpers[{i}]") for i, v in enumerate(data["helpers"]))
         dealer = key(data["dealer"], "dealer") if data.get("dealer") is not None else None
-        keys = [key(data["server"], "server"), *clients, *(helpers or ())] + ([dealer] if dealer else [])
-        if len(set(keys)) != len(keys):
-            raise InputError(f"roster {path}: two roles have the same key")
-        return cls(keys[0], clients, dealer, helpers)
+        server = key(data["server"], "server")
+        distinct_keys(server, clients, helpers, dealer, f"roster {path}: ")
+        return cls(server, clients, dealer, helpers)
 
     @classmethod
     def load_helpers(cls, path, *, helpers: int, clients: int, dealer: bool) -> "Roster":
