@@ -197,3 +197,22 @@ def test_one_argument_switches_the_session_to_deployed_services(tmp_path):
     _write(tmp_path)
     with pytest.raises(InputError, match="roster .*roster.json does not exist"):  # read before any connection
         MPCSession(deploy=tmp_path / "deploy.toml", key=tmp_path / "server.pem")
+
+
+def test_a_client_that_finds_no_computing_party_says_what_to_check(tmp_path):
+    from secure_auc.deploy.service import ServiceError, run_client_service
+    from secure_auc.mpc.comm.channel import public_bytes
+    from secure_auc.mpc.comm.roster import Roster, generate_identity
+    from secure_auc.mpc.launch import free_port
+
+    keys = [generate_identity() for _ in range(6)]
+    pub = [public_bytes(k) for k in keys]
+    (tmp_path / "roster.json").write_text(Roster(pub[0], (pub[4], pub[5]), pub[3], (pub[1], pub[2])).to_json())
+    (tmp_path / "labels.csv").write_text("label\n1\n0\n")
+    port = free_port()  # nothing listens there
+    text = CONFIG.replace("timeout = 30", "timeout = 30\njoin_timeout = 1").replace(
+        "10.0.0.1:29600", f"127.0.0.1:{port}").replace("ledger = \"privacy.json\"\nbudget = 4\n", "")
+    with pytest.raises(ServiceError, match=rf"^server is not reachable at 127.0.0.1:{port} \(tried for 1 s\); a "
+                                           r"computing party takes clients only once every computing party and "
+                                           r"the dealer have joined"):
+        run_client_service(load_config(_write(tmp_path, text)), 0, keys[4])

@@ -563,7 +563,7 @@ def run_client_service(config: DeployConfig, k: int, identity, inputs: ClientInp
     from ..data.io import ClientData
     from ..dp.accountant import finishing
     from ..mpc.audit import forbid_crypten_randomness
-    from ..mpc.comm.inlinks import connect
+    from ..mpc.comm.inlinks import PartyUnreachable, connect
     from ..mpc.comm.roster import describe_helpers_rank
     from ..mpc.input_parties import host_evaluation
 
@@ -581,7 +581,12 @@ def run_client_service(config: DeployConfig, k: int, identity, inputs: ClientInp
     parties = [(h, p, roster.key(r)) for r, (h, p) in enumerate(config.client_addresses)]
     if refusal is None:
         log.info("[%s] %d labels; connecting to the %d computing parties", me, len(inputs.labels), w)
-    links = connect(k, identity, parties, timeout=config.join_timeout, describe_party=describe_party, describe_me=me)
+    try:
+        links = connect(k, identity, parties, timeout=config.join_timeout, describe_party=describe_party,
+                        describe_me=me)
+    except PartyUnreachable as exc:  # the usual cause: another computing party (or the dealer) is not up
+        raise ServiceError(f"{exc}; a computing party takes clients only once every computing party and the "
+                           "dealer have joined: check that each of them runs") from None
     try:
         for link in links:
             link.send_obj(CH_JOIN, {"client": k, "agreed": config.agreed(), "public": pconfig.public()}

@@ -53,6 +53,10 @@ class InputLinkError(RuntimeError):
     """A link between a client host and a computing party failed (names the peer)."""
 
 
+class PartyUnreachable(InputLinkError):
+    """Nothing answered at a computing party's address for as long as the host tried."""
+
+
 def host_id(h: int) -> int:
     """The id of client host ``h`` in links (negative: never a rank)."""
     return -(h + 1)
@@ -349,8 +353,8 @@ def connect(h: int, identity, parties: list[tuple[str, int, bytes]], *, timeout:
                     break
                 except OSError:
                     if time.monotonic() > deadline:
-                        raise InputLinkError(f"{describe_party(p)} is not reachable at {addr}:{port} "
-                                             f"(tried for {timeout:g} s)") from None
+                        raise PartyUnreachable(f"{describe_party(p)} is not reachable at {addr}:{port} "
+                                               f"(tried for {timeout:g} s)") from None
                     time.sleep(0.1)
             _tune(sock, timeout)
             sess = tls.Session(sock, tls.context(identity, f"host {h}", _BOUND, server_side=False), False)
