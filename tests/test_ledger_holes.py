@@ -556,3 +556,20 @@ def test_two_clients_alike_in_counts_with_one_seed_run_and_are_charged_as_one_da
     err = capsys.readouterr().err
     assert "privacy budget would be exceeded for client 1's dataset" in err and "datasets alike in both count as one" in err
     assert _releases(led2) == []
+
+
+def test_a_torchrun_client_whose_rendezvous_fails_is_not_charged(tmp_path, files):
+    """A torchrun client reserves its budget before the rendezvous; when the server never opens it,
+    nothing was computed: the reservation is withdrawn, and the client names the server."""
+    import subprocess
+
+    from secure_auc.mpc.launch import free_port
+
+    port = free_port()  # nobody serves the rendezvous there
+    env = dict(os.environ, RANK="1", WORLD_SIZE="4", LOCAL_RANK="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    led = tmp_path / "client{client}.db"
+    res = subprocess.run([sys.executable, str(Path(__file__).resolve().parents[1] / "parties" / "mpc_party.py"),
+                          *map(str, files), "--ledger", str(led), "--budget", "3", "--timeout", "2"],
+                         capture_output=True, text=True, timeout=120, env=env)
+    assert res.returncode != 0 and "server (rank 0)" in res.stderr, res.stderr[-2000:]
+    assert _releases(tmp_path / "client0.db") == []
