@@ -279,3 +279,11 @@ def test_a_usage_error_is_one_line_naming_the_commands_help(capsys, argv, messag
         main(argv)
     err = capsys.readouterr().err
     assert stop.value.code == 2 and err.count("\n") == 1 and err.startswith(message), err
+
+
+def test_a_client_of_no_clients_is_refused_as_such(tmp_path, capsys):
+    (tmp_path / "c.csv").write_text("score,label\n0.5,1\n0.25,0\n")
+    err = _one_line_error(capsys, ["client", str(tmp_path / "c.csv"), "--client", "0", "--clients", "0",
+                                   "--roster", str(tmp_path / "r.json"), "--parties", "127.0.0.1:29999",
+                                   "127.0.0.1:29998", "--identity", str(tmp_path / "k.pem")])
+    assert "--clients must be at least 1, got 0" in err, err
