@@ -14,6 +14,8 @@ __all__ = [
     "check_epsilon",
     "check_delta",
     "check_fraction",
+    "check_real",
+    "check_timeout",
     "check_secret_seed",
 ]
 
@@ -114,7 +116,7 @@ def check_epsilon(epsilon: float, *, name: str = "epsilon") -> float:
         ...
     secure_auc.validation.InputError: epsilon must be a finite number between 1e-06 and 10000 (the mechanism 'none' is the exact, non-private computation), got inf
     """
-    eps = _real(epsilon, name)
+    eps = check_real(epsilon, name)
     lo, hi = EPSILON_RANGE
     if math.isnan(eps) or math.isinf(eps):
         raise InputError(f"{name} must be a finite number between {lo:g} and {hi:g} (the mechanism 'none' is the "
@@ -128,7 +130,7 @@ def check_epsilon(epsilon: float, *, name: str = "epsilon") -> float:
     return eps
 
 
-def _real(value, name: str) -> float:
+def check_real(value, name: str) -> float:
     """``value`` as a float if it is a real number (not a bool, a string or None), else an InputError."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise InputError(f"{name} must be a number, got {value!r}")
@@ -136,7 +138,7 @@ def _real(value, name: str) -> float:
 
 
 def check_delta(delta: float, *, name: str = "delta") -> float:
-    d = _real(delta, name)
+    d = check_real(delta, name)
     if not (0.0 < d < 1.0):
         raise InputError(f"{name} must be in (0, 1), got {delta}")
     if d < 1e-300:
@@ -148,12 +150,12 @@ def check_timeout(value, *, name: str = "--timeout") -> float:
     """Seconds to wait for another party: a finite number in (0, 86400]."""
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and 0 < value <= 86400
     if not ok:
-        raise InputError(f"{name} must be a number of seconds in (0, 86400], got {value}")
+        raise InputError(f"{name} must be a number of seconds in (0, 86400], got {value!r}")
     return float(value)
 
 
 def check_fraction(value: float, *, name: str) -> float:
-    v = _real(value, name)
+    v = check_real(value, name)
     if not (0.0 < v < 1.0):
         raise InputError(f"{name} must be in (0, 1), got {value}")
     return v

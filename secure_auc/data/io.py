@@ -100,12 +100,11 @@ PARQUET_MAGIC = b"PAR1"
 def _read_bytes(path: str) -> bytes:
     """The file's bytes, gunzipped if it is gzip-compressed; every failure an InputError naming it."""
     import gzip
+    import stat
     import zlib
 
-    import stat
-
     try:  # the path as spelled: "a.csv/" is no file, though pathlib would read it as a.csv
-        mode = os.stat(os.fspath(path)).st_mode
+        mode = os.stat(path).st_mode
         if stat.S_ISDIR(mode):
             raise InputError(f"{path}: is a folder, not a client file")
         if not stat.S_ISREG(mode):  # a device would be read forever, a pipe would block

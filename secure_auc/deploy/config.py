@@ -49,7 +49,7 @@ except ModuleNotFoundError:  # Python 3.10: the same parser as a package
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..validation import InputError
+from ..validation import InputError, check_real, check_timeout
 
 __all__ = ["DeployConfig", "ClientEntry", "load_config", "options_config", "parse_address", "parse_role",
            "MECHANISM_KEYS"]
@@ -172,10 +172,7 @@ def _unknown(table: dict, allowed, where: str, path: Path) -> None:
 
 
 def _seconds(value, where: str, path: Path) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value)
-                                                                            and 0 < value <= 86400):
-        raise InputError(f"{path}: {where} must be a number of seconds in (0, 86400], got {value!r}")
-    return float(value)
+    return check_timeout(value, name=f"{path}: {where}")
 
 
 def _number(value, where: str, path: Path, *, low: float, low_open: bool, high: float | None = None,
@@ -267,8 +264,8 @@ def load_config(path) -> DeployConfig:
     if mech["name"] in ("laplace", "gaussian"):
         mech = {"allocation": "adaptive"} | mech  # the command line's default
     for key in _MECHANISM_NUMBERS:
-        if key in mech and (not isinstance(mech[key], (int, float)) or isinstance(mech[key], bool)):
-            raise InputError(f"{path}: mechanism.{key} must be a number, got {mech[key]!r}")
+        if key in mech:
+            check_real(mech[key], f"{path}: mechanism.{key}")
     mech = {k: (float(v) if isinstance(v, int) and not isinstance(v, bool) and k not in ("name",) else v)
             for k, v in mech.items()}
 
@@ -331,8 +328,6 @@ def options_config(*, computing_parties: int, clients: int, mechanism: dict, ros
     ``client_addresses``: computing party r's (host, port) for the clients; every wait, the
     start-up's and the scoring's included, is bounded by ``timeout``.  No client entry holds
     paths: a client hands its inputs to :func:`.service.run_client_service` itself."""
-    from ..validation import check_timeout
-
     timeout = check_timeout(timeout)
     mech = {k: (float(v) if isinstance(v, int) and not isinstance(v, bool) else v)
             for k, v in mechanism.items() if v is not None}

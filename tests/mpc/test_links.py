@@ -194,7 +194,7 @@ def test_a_host_that_joined_is_told_why_the_run_cannot_start(says_why):
     else:
         with pytest.raises(InputLinkError, match=r"^helper 1 \(rank 1\) disconnected"):
             link.recv_obj(9)
-    part(link)
+    part([link])
 
 
 def test_a_host_checks_the_partys_key():

@@ -300,12 +300,12 @@ def accept_hosts(server: socket.socket, me: int, identity, host_keys: list[bytes
     return links
 
 
-def part(links, wait: float = 2.0) -> None:
-    """Close ``links`` (one InputLink or several) so that what was last sent on each is read:
-    stop sending (FIN), then drop what the peers still send until they close their ends (at
-    most ``wait`` seconds in all).  Closing at once with unread bytes from a peer would reset
-    the connection, and the peer could lose the last message instead of reading it."""
-    socks = [link.sock for link in ([links] if isinstance(links, InputLink) else links)]
+def part(links: list[InputLink], wait: float = 2.0) -> None:
+    """Close ``links`` so that what was last sent on each is read: stop sending (FIN), then
+    drop what the peers still send until they close their ends (at most ``wait`` seconds in
+    all).  Closing at once with unread bytes from a peer would reset the connection, and the
+    peer could lose the last message instead of reading it."""
+    socks = [link.sock for link in links]
     for sock in socks:
         with contextlib.suppress(OSError):
             sock.shutdown(socket.SHUT_WR)

@@ -414,7 +414,6 @@ def _worker(state: _DealerState) -> None:
 SETUP = "sa_setup"  # the request name rank 0 sends through CrypTen's TTP channel to start a sort
 PING = "sa_ping"  # rank 0's keep-alive while a session waits between evaluations
 ENDING = "sa_ending"  # rank 0 tells the dealer why the deployment ends, just before it stops it
-_ending: list[tuple[str, bool]] = []  # what the dealer was told, (reason, shutdown)
 
 
 def ping_dealer() -> None:
@@ -430,14 +429,15 @@ def tell_dealer_the_end(reason: str, shutdown: bool) -> None:
         backend.ttp_request(ENDING, str(reason), bool(shutdown))
 
 
-def serve() -> None:
+def serve() -> tuple[str, bool] | None:
     """The dealer process: CrypTen's ``TTPServer`` loop (triples for CrypTen's own
     protocols, asked by rank 0 through its TTP channel), plus the sorts: on the
     request :data:`SETUP` the dealer answers at once and then runs :func:`_worker`
     in the same thread until the sort's stop, so it is never idle on the TTP
     channel (whose wait would time out) while a long sort runs.  Returns on rank
-    0's ``terminate``; raises if a party goes away (CrypTen's loop would swallow
-    that and exit as if all were well)."""
+    0's ``terminate``, with what rank 0 said of the end, (reason, shutdown)
+    (:func:`tell_dealer_the_end`), or None; raises if a party goes away (CrypTen's loop
+    would swallow that and exit as if all were well)."""
     base = backend.ttp_server_base()
 
     class DealerServer(base):
@@ -447,6 +447,7 @@ def serve() -> None:
             self.comm_group = comm.ttp_comm_group
             self.device = "cpu"
             self.generators = None  # CrypTen's generators are never drawn from (see backend.ttp_release_parties)
+            self.ending = None
             ttp_rank = comm.get_ttp_rank()
             while True:
                 message = comm.recv_obj(0, self.ttp_group)
@@ -457,7 +458,7 @@ def serve() -> None:
                 elif message["function"] == PING:
                     result, state = torch.zeros(1, dtype=torch.long), None
                 elif message["function"] == ENDING:
-                    _ending.append((str(message["args"][0]), bool(message["args"][1])))
+                    self.ending = (str(message["args"][0]), bool(message["args"][1]))
                     result, state = torch.zeros(1, dtype=torch.long), None
                 else:
                     self.device = message["device"]
@@ -467,7 +468,7 @@ def serve() -> None:
                 if state is not None:
                     _worker(state)
 
-    DealerServer()
+    return DealerServer().ending
 
 
 def run_dealer() -> tuple[str, bool] | None:
@@ -476,11 +477,9 @@ def run_dealer() -> tuple[str, bool] | None:
     (:func:`tell_dealer_the_end`), or None."""
     import warnings
 
-    _ending.clear()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        serve()
-    return _ending[-1] if _ending else None
+        return serve()
 
 
 class DealerChannel:
