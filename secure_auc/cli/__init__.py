@@ -28,7 +28,8 @@ MECHANISM_DEFAULTS = {"epsilon": 1.0, "allocation": "adaptive", "sensitivity": "
                       "honest_fraction": 1.0}
 
 
-def add_mechanism_options(p: argparse.ArgumentParser) -> None:
+def add_mechanism_options(p: argparse.ArgumentParser, planning: bool = False) -> None:
+    """The mechanism options; ``planning``: the command also takes --evaluations T (add_planning_options)."""
     # options that apply to some mechanisms only default to None, so that one given where it has no
     # effect is refused (check_mechanism_options) instead of silently ignored
     g = p.add_argument_group("label differential privacy")
@@ -38,10 +39,12 @@ def add_mechanism_options(p: argparse.ArgumentParser) -> None:
                         "distributed (noise on the aggregate only, in shares: discrete Laplace, or discrete "
                         "Gaussian with --delta; MPC protocol only). Default: laplace")
     g.add_argument("--epsilon", type=float, default=None,
-                   help="privacy budget eps per evaluation, in [1e-6, 1e4] (default 1.0; not with none); with --evaluations T, the total of the T")
+                   help="privacy budget eps per evaluation, in [1e-6, 1e4] (default 1.0; not with none)"
+                        + ("; with --evaluations T, the total of the T" if planning else ""))
     g.add_argument("--delta", type=float, default=None,
                    help="delta in (0, 1): required by --mechanism gaussian; with distributed it selects discrete "
-                        "Gaussian shares (default: none, pure eps-DP); with --evaluations T, the total delta of the T")
+                        "Gaussian shares (default: none, pure eps-DP)"
+                        + ("; with --evaluations T, the total delta of the T" if planning else ""))
     g.add_argument("--allocation", choices=ALLOCATIONS, default=None,
                    help="laplace/gaussian only: how eps is split between localSum and localP: split (alpha), "
                         "orthogonal (shared beta) or adaptive (per-client beta). Default: adaptive")
@@ -163,7 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--protocol", choices=("plain", "mpc"), default="mpc",
                     help="plain: the paper's plain-sort protocol (the server sees every score); "
                          "mpc: CrypTen secret-shared ranks (the server sees only the aggregate). Default: mpc")
-    add_mechanism_options(ev)
+    add_mechanism_options(ev, planning=True)
     add_data_options(ev)
     ev.add_argument("--seed", type=int, default=None,
                     help="fix the DP randomness for reproducibility (default: a fresh key from the OS's "
@@ -402,9 +405,11 @@ def planned_mechanism(args, clients: int, total: int | None):
         args._mechanism_given = check_mechanism_options(args)
 
     takes_delta = args.mechanism in ("gaussian", "distributed") and args.delta is not None
-    return plan_evaluations(
-        lambda e, d: mechanism_from_args(args, clients, epsilon=e, delta=d if takes_delta else None),
-        args.evaluations, args.epsilon, args.delta or 0.0, total=total)
+    with progress_bar(args, 14, f"planning {args.evaluations} evaluations") as bar:  # on a terminal only
+        return plan_evaluations(
+            lambda e, d: mechanism_from_args(args, clients, epsilon=e, delta=d if takes_delta else None),
+            args.evaluations, args.epsilon, args.delta or 0.0, total=total, iterations=14,
+            progress=lambda step, steps: bar.update())
 
 
 def print_report(result, source: str, as_json: bool) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..deploy.config import DEPLOYMENT_DEFAULTS as _DEFAULTS
 from ..validation import InputError
 from .output import add_output_options, leave_process
 
@@ -18,11 +19,19 @@ def add_parsers(sub) -> None:
                     "evaluations: the server and the helpers compute, the dealer deals, each client holds its "
                     "labels and its ledger and scores every evaluation with its hook. The platform's "
                     "MPCSession.connect(config, key=...) asks the server for evaluations. A fault ends every "
-                    "service with one line naming the party.")
+                    "service with one line naming the party. The waits are set in the file's [deployment] "
+                    f"table: join_timeout (default {_DEFAULTS['join_timeout']:g} s), how long the services wait "
+                    f"for each other at start-up; timeout (default {_DEFAULTS['timeout']:g} s), how long a party "
+                    f"waits for another during an evaluation; score_timeout (default {_DEFAULTS['score_timeout']:g} "
+                    "s), how long a client's scoring hook may take.")
     s.add_argument("--config", required=True, metavar="DEPLOY.toml", help="the deployment's configuration file")
     s.add_argument("--role", required=True,
                    help="server, helper-1, helper-2, dealer, or client-K (K = 0..clients-1)")
     s.add_argument("--key", required=True, metavar="KEY.pem", help="this party's identity key (secure-auc keygen)")
+    from .. import __version__
+
+    s.add_argument("--version", action="version", version=f"secure-auc {__version__}")
+    add_output_options(s)
     s.set_defaults(handler=cmd_serve)
 
     r = sub.add_parser(
