@@ -17,7 +17,7 @@ from ..validation import SEED_BOUND, InputError, check_secret_seed, check_timeou
 from .ledger import add_ledger_options, add_planning_options, check_ledger_options
 from .ledger import add_parser as add_ledger_parser
 from .output import (OneLineParser, add_output_options, json_safe, apply_verbosity, check_writable_dir, human_bytes,
-                     progress_bar, progress_enabled)
+                     progress_bar, progress_enabled, stop_on_signals, stop_status)
 
 __all__ = ["main", "build_parser"]
 
@@ -667,10 +667,6 @@ def setup_logging() -> None:
     logger.propagate = False
 
 
-def _terminate_as_interrupt(signum, frame):
-    raise KeyboardInterrupt
-
-
 BROKEN_PIPE = 141  # the shell's status of a program ended by SIGPIPE (128 + 13), as `yes | head` gives
 
 
@@ -689,7 +685,7 @@ def _quiet_after_broken_pipe() -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; returns its exit status (0 done, 1 an MPC run failed, 2 bad input,
-    130 interrupted, 141 the reader of the output went away)."""
+    130, 143 or 129 stopped by SIGINT, SIGTERM or SIGHUP, 141 the reader of the output went away)."""
     try:
         try:
             code = _main(argv)
@@ -697,18 +693,31 @@ def main(argv: list[str] | None = None) -> int:
             sys.stdout.flush()
             raise
         sys.stdout.flush()  # a broken pipe shows here, not in the interpreter's last flush
+        if argv is None and code in _STOPPED:  # the process's own command was stopped: it ends now
+            _leave_at_once(code)
         return code
     except BrokenPipeError:
         return _quiet_after_broken_pipe()
 
 
-def _main(argv: list[str] | None) -> int:
-    import signal
+_STOPPED = (129, 130, 143)  # SIGHUP, SIGINT, SIGTERM (stop_status)
 
+
+def _leave_at_once(code: int) -> None:
+    """End the process without the interpreter's finalisation, which takes seconds with torch
+    loaded on a busy machine, once every party is stopped and the line printed; the
+    ``atexit`` functions (temporary files, multiprocessing's) still run."""
+    import atexit
+
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def _main(argv: list[str] | None) -> int:
     setup_logging()
-    for sig in (signal.SIGTERM, signal.SIGHUP):  # a scheduler's stop, a closed terminal: the same clean exit
-        if signal.getsignal(sig) is signal.SIG_DFL:
-            signal.signal(sig, _terminate_as_interrupt)
+    stop_on_signals(only_default=True)  # a scheduler's stop, a closed terminal: the same clean end as Ctrl-C
     parser = build_parser()
     args = parser.parse_args(argv)
     apply_verbosity(args)
@@ -725,9 +734,10 @@ def _main(argv: list[str] | None) -> int:
     except MPCError as exc:
         print(f"secure-auc: error: MPC run failed: {exc}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("secure-auc: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP: every party already stopped
+        code, name = stop_status(exc)
+        print("secure-auc: interrupted" if name == "SIGINT" else f"secure-auc: stopped by {name}", file=sys.stderr)
+        return code
 
 
 if __name__ == "__main__":  # pragma: no cover
