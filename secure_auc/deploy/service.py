@@ -238,12 +238,17 @@ class _Server:
             self.links, joins = _accept_clients(self.config, 0, self.identity, self.roster, self.describe)
             self.join(joins)
             return self.loop(control) if control is not None else self.run_epochs()
+        except KeyboardInterrupt as exc:  # SIGTERM, SIGINT, SIGHUP: the deployment ends in order
+            import signal
+
+            name = signal.Signals(getattr(exc, "signum", signal.SIGINT)).name
+            log.info("[server] stopped by %s after %d evaluation(s); ending the deployment", name, self.evaluations)
+            self.end(f"the server was stopped ({name})", shutdown=True)
+            raise
         except BaseException as exc:
             from ..mpc.comm.runtime import explain
 
             reason = str(exc) if isinstance(exc, (ServiceError, InputError)) else explain(exc)
-            if isinstance(exc, KeyboardInterrupt):
-                reason = "the server was stopped"
             self.end(reason)
             raise
         finally:

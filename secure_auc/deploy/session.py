@@ -134,14 +134,25 @@ class DeployedSession:
         return evaluation_result(self.mechanism, reply, startup=startup, seconds=time.perf_counter() - start)
 
     def shutdown(self) -> None:
-        """Stop every service of the deployment (the server tells the others)."""
+        """Stop every service of the deployment (the server tells the others, and each ends
+        with status 0).
+
+        Raises
+        ------
+        MPCError
+            The server service could not be told (it is gone: the message says why)."""
         if self._closed:
             return
-        self._link.send_obj(_CONTROL, {"op": "shutdown"})
         try:
-            self._reply()
+            self._link.send_obj(_CONTROL, {"op": "shutdown"})
+        except (OSError, RuntimeError):
+            pass  # the reply (the reason) or the closed link says why
+        try:
+            reply = self._reply()
         finally:
             self.close()
+        if "error" in reply:
+            raise MPCError(reply["error"])
 
     def close(self) -> None:
         """Leave the deployment; the services stay up for the next session."""

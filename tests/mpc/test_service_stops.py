@@ -1,0 +1,57 @@
+"""A deployment ended on purpose, and the session's errors: SIGTERM to the server service ends
+every service in order (each says so and exits 0) and the session's next call raises an
+MPCError carrying the cause; a session that finds no server raises an MPCError naming it."""
+
+import importlib.util
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from secure_auc.mpc import MPCError
+
+ROOT = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location("bench_deploy", ROOT / "scripts" / "bench_deploy.py")
+bench = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench)
+
+
+def test_a_session_that_finds_no_server_raises_an_mpc_error(tmp_path):
+    from secure_auc.mpc.launch import free_port
+    from secure_auc.mpc.session import MPCSession
+
+    bench.write_deployment(tmp_path, [5, 5, 5], epochs=1, ports=(free_port(), free_port(span=3), free_port()),
+                           timeout=0.25)  # join_timeout = 1 s: nobody listens at the session's address
+    start = time.monotonic()
+    with pytest.raises(MPCError, match=r"the server service is not reachable at 127\.0\.0\.1:\d+"):
+        MPCSession.connect(tmp_path / "deploy.toml", key=tmp_path / "keys" / "server.pem")
+    assert time.monotonic() - start < 10
+
+
+def test_sigterm_to_the_server_ends_every_service_in_order(tmp_path):
+    from secure_auc.mpc.launch import free_port
+    from secure_auc.mpc.session import MPCSession
+
+    bench.write_deployment(tmp_path, [40, 30, 20], epochs=1, ports=(free_port(), free_port(span=3), free_port()),
+                           timeout=30.0)
+    procs = {role: bench.start_service(tmp_path, role) for role in bench.ROLES}
+    try:
+        session = MPCSession.connect(tmp_path / "deploy.toml", key=tmp_path / "keys" / "server.pem")
+        stopped = time.monotonic()
+        procs["server"].send_signal(signal.SIGTERM)
+        errs = {}
+        for role, p in procs.items():
+            _, errs[role] = p.communicate(timeout=60)
+        took = time.monotonic() - stopped
+        lines = {role: err.strip().splitlines()[-1] for role, err in errs.items()}
+        assert {role: p.returncode for role, p in procs.items()} == dict.fromkeys(bench.ROLES, 0), lines
+        assert lines["server"] == "secure-auc serve (server): stopped by SIGTERM; every service was told to end"
+        for role in bench.ROLES[1:]:  # each says so in its own words: "[helper 1] the server was stopped (SIGTERM)"
+            assert lines[role].endswith("the server was stopped (SIGTERM)"), (role, errs[role][-800:])
+            assert "error" not in errs[role], (role, errs[role][-800:])
+        assert took < 10, took
+        with pytest.raises(MPCError, match=r"the deployment ended: the server was stopped \(SIGTERM\)"):
+            session.evaluate(epoch=0)
+    finally:
+        bench.stop(procs.values())
