@@ -305,11 +305,10 @@ def cmd_client(args) -> int:
     """One client of a deployment started with ``python -m secure_auc.cli.compute``: the client
     service of :mod:`secure_auc.deploy.service` with the options as its configuration and the
     file's scores as its hook (the same code as ``secure-auc serve --role client-K``)."""
-    import dataclasses
 
     from ..data.io import read_client_file
     from ..deploy.config import options_config
-    from ..deploy.service import ClientInputs, ServiceError, run_client_service
+    from ..deploy.service import ClientInputs, ServiceError, refuse_at_start, run_client_service
     from ..dp.rng import read_noise_key_file
     from ..mpc.comm.roster import read_identity
     from .ledger import reserve_client_ledger
@@ -336,12 +335,7 @@ def cmd_client(args) -> int:
         ledger, reservation = reserve_client_ledger(args, mechanism, data, args.client, args.clients, key,
                                                     via="secure-auc client")
     except InputError as exc:
-        reason = str(exc)
-        try:  # the computing parties are told why, if they can be reached
-            run_client_service(dataclasses.replace(config, join_timeout=min(args.timeout, 30.0)), args.client,
-                               identity, refusal=reason)
-        except Exception as unreachable:  # noqa: BLE001 - the refusal stands anyway
-            logging.getLogger(__name__).debug("the refusal did not reach the computing parties: %s", unreachable)
+        refuse_at_start(config, args.client, identity, str(exc))  # the computing parties are told why
         raise
     if reservation is not None:
         ledger.cancel(reservation)

@@ -54,7 +54,7 @@ class DeployedSession:
     deployed = True  # the clients score their own samples: no scores are passed in
 
     def __init__(self, config, *, key):
-        from ..mpc.comm.inlinks import connect
+        from ..mpc.comm.inlinks import PartyUnreachable, connect
         from ..mpc.comm.roster import read_identity
 
         start = time.perf_counter()
@@ -68,14 +68,19 @@ class DeployedSession:
             raise InputError(f"{key} is not the server's key in the roster {self.config.roster_path}: a session "
                              "signs with the server's identity")
         host, port = self.config.session_address
-        self._link = connect(0, identity, [(host, port, roster.server)], timeout=self.config.join_timeout,
-                             describe_party=lambda p: "the server service", describe_me="the session")[0]
+        try:
+            self._link = connect(0, identity, [(host, port, roster.server)], timeout=self.config.join_timeout,
+                                 describe_party=lambda p: "the server service", describe_me="the session")[0]
+        except PartyUnreachable as exc:  # the setting that expired, named
+            raise PartyUnreachable(f"{exc} (deployment.join_timeout = {self.config.join_timeout:g} s)") from None
         self._closed = False
         self._link.send_obj(_CONTROL, {"op": "hello", "agreed": self.config.agreed()})
         hello = self._reply()
         if "error" in hello:
             self._link.close()
             self._closed = True
+            if hello.get("fatal"):  # the deployment could not start: the cause the services printed
+                raise MPCError(hello["error"])
             raise InputError(hello["error"])
         self.clients = int(hello["clients"])
         self.startup = {"services_seconds": hello["startup_seconds"],

@@ -55,3 +55,45 @@ def test_sigterm_to_the_server_ends_every_service_in_order(tmp_path):
             session.evaluate(epoch=0)
     finally:
         bench.stop(procs.values())
+
+
+def test_a_client_that_cannot_start_is_named_by_every_party_and_the_session_at_once(tmp_path):
+    """Client 2's labels file is missing: it joins only to say so, and every service and the waiting
+    session name that cause as soon as the computing parties are up (before: after join_timeout,
+    here 120 s, blaming an unreachable party)."""
+    import threading
+
+    from secure_auc.mpc.launch import free_port
+    from secure_auc.mpc.session import MPCSession
+
+    bench.write_deployment(tmp_path, [40, 30, 20], epochs=1, ports=(free_port(), free_port(span=3), free_port()),
+                           timeout=30.0)
+    (tmp_path / "labels-2.csv").unlink()
+    cause = f"{tmp_path / 'labels-2.csv'}: cannot open client file (No such file or directory)"
+    start = time.monotonic()
+    procs = {role: bench.start_service(tmp_path, role) for role in bench.ROLES}
+    said: dict = {}
+
+    def session():
+        try:
+            MPCSession.connect(tmp_path / "deploy.toml", key=tmp_path / "keys" / "server.pem")
+        except BaseException as exc:  # noqa: BLE001 - checked below
+            said["session"] = exc
+
+    waiting = threading.Thread(target=session)
+    waiting.start()
+    try:
+        ends, lines = {}, {}
+        for role, p in procs.items():
+            _, err = p.communicate(timeout=100)  # join_timeout is 120 s
+            ends[role], lines[role] = time.monotonic(), err.strip().splitlines()[-1]
+        waiting.join(timeout=30)
+    finally:
+        bench.stop(procs.values())
+    assert lines["client-2"] == f"secure-auc serve (client-2): error: {cause}" and procs["client-2"].returncode == 2
+    for role in bench.ROLES[:-1]:
+        assert lines[role].endswith(f"client 2 refused: {cause}"), (role, lines[role])
+        assert procs[role].returncode == 1
+    assert isinstance(said.get("session"), MPCError), said
+    assert str(said["session"]) == f"the deployment did not start: client 2 refused: {cause}"
+    assert max(ends.values()) - min(ends.values()) < 5.0, {r: round(t - start, 1) for r, t in ends.items()}

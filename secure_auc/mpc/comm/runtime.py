@@ -73,7 +73,7 @@ def _keep_freed_memory() -> None:
 def init_party(*, rank: int, parties: int, master_addr: str, master_port: int,
                provider: str = "ttp", timeout: float = 60.0, threads: int = 1,
                identity=None, roster=None, insecure: bool = False, roll_call: bool = False,
-               on_ready=None, run_token: str | None = None) -> None:
+               on_ready=None, run_token: str | None = None, roll_call_timeout: float | None = None) -> None:
     """Initialise CrypTen for party ``rank`` of ``parties`` computing parties (+ dealer),
     then authenticate every peer against ``roster`` with this party's ``identity``
     (an Ed25519 private key) and route every message over encrypted links
@@ -83,7 +83,8 @@ def init_party(*, rank: int, parties: int, master_addr: str, master_port: int,
     ``insecure=True`` skips the links: plain gloo TCP, only for tests that need to
     see the unprotected transport.  ``roll_call=True`` (parties started separately, as
     under torchrun): first every party checks in at a store on ``master_port + 1`` run
-    by rank 0, so that a party that never starts is named (:func:`roll_call`).  ``on_ready()``
+    by rank 0, so that a party that never starts is named (:func:`roll_call`) after
+    ``roll_call_timeout`` seconds (default ``timeout``).  ``on_ready()``
     (optional) is called once this party's modules are loaded, just before it waits for the
     others: a launcher uses it to name the parties that never got that far.  ``run_token``
     (local launcher): this run's secret; rank 0 claims ``master_port + 1`` with it before the
@@ -119,8 +120,8 @@ def init_party(*, rank: int, parties: int, master_addr: str, master_port: int,
     total = parties + (1 if provider == "ttp" else 0)
     if roll_call:
         describe = getattr(roster, "describe", None)  # a Roster's names for its layout (not "exchange")
-        _ROLL_CALL.append(_roll_call(rank, total, parties - 1, str(master_addr), int(master_port) + 1, timeout,
-                                     describe))
+        _ROLL_CALL.append(_roll_call(rank, total, parties - 1, str(master_addr), int(master_port) + 1,
+                                     timeout if roll_call_timeout is None else roll_call_timeout, describe))
     if run_token is not None:
         _claim_port(rank, str(master_addr), int(master_port), run_token, timeout)
     if on_ready is not None:
