@@ -101,8 +101,29 @@ def refuse_at_start(config: DeployConfig, k: int, identity, reason: str) -> None
         log.debug("[client %d] the refusal did not reach the computing parties: %s", k, unreachable)
 
 
+def join_setting(config: DeployConfig) -> str:
+    """The setting that bounds the start-up's waits, as the operator wrote it: ``deployment.join_timeout
+    = 30 s`` in a file, ``--timeout = 30 s`` on the command line (:func:`.config.options_config`).
+
+    Examples
+    --------
+    >>> from secure_auc.deploy.config import options_config
+    >>> join_setting(options_config(computing_parties=2, clients=1, mechanism={"name": "none"},
+    ...                             roster="roster.json", client_addresses=[("h", 1), ("h", 2)], timeout=30))
+    '--timeout = 30 s'
+    """
+    name = "--timeout" if str(config.path) == "<command line>" else "deployment.join_timeout"
+    return f"{name} = {config.join_timeout:g} s"
+
+
 def process_seconds() -> float:
-    """Seconds since this process started (Linux ``/proc``: its imports included), else 0."""
+    """Seconds since this process started (Linux ``/proc``: its imports included), else 0.
+
+    Examples
+    --------
+    >>> 0.0 <= process_seconds() < 365 * 86400
+    True
+    """
     import os
 
     try:
@@ -170,7 +191,7 @@ def run_computing_service(config: DeployConfig, kind: str, index: int, identity,
                    timeout=config.join_timeout + config.timeout, identity=identity, roster=roster, roll_call=True,
                    roll_call_timeout=config.join_timeout)
     except PartyStartError as exc:  # the setting that expired, named
-        raise ServiceError(f"{exc} (deployment.join_timeout = {config.join_timeout:g} s)") from None
+        raise ServiceError(f"{exc} ({join_setting(config)})") from None
     if kind == "dealer":
         with forbid_crypten_randomness():
             ending = run_dealer()
@@ -654,7 +675,7 @@ def run_client_service(config: DeployConfig, k: int, identity, inputs: ClientInp
         links = connect(k, identity, parties, timeout=config.join_timeout, describe_party=describe_party,
                         describe_me=me)
     except PartyUnreachable as exc:  # the usual cause: another computing party (or the dealer) is not up
-        raise ServiceError(f"{exc} (deployment.join_timeout = {config.join_timeout:g} s); a computing party takes "
+        raise ServiceError(f"{exc} ({join_setting(config)}); a computing party takes "
                            "clients only once every computing party and the dealer have joined: check that each "
                            "of them runs") from None
     try:
