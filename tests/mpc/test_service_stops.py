@@ -17,25 +17,49 @@ bench = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bench)
 
 
-def test_a_session_that_finds_no_server_raises_an_mpc_error(tmp_path):
+ROLES = ["server", "helper-1", "client-0", "client-1"]  # the smallest deployment: 2 computing parties, no dealer
+
+
+def _small_deployment(folder, timeout, remove=()):
+    """Two computing parties (the server deals: provider tfp, tests only) and two clients: four
+    services, the fewest that show every kind of party a fault must reach."""
+    from secure_auc.cli import main as cli
     from secure_auc.mpc.launch import free_port
-    from secure_auc.mpc.session import MPCSession
+
+    bench.write_deployment(folder, [40, 30], epochs=1, ports=(free_port(), free_port(span=3), free_port()),
+                           timeout=timeout)
+    keys = folder / "keys"
+    bench._quiet(cli, ["roster", str(folder / "roster.json"), "--server", str(keys / "server.pem"), "--helpers",
+                       str(keys / "helper-1.pem"), "--clients", str(keys / "client-0.pem"),
+                       str(keys / "client-1.pem"), "--force", "--quiet"])
+    config = folder / "deploy.toml"
+    text = config.read_text().replace("computing_parties = 3", "computing_parties = 2").replace(
+        'provider = "ttp"', 'provider = "tfp"')
+    head, _, helpers = text.partition("[[helpers]]")
+    config.write_text(head + "[[helpers]]" + helpers.split("[[helpers]]")[0].rstrip() + "\n" +
+                      "[[clients]]" + helpers.split("[[clients]]", 1)[1])
+    for name in remove:
+        (folder / name).unlink()
+    return {role: bench.start_service(folder, role) for role in ROLES}
+
+
+def test_a_session_that_finds_no_server_raises_an_mpc_error(tmp_path):
+    from secure_auc.deploy.session import DeployedSession  # MPCSession.connect's (no torch imported)
+    from secure_auc.mpc.launch import free_port
 
     bench.write_deployment(tmp_path, [5, 5, 5], epochs=1, ports=(free_port(), free_port(span=3), free_port()),
                            timeout=0.25)  # join_timeout = 1 s: nobody listens at the session's address
     start = time.monotonic()
-    with pytest.raises(MPCError, match=r"the server service is not reachable at 127\.0\.0\.1:\d+"):
-        MPCSession.connect(tmp_path / "deploy.toml", key=tmp_path / "keys" / "server.pem")
+    with pytest.raises(MPCError, match=r"^the server service is not reachable at 127\.0\.0\.1:\d+ \(tried for 1 s\) "
+                                       r"\(deployment.join_timeout = 1 s\)$"):
+        DeployedSession(tmp_path / "deploy.toml", key=tmp_path / "keys" / "server.pem")
     assert time.monotonic() - start < 10
 
 
 def test_sigterm_to_the_server_ends_every_service_in_order(tmp_path):
-    from secure_auc.mpc.launch import free_port
     from secure_auc.mpc.session import MPCSession
 
-    bench.write_deployment(tmp_path, [40, 30, 20], epochs=1, ports=(free_port(), free_port(span=3), free_port()),
-                           timeout=30.0)
-    procs = {role: bench.start_service(tmp_path, role) for role in bench.ROLES}
+    procs = _small_deployment(tmp_path, 30.0)
     try:
         session = MPCSession.connect(tmp_path / "deploy.toml", key=tmp_path / "keys" / "server.pem")
         stopped = time.monotonic()
@@ -45,9 +69,9 @@ def test_sigterm_to_the_server_ends_every_service_in_order(tmp_path):
             _, errs[role] = p.communicate(timeout=60)
         took = time.monotonic() - stopped
         lines = {role: err.strip().splitlines()[-1] for role, err in errs.items()}
-        assert {role: p.returncode for role, p in procs.items()} == dict.fromkeys(bench.ROLES, 0), lines
+        assert {role: p.returncode for role, p in procs.items()} == dict.fromkeys(ROLES, 0), lines
         assert lines["server"] == "secure-auc serve (server): stopped by SIGTERM; every service was told to end"
-        for role in bench.ROLES[1:]:  # each says so in its own words: "[helper 1] the server was stopped (SIGTERM)"
+        for role in ROLES[1:]:  # each says so in its own words: "[helper 1] the server was stopped (SIGTERM)"
             assert lines[role].endswith("the server was stopped (SIGTERM)"), (role, errs[role][-800:])
             assert "error" not in errs[role], (role, errs[role][-800:])
         assert took < 10, took
@@ -58,20 +82,16 @@ def test_sigterm_to_the_server_ends_every_service_in_order(tmp_path):
 
 
 def test_a_client_that_cannot_start_is_named_by_every_party_and_the_session_at_once(tmp_path):
-    """Client 2's labels file is missing: it joins only to say so, and every service and the waiting
+    """Client 1's labels file is missing: it joins only to say so, and every service and the waiting
     session name that cause as soon as the computing parties are up (before: after join_timeout,
     here 120 s, blaming an unreachable party)."""
     import threading
 
-    from secure_auc.mpc.launch import free_port
     from secure_auc.mpc.session import MPCSession
 
-    bench.write_deployment(tmp_path, [40, 30, 20], epochs=1, ports=(free_port(), free_port(span=3), free_port()),
-                           timeout=30.0)
-    (tmp_path / "labels-2.csv").unlink()
-    cause = f"{tmp_path / 'labels-2.csv'}: cannot open client file (No such file or directory)"
+    cause = f"{tmp_path / 'labels-1.csv'}: cannot open client file (No such file or directory)"
     start = time.monotonic()
-    procs = {role: bench.start_service(tmp_path, role) for role in bench.ROLES}
+    procs = _small_deployment(tmp_path, 30.0, remove=["labels-1.csv"])
     said: dict = {}
 
     def session():
@@ -90,10 +110,10 @@ def test_a_client_that_cannot_start_is_named_by_every_party_and_the_session_at_o
         waiting.join(timeout=30)
     finally:
         bench.stop(procs.values())
-    assert lines["client-2"] == f"secure-auc serve (client-2): error: {cause}" and procs["client-2"].returncode == 2
-    for role in bench.ROLES[:-1]:
-        assert lines[role].endswith(f"client 2 refused: {cause}"), (role, lines[role])
+    assert lines["client-1"] == f"secure-auc serve (client-1): error: {cause}" and procs["client-1"].returncode == 2
+    for role in ROLES[:-1]:
+        assert lines[role].endswith(f"client 1 refused: {cause}"), (role, lines[role])
         assert procs[role].returncode == 1
     assert isinstance(said.get("session"), MPCError), said
-    assert str(said["session"]) == f"the deployment did not start: client 2 refused: {cause}"
+    assert str(said["session"]) == f"the deployment did not start: client 1 refused: {cause}"
     assert max(ends.values()) - min(ends.values()) < 5.0, {r: round(t - start, 1) for r, t in ends.items()}
