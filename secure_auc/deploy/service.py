@@ -174,12 +174,18 @@ def run_computing_service(config: DeployConfig, kind: str, index: int, identity,
     from ..mpc.primitives.dealer import run_dealer
 
     started = time.perf_counter() - process_seconds()  # the start-up is reported from the process's start
-    roster = config.roster()
     w = config.computing_parties
     rank = {"server": 0, "dealer": w}.get(kind, index)
     me = describe_role(kind, index)
-    _check_identity(identity, roster.key(rank), me, config)
     host, port = rendezvous or config.rendezvous
+    try:
+        roster = config.roster()
+        _check_identity(identity, roster.key(rank), me, config)
+    except InputError as exc:  # it checks in at the roll-call only to say why: the others stop at once
+        from ..mpc.comm.runtime import refuse_roll_call
+
+        refuse_roll_call(rank, w + config.dealer, host, port + 1, str(exc), min(config.join_timeout, 30.0))
+        raise
     log.info("[%s] joining the deployment at %s:%d (%d computing parties%s, %d clients)", me, host, port, w,
              " and the dealer" if config.dealer else "", len(config.clients))
     # the start-up may take as long as join_timeout; every wait of the computing world is bounded by it
@@ -191,7 +197,7 @@ def run_computing_service(config: DeployConfig, kind: str, index: int, identity,
                    timeout=config.join_timeout + config.timeout, identity=identity, roster=roster, roll_call=True,
                    roll_call_timeout=config.join_timeout)
     except PartyStartError as exc:  # the setting that expired, named
-        raise ServiceError(f"{exc} ({join_setting(config)})") from None
+        raise ServiceError(f"{exc}" + ("" if "cannot start" in str(exc) else f" ({join_setting(config)})")) from None
     if kind == "dealer":
         with forbid_crypten_randomness():
             ending = run_dealer()

@@ -20,7 +20,7 @@ _spec.loader.exec_module(bench)
 ROLES = ["server", "helper-1", "client-0", "client-1"]  # the smallest deployment: 2 computing parties, no dealer
 
 
-def _small_deployment(folder, timeout, remove=()):
+def _small_deployment(folder, timeout, remove=(), roles=ROLES):
     """Two computing parties (the server deals: provider tfp, tests only) and two clients: four
     services, the fewest that show every kind of party a fault must reach."""
     from secure_auc.cli import main as cli
@@ -40,7 +40,7 @@ def _small_deployment(folder, timeout, remove=()):
                       "[[clients]]" + helpers.split("[[clients]]", 1)[1])
     for name in remove:
         (folder / name).unlink()
-    return {role: bench.start_service(folder, role) for role in ROLES}
+    return {role: bench.start_service(folder, role) for role in roles}
 
 
 def test_a_session_that_finds_no_server_raises_an_mpc_error(tmp_path):
@@ -117,3 +117,25 @@ def test_a_client_that_cannot_start_is_named_by_every_party_and_the_session_at_o
     assert isinstance(said.get("session"), MPCError), said
     assert str(said["session"]) == f"the deployment did not start: client 1 refused: {cause}"
     assert max(ends.values()) - min(ends.values()) < 5.0, {r: round(t - start, 1) for r, t in ends.items()}
+
+
+def test_a_computing_party_that_cannot_start_is_named_at_the_roll_call_at_once(tmp_path):
+    """Helper 1 was given another party's key: it checks in at the roll-call only to say so, and
+    the server names it at once (before: after join_timeout, here 120 s, "never joined")."""
+    import shutil
+
+    procs = {}
+    try:
+        _small_deployment(tmp_path, 30.0, roles=[])  # written, nothing started
+        shutil.copy(tmp_path / "keys" / "client-0.pem", tmp_path / "keys" / "helper-1.pem")
+        procs = {role: bench.start_service(tmp_path, role) for role in ("server", "helper-1")}
+        ends, lines = {}, {}
+        for role, p in procs.items():
+            _, err = p.communicate(timeout=100)
+            ends[role], lines[role] = time.monotonic(), err.strip().splitlines()[-1]
+    finally:
+        bench.stop(procs.values())
+    cause = f"this key is not the one the roster {tmp_path / 'roster.json'} lists for the helper 1"
+    assert lines["helper-1"] == f"secure-auc serve (helper-1): error: {cause}" and procs["helper-1"].returncode == 2
+    assert lines["server"] == f"secure-auc serve (server): error: helper 1 (rank 1) cannot start: {cause}", lines
+    assert procs["server"].returncode == 1 and abs(ends["server"] - ends["helper-1"]) < 5.0

@@ -20,7 +20,7 @@ from datetime import timedelta
 
 from ...validation import InputError
 
-__all__ = ["PartyStartError", "PortBusyError", "explain", "init_party", "shutdown_party",
+__all__ = ["PartyStartError", "PortBusyError", "explain", "init_party", "shutdown_party", "refuse_roll_call",
            "communication_stats", "reset_communication_stats"]
 
 
@@ -216,6 +216,34 @@ def _claim_port(rank: int, addr: str, port: int, token: str, timeout: float) -> 
                               "this run stops (give each run its own --port, or none)")
 
 
+_REFUSED = "secure-auc/refused/{}"  # the roll-call store's key where party r leaves why it cannot start
+
+
+def refuse_roll_call(rank: int, total: int, addr: str, port: int, reason: str, timeout: float) -> None:
+    """Party ``rank`` cannot start (``reason``) but can reach the roll-call at ``addr:port``: it
+    checks in only to say why, so that every other party stops at once naming it
+    (:func:`_roll_call`) instead of waiting out the roll-call.  Rank 0 hosts the store and
+    keeps it until every party has checked in (or ``timeout``); best effort: raises nothing."""
+    import time
+
+    import torch.distributed as dist
+
+    try:
+        store = dist.TCPStore(addr, port, total, rank == 0, timeout=timedelta(seconds=timeout),
+                              wait_for_workers=False)
+        store.set(_REFUSED.format(rank), reason)
+        if rank == 0:
+            keys = [f"secure-auc/joined/{r}" for r in range(1, total)]
+            deadline = time.monotonic() + timeout
+            while not all(store.check([k]) or store.check([_REFUSED.format(r + 1)]) for r, k in enumerate(keys)):
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
+            time.sleep(2.0)  # the others read the reason before this store closes
+    except Exception:  # noqa: BLE001 - nobody to tell: the others name this party after their wait
+        return
+
+
 def _roll_call(rank: int, total: int, clients: int, addr: str, port: int, timeout: float, describe=None):
     """Every party checks in at rank 0's store on ``port``.  If some party has not checked
     in after ``timeout`` seconds, rank 0 writes down who, waits a moment for the others to
@@ -242,11 +270,17 @@ def _roll_call(rank: int, total: int, clients: int, addr: str, port: int, timeou
     try:
         store.set(keys[rank], "1")
         deadline = time.monotonic() + timeout + (0 if rank == 0 else 10)
+        name = describe or (lambda r: describe_rank(r, clients))
         while not store.check(keys):
+            refused = [r for r in range(total) if r != rank and store.check([_REFUSED.format(r)])]
+            if refused:  # a party that cannot start checked in to say why
+                reason = store.get(_REFUSED.format(refused[0])).decode()
+                if rank == 0:
+                    time.sleep(2.0)  # the others read it before this store closes
+                raise PartyStartError(f"{name(refused[0])} cannot start: {reason}")
             if rank != 0 and store.check([verdict]):
                 raise PartyStartError(f"{store.get(verdict).decode()} never joined within {timeout:g} s")
             if time.monotonic() > deadline:
-                name = describe or (lambda r: describe_rank(r, clients))
                 missing = ", ".join(name(r) for r, k in enumerate(keys) if not store.check([k]))
                 if rank == 0:
                     store.set(verdict, missing)
