@@ -212,7 +212,8 @@ def test_a_client_that_finds_no_computing_party_says_what_to_check(tmp_path):
     port = free_port()  # nothing listens there
     text = CONFIG.replace("timeout = 30", "timeout = 30\njoin_timeout = 1").replace(
         "10.0.0.1:29600", f"127.0.0.1:{port}").replace("ledger = \"privacy.json\"\nbudget = 4\n", "")
-    with pytest.raises(ServiceError, match=rf"^server is not reachable at 127.0.0.1:{port} \(tried for 1 s\); a "
+    with pytest.raises(ServiceError, match=rf"^server is not reachable at 127.0.0.1:{port} \(tried for 1 s\) "
+                                           r"\(deployment.join_timeout = 1 s\); a "
                                            r"computing party takes clients only once every computing party and "
                                            r"the dealer have joined"):
         run_client_service(load_config(_write(tmp_path, text)), 0, keys[4])

@@ -17,7 +17,7 @@ from ..validation import SEED_BOUND, InputError, check_secret_seed, check_timeou
 from .ledger import add_ledger_options, add_planning_options, check_ledger_options
 from .ledger import add_parser as add_ledger_parser
 from .output import (OneLineParser, add_output_options, json_safe, apply_verbosity, check_writable_dir, human_bytes,
-                     progress_bar, progress_enabled)
+                     progress_bar, progress_enabled, stop_on_signals, stop_status)
 
 __all__ = ["main", "build_parser"]
 
@@ -28,7 +28,8 @@ MECHANISM_DEFAULTS = {"epsilon": 1.0, "allocation": "adaptive", "sensitivity": "
                       "honest_fraction": 1.0}
 
 
-def add_mechanism_options(p: argparse.ArgumentParser) -> None:
+def add_mechanism_options(p: argparse.ArgumentParser, planning: bool = False) -> None:
+    """The mechanism options; ``planning``: the command also takes --evaluations T (add_planning_options)."""
     # options that apply to some mechanisms only default to None, so that one given where it has no
     # effect is refused (check_mechanism_options) instead of silently ignored
     g = p.add_argument_group("label differential privacy")
@@ -38,10 +39,12 @@ def add_mechanism_options(p: argparse.ArgumentParser) -> None:
                         "distributed (noise on the aggregate only, in shares: discrete Laplace, or discrete "
                         "Gaussian with --delta; MPC protocol only). Default: laplace")
     g.add_argument("--epsilon", type=float, default=None,
-                   help="privacy budget eps per evaluation, in [1e-6, 1e4] (default 1.0; not with none); with --evaluations T, the total of the T")
+                   help="privacy budget eps per evaluation, in [1e-6, 1e4] (default 1.0; not with none)"
+                        + ("; with --evaluations T, the total of the T" if planning else ""))
     g.add_argument("--delta", type=float, default=None,
                    help="delta in (0, 1): required by --mechanism gaussian; with distributed it selects discrete "
-                        "Gaussian shares (default: none, pure eps-DP); with --evaluations T, the total delta of the T")
+                        "Gaussian shares (default: none, pure eps-DP)"
+                        + ("; with --evaluations T, the total delta of the T" if planning else ""))
     g.add_argument("--allocation", choices=ALLOCATIONS, default=None,
                    help="laplace/gaussian only: how eps is split between localSum and localP: split (alpha), "
                         "orthogonal (shared beta) or adaptive (per-client beta). Default: adaptive")
@@ -163,7 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--protocol", choices=("plain", "mpc"), default="mpc",
                     help="plain: the paper's plain-sort protocol (the server sees every score); "
                          "mpc: CrypTen secret-shared ranks (the server sees only the aggregate). Default: mpc")
-    add_mechanism_options(ev)
+    add_mechanism_options(ev, planning=True)
     add_data_options(ev)
     ev.add_argument("--seed", type=int, default=None,
                     help="fix the DP randomness for reproducibility (default: a fresh key from the OS's "
@@ -302,11 +305,10 @@ def cmd_client(args) -> int:
     """One client of a deployment started with ``python -m secure_auc.cli.compute``: the client
     service of :mod:`secure_auc.deploy.service` with the options as its configuration and the
     file's scores as its hook (the same code as ``secure-auc serve --role client-K``)."""
-    import dataclasses
 
     from ..data.io import read_client_file
     from ..deploy.config import options_config
-    from ..deploy.service import ClientInputs, ServiceError, run_client_service
+    from ..deploy.service import ClientInputs, ServiceError, refuse_at_start, run_client_service
     from ..dp.rng import read_noise_key_file
     from ..mpc.comm.roster import read_identity
     from .ledger import reserve_client_ledger
@@ -333,12 +335,7 @@ def cmd_client(args) -> int:
         ledger, reservation = reserve_client_ledger(args, mechanism, data, args.client, args.clients, key,
                                                     via="secure-auc client")
     except InputError as exc:
-        reason = str(exc)
-        try:  # the computing parties are told why, if they can be reached
-            run_client_service(dataclasses.replace(config, join_timeout=min(args.timeout, 30.0)), args.client,
-                               identity, refusal=reason)
-        except Exception as unreachable:  # noqa: BLE001 - the refusal stands anyway
-            logging.getLogger(__name__).debug("the refusal did not reach the computing parties: %s", unreachable)
+        refuse_at_start(config, args.client, identity, str(exc))  # the computing parties are told why
         raise
     if reservation is not None:
         ledger.cancel(reservation)
@@ -402,9 +399,11 @@ def planned_mechanism(args, clients: int, total: int | None):
         args._mechanism_given = check_mechanism_options(args)
 
     takes_delta = args.mechanism in ("gaussian", "distributed") and args.delta is not None
-    return plan_evaluations(
-        lambda e, d: mechanism_from_args(args, clients, epsilon=e, delta=d if takes_delta else None),
-        args.evaluations, args.epsilon, args.delta or 0.0, total=total)
+    with progress_bar(args, 14, f"planning {args.evaluations} evaluations") as bar:  # on a terminal only
+        return plan_evaluations(
+            lambda e, d: mechanism_from_args(args, clients, epsilon=e, delta=d if takes_delta else None),
+            args.evaluations, args.epsilon, args.delta or 0.0, total=total, iterations=14,
+            progress=lambda step, steps: bar.update())
 
 
 def print_report(result, source: str, as_json: bool) -> None:
@@ -662,10 +661,6 @@ def setup_logging() -> None:
     logger.propagate = False
 
 
-def _terminate_as_interrupt(signum, frame):
-    raise KeyboardInterrupt
-
-
 BROKEN_PIPE = 141  # the shell's status of a program ended by SIGPIPE (128 + 13), as `yes | head` gives
 
 
@@ -684,7 +679,7 @@ def _quiet_after_broken_pipe() -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; returns its exit status (0 done, 1 an MPC run failed, 2 bad input,
-    130 interrupted, 141 the reader of the output went away)."""
+    130, 143 or 129 stopped by SIGINT, SIGTERM or SIGHUP, 141 the reader of the output went away)."""
     try:
         try:
             code = _main(argv)
@@ -692,18 +687,31 @@ def main(argv: list[str] | None = None) -> int:
             sys.stdout.flush()
             raise
         sys.stdout.flush()  # a broken pipe shows here, not in the interpreter's last flush
+        if argv is None and code in _STOPPED:  # the process's own command was stopped: it ends now
+            _leave_at_once(code)
         return code
     except BrokenPipeError:
         return _quiet_after_broken_pipe()
 
 
-def _main(argv: list[str] | None) -> int:
-    import signal
+_STOPPED = (129, 130, 143)  # SIGHUP, SIGINT, SIGTERM (stop_status)
 
+
+def _leave_at_once(code: int) -> None:
+    """End the process without the interpreter's finalisation, which takes seconds with torch
+    loaded on a busy machine, once every party is stopped and the line printed; the
+    ``atexit`` functions (temporary files, multiprocessing's) still run."""
+    import atexit
+
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def _main(argv: list[str] | None) -> int:
     setup_logging()
-    for sig in (signal.SIGTERM, signal.SIGHUP):  # a scheduler's stop, a closed terminal: the same clean exit
-        if signal.getsignal(sig) is signal.SIG_DFL:
-            signal.signal(sig, _terminate_as_interrupt)
+    stop_on_signals(only_default=True)  # a scheduler's stop, a closed terminal: the same clean end as Ctrl-C
     parser = build_parser()
     args = parser.parse_args(argv)
     apply_verbosity(args)
@@ -720,9 +728,10 @@ def _main(argv: list[str] | None) -> int:
     except MPCError as exc:
         print(f"secure-auc: error: MPC run failed: {exc}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("secure-auc: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP: every party already stopped
+        code, name = stop_status(exc)
+        print("secure-auc: interrupted" if name == "SIGINT" else f"secure-auc: stopped by {name}", file=sys.stderr)
+        return code
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -72,21 +72,24 @@ def listen_address(master: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Run this rank's service; ends the process itself (a CrypTen world cannot be torn down
-    safely after a peer's failure), with 0, 1 (a party failed), 2 (bad input) or 130."""
+    safely after a peer's failure), with 0, 1 (a party failed), 2 (bad input), or 130, 143, 129 (stopped
+    by SIGINT, SIGTERM, SIGHUP)."""
     import time
 
-    from .output import leave_process
+    from .output import leave_process, stop_on_signals, stop_status
 
     started = time.perf_counter()
     setup_logging()
+    stop_on_signals()  # the server's SIGTERM ends the deployment in order; torchrun stops the others with it
     args = build_parser().parse_args(argv)
     rank = os.environ.get("RANK", "?")
     try:
         code = _run_computing(args, started)
     except InputError as exc:
         leave_process(2, f"secure-auc compute: error: {exc}")
-    except KeyboardInterrupt:
-        leave_process(130, "secure-auc compute: interrupted")
+    except KeyboardInterrupt as exc:
+        code, name = stop_status(exc)
+        leave_process(code, "secure-auc compute: " + ("interrupted" if name == "SIGINT" else f"stopped by {name}"))
     except Exception as exc:  # noqa: BLE001 - one line naming this party and the cause
         from ..deploy.service import ServiceError
         from ..mpc.comm.runtime import explain

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..deploy.config import DEPLOYMENT_DEFAULTS as _DEFAULTS
 from ..validation import InputError
-from .output import add_output_options, leave_process
+from .output import add_output_options, leave_process, stop_on_signals, stop_status
 
 __all__ = ["add_parsers"]
 
@@ -18,11 +19,19 @@ def add_parsers(sub) -> None:
                     "evaluations: the server and the helpers compute, the dealer deals, each client holds its "
                     "labels and its ledger and scores every evaluation with its hook. The platform's "
                     "MPCSession.connect(config, key=...) asks the server for evaluations. A fault ends every "
-                    "service with one line naming the party.")
+                    "service with one line naming the party. The waits are set in the file's [deployment] "
+                    f"table: join_timeout (default {_DEFAULTS['join_timeout']:g} s), how long the services wait "
+                    f"for each other at start-up; timeout (default {_DEFAULTS['timeout']:g} s), how long a party "
+                    f"waits for another during an evaluation; score_timeout (default {_DEFAULTS['score_timeout']:g} "
+                    "s), how long a client's scoring hook may take.")
     s.add_argument("--config", required=True, metavar="DEPLOY.toml", help="the deployment's configuration file")
     s.add_argument("--role", required=True,
                    help="server, helper-1, helper-2, dealer, or client-K (K = 0..clients-1)")
     s.add_argument("--key", required=True, metavar="KEY.pem", help="this party's identity key (secure-auc keygen)")
+    from .. import __version__
+
+    s.add_argument("--version", action="version", version=f"secure-auc {__version__}")
+    add_output_options(s)
     s.set_defaults(handler=cmd_serve)
 
     r = sub.add_parser(
@@ -93,8 +102,6 @@ def cmd_roster(args) -> int:
 def cmd_serve(args) -> int:
     """Run the service; ends the process itself (a CrypTen world cannot be torn down safely
     after a peer's failure: no interpreter shutdown, as for the torchrun parties)."""
-    import signal
-
     from ..deploy.config import load_config
     from ..deploy.service import serve
     from ..mpc.comm.roster import read_identity
@@ -105,14 +112,17 @@ def cmd_serve(args) -> int:
     config = load_config(args.config)
     identity = read_identity(args.key)
     role = args.role
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, _interrupt)
+    stop_on_signals()
     try:
         code = serve(config, role, identity)
     except InputError as exc:
         leave_process(2, f"secure-auc serve ({role}): error: {exc}")
-    except KeyboardInterrupt:
-        leave_process(130, f"secure-auc serve ({role}): stopped")
+    except KeyboardInterrupt as exc:  # the server's SIGTERM is the deployment's orderly end: status 0
+        code, name = stop_status(exc)
+        ends = role == "server"
+        leave_process(0 if ends and name == "SIGTERM" else code,
+                      f"secure-auc serve ({role}): stopped by {name}" + ("; every service was told to end" if ends
+                                                                        else ""))
     except Exception as exc:  # noqa: BLE001 - one line naming the cause
         from ..deploy.service import ServiceError
         from ..mpc.comm.runtime import explain
@@ -121,7 +131,4 @@ def cmd_serve(args) -> int:
     leave_process(code, None)
     return code  # pragma: no cover - _leave does not return
 
-
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt
 

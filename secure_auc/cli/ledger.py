@@ -46,16 +46,28 @@ def add_parser(sub, add_mechanism_options, planned_mechanism) -> None:
     lp = sub.add_parser("ledger", help="show a privacy ledger, change a budget, plan T evaluations",
                         description="The label owners' privacy ledger (see docs/privacy-accounting.md).")
     lsub = lp.add_subparsers(dest="ledger_command", required=True)
-    show = lsub.add_parser("show", help="the spent budget per record")
-    show.add_argument("ledger", metavar="LEDGER.db")
+    show = lsub.add_parser("show", help="the spent budget per record",
+                           description="Print the budget and, per release history (the most charged first), how "
+                                       "many records (or datasets without identifiers) have it and what they spent.")
+    show.add_argument("ledger", metavar="LEDGER.db", help="the privacy ledger (SQLite) to read")
+    show.add_argument("--json", action="store_true",
+                      help="print one JSON object: path, budget (null if none), evaluations, client_releases, "
+                           "histories (kind, count, names, epsilon, delta, releases, accountant, basic_epsilon, "
+                           "basic_delta, left_epsilon), releases (one per client and evaluation: id, evaluation, "
+                           "client, time, mechanism, state, epsilon, delta, event, ...)")
     show.set_defaults(handler=cmd_show)
-    bud = lsub.add_parser("budget", help="set or change (raise or lower) the budget of every record explicitly")
-    bud.add_argument("ledger", metavar="LEDGER.db")
-    bud.add_argument("--epsilon", type=float, required=True)
-    bud.add_argument("--delta", type=float, default=0.0)
+    bud = lsub.add_parser("budget", help="set or change (raise or lower) the budget of every record explicitly",
+                          description="Set the total (eps, delta) allowed for every record of the ledger; a budget "
+                                      "already set is replaced (raised or lowered). Prints the ledger afterwards.")
+    bud.add_argument("ledger", metavar="LEDGER.db", help="the privacy ledger (SQLite) to change; it must exist")
+    bud.add_argument("--epsilon", type=float, required=True, help="the total eps allowed for each record")
+    bud.add_argument("--delta", type=float, default=0.0, help="the total delta allowed for each record (default 0)")
     bud.set_defaults(handler=cmd_budget)
-    plan = lsub.add_parser("plan", help="per-evaluation budget and noise for T evaluations within a total")
-    add_mechanism_options(plan)
+    plan = lsub.add_parser("plan", help="per-evaluation budget and noise for T evaluations within a total",
+                           description="The largest budget of one evaluation such that --evaluations T of them fit "
+                                       "the total --epsilon/--delta (tightest of basic composition, RDP and PLD "
+                                       "accounting), and the noise it gives for --clients K and --samples M.")
+    add_mechanism_options(plan, planning=True)
     add_planning_options(plan)
     plan.add_argument("--clients", type=int, default=3, help="K (default 3)")
     plan.add_argument("--samples", type=int, default=20000, help="M (default 20000)")
@@ -74,7 +86,21 @@ def _existing(path: str):
 
 
 def cmd_show(args) -> int:
-    print(_existing(args.ledger).report())
+    ledger = _existing(args.ledger)
+    if not args.json:
+        print(ledger.report())
+        return 0
+    import json
+
+    from .output import json_safe
+
+    budget = ledger.budget()
+    releases = [{k: v for k, v in r.items() if k not in ("seed_tag", "rr_key")} for r in ledger.releases()]
+    histories = [h | {"left_epsilon": None if budget is None else max(0.0, budget["epsilon"] - h["epsilon"])}
+                 for h in ledger.histories()]
+    print(json.dumps(json_safe({
+        "path": str(ledger.path), "budget": budget, "evaluations": len({r["evaluation"] for r in releases}),
+        "client_releases": len(releases), "histories": histories, "releases": releases}), allow_nan=False))
     return 0
 
 

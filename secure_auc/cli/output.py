@@ -13,7 +13,8 @@ import sys
 from ..validation import InputError
 
 __all__ = ["OneLineParser", "add_output_options", "progress_bar", "human_bytes", "resolve_defaults",
-           "check_not_given", "apply_verbosity", "check_writable_dir", "json_safe"]
+           "check_not_given", "apply_verbosity", "check_writable_dir", "json_safe", "Stopped", "stop_on_signals",
+           "stop_status"]
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -148,3 +149,38 @@ def leave_process(code: int, message: str | None) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+class Stopped(KeyboardInterrupt):
+    """A stop asked for by SIGTERM or SIGHUP (a scheduler's stop, a closed terminal), raised where the
+    program is, as Ctrl-C raises KeyboardInterrupt: the same clean end, with the signal's exit status."""
+
+    def __init__(self, signum: int):
+        import signal
+
+        super().__init__(signal.Signals(signum).name)
+        self.signum = int(signum)
+
+
+def _raise_stopped(signum, frame):
+    raise Stopped(signum)
+
+
+def stop_on_signals(only_default: bool = False) -> None:
+    """SIGTERM and SIGHUP raise :class:`Stopped` in the main thread (``only_default``: where the
+    signal is not already ignored or handled, e.g. under ``nohup``)."""
+    import signal
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        if not only_default or signal.getsignal(sig) is signal.SIG_DFL:
+            signal.signal(sig, _raise_stopped)
+
+
+def stop_status(exc: BaseException) -> tuple[int, str]:
+    """The exit status of a run ended by ``exc`` (KeyboardInterrupt or :class:`Stopped`), as the
+    shell gives a program killed by the signal: 128 + its number (130 SIGINT, 143 SIGTERM, 129
+    SIGHUP), and the signal's name."""
+    import signal
+
+    signum = getattr(exc, "signum", int(signal.SIGINT))
+    return 128 + signum, signal.Signals(signum).name

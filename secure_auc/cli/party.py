@@ -17,7 +17,7 @@ import sys
 
 from . import add_mechanism_options, add_party_options, mechanism_from_args, print_report, setup_logging
 from .ledger import reserve_client_ledger
-from .output import OneLineParser, leave_process
+from .output import OneLineParser, leave_process, stop_on_signals, stop_status
 from ..data.io import read_client_csv
 from ..dp.accountant import finishing
 from ..dp.rng import read_noise_key_file
@@ -63,30 +63,26 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import signal
     import time
 
     started = time.perf_counter()
     setup_logging()
-    for sig in (signal.SIGTERM, signal.SIGHUP):  # torchrun stops the other ranks with SIGTERM: a clean exit
-        signal.signal(sig, _terminate_as_interrupt)
+    stop_on_signals()  # torchrun stops the other ranks with SIGTERM: a clean exit
     args = build_parser().parse_args(argv)
     try:
         check_timeout(args.timeout)
         return _run(args, started)
     except InputError as exc:
         leave_process(2, f"secure-auc party: error: {exc}")
-    except KeyboardInterrupt:  # Ctrl-C reaches every rank: one line, from the server only
-        leave_process(130, "secure-auc party: interrupted" if os.environ.get("RANK", "0") == "0" else None)
+    except KeyboardInterrupt as exc:  # Ctrl-C reaches every rank: one line, from the server only
+        code, name = stop_status(exc)
+        leave_process(code, (f"secure-auc party: {'interrupted' if name == 'SIGINT' else 'stopped by ' + name}"
+                             if os.environ.get("RANK", "0") == "0" else None))
     except Exception as exc:  # one line, naming this party; the others fail on their own timeout
         from ..mpc.comm.runtime import explain
 
         rank = os.environ.get("RANK", "?")
         leave_process(1, f"secure-auc party (rank {rank}): error: {explain(exc)}")
-
-
-def _terminate_as_interrupt(signum, frame):
-    raise KeyboardInterrupt
 
 
 def _is_loopback(addr: str) -> bool:

@@ -31,8 +31,8 @@ entry under ``[[clients]]``; those entries hold paths on that client's host)::
     [[clients]]                    # client 0
     labels = "data/labels.csv"     # a column 'label' (0/1)
     scores = "scoring:score"       # module:function, or a file per evaluation: "scores/epoch{epoch}.npy" (.csv, ...)
-    ledger = "privacy.json"        # optional: this client's own privacy ledger
-    budget = 10.0                  # optional, with ledger: the total eps of these labels
+    ledger = "privacy.db"          # optional: this client's own privacy ledger (SQLite, created if missing)
+    budget = 10.0                  # optional, with ledger: the total eps allowed for each of its records
 
 Relative paths are relative to the configuration file's folder, which is also
 put first on ``sys.path`` to import a client's hook.
@@ -59,6 +59,7 @@ MECHANISM_KEYS = ("name", "epsilon", "delta", "noise", "allocation", "sensitivit
 _MECHANISM_NUMBERS = ("epsilon", "delta", "sensitivity", "alpha", "beta", "honest_fraction", "split")
 _DEPLOYMENT_DEFAULTS = {"computing_parties": 3, "provider": "ttp", "sort": "radix", "timeout": 60.0,
                         "join_timeout": 300.0, "score_timeout": 600.0}
+DEPLOYMENT_DEFAULTS = _DEPLOYMENT_DEFAULTS  # [deployment]'s defaults, as the serve command's help states them
 
 
 def parse_address(text, where: str) -> tuple[str, int]:
@@ -167,6 +168,12 @@ def _table(data: dict, key: str, path: Path, required: bool = True) -> dict:
 
 def _unknown(table: dict, allowed, where: str, path: Path) -> None:
     extra = sorted(set(table) - set(allowed))
+    if extra and not where:  # the file's top level holds tables ([deployment], [[clients]], ...)
+        value = table[extra[0]]
+        kind = (f"table [[{extra[0]}]]" if isinstance(value, list) and value and isinstance(value[0], dict)
+                else f"table [{extra[0]}]" if isinstance(value, dict) else f"option {extra[0]} outside a table")
+        raise InputError(f"{path}: unknown {kind} (known: [deployment], [mechanism], [server], [[helpers]], "
+                         "[[clients]])")
     if extra:
         raise InputError(f"{path}: unknown option {where}.{extra[0]} (known: {', '.join(allowed)})")
 
@@ -259,8 +266,12 @@ def load_config(path) -> DeployConfig:
 
     mech = _table(data, "mechanism", path)
     _unknown(mech, MECHANISM_KEYS, "mechanism", path)
+    from ..dp.registry import FAMILIES
+
     if "name" not in mech:
-        raise InputError(f"{path}: mechanism.name is missing (none, rr, laplace, gaussian, distributed)")
+        raise InputError(f"{path}: mechanism.name is missing ({', '.join(FAMILIES)})")
+    if mech["name"] not in FAMILIES:
+        raise InputError(f"{path}: mechanism.name must be one of {', '.join(FAMILIES)}, got {mech['name']!r}")
     if mech["name"] in ("laplace", "gaussian"):
         mech = {"allocation": "adaptive"} | mech  # the command line's default
     for key in _MECHANISM_NUMBERS:
@@ -278,13 +289,13 @@ def load_config(path) -> DeployConfig:
     if not isinstance(helpers, list) or len(helpers) != w - 1:
         raise InputError(f"{path}: {w} computing parties need {w - 1} [[helpers]] table(s), found "
                          f"{len(helpers) if isinstance(helpers, list) else 'none'}")
-    addresses = [parse_address(server["clients"], "server.clients")]
+    addresses = [parse_address(server["clients"], f"{path}: server.clients")]
     listen = [server.get("listen", addresses[0][0])]
     for i, h in enumerate(helpers, start=1):
         if not isinstance(h, dict) or "clients" not in h:
             raise InputError(f"{path}: helper {i}: missing clients = \"HOST:PORT\"")
         _unknown(h, ("clients", "listen"), f"helpers[{i - 1}]", path)
-        addresses.append(parse_address(h["clients"], f"helpers[{i - 1}].clients"))
+        addresses.append(parse_address(h["clients"], f"{path}: helpers[{i - 1}].clients"))
         listen.append(h.get("listen", addresses[-1][0]))
 
     entries = data.get("clients")
@@ -307,8 +318,8 @@ def load_config(path) -> DeployConfig:
     config = DeployConfig(
         path=path, computing_parties=w, provider=dep["provider"], sort=dep["sort"], roster_path=base / dep.get(
             "roster", "roster.json"), mechanism_options=mech,
-        rendezvous=parse_address(server["rendezvous"], "server.rendezvous"),
-        session_address=parse_address(server["session"], "server.session"), client_addresses=tuple(addresses),
+        rendezvous=parse_address(server["rendezvous"], f"{path}: server.rendezvous"),
+        session_address=parse_address(server["session"], f"{path}: server.session"), client_addresses=tuple(addresses),
         listen=tuple(listen), clients=tuple(clients), **timeouts)
     try:
         config.mechanism().check_release()

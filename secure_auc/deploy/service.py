@@ -78,8 +78,62 @@ def serve(config: DeployConfig, role: str, identity) -> int:
     shutdown (raises :class:`ServiceError` or :class:`InputError` otherwise)."""
     kind, index = parse_role(role, config.computing_parties, len(config.clients), config.dealer)
     if kind == "client":
-        return run_client_service(config, index, identity)
+        try:
+            inputs = client_inputs(config, index)
+        except InputError as exc:  # its labels, its hook, its ledger: the others are told at once
+            refuse_at_start(config, index, identity, str(exc))
+            raise
+        return run_client_service(config, index, identity, inputs)
     return run_computing_service(config, kind, index, identity)
+
+
+def refuse_at_start(config: DeployConfig, k: int, identity, reason: str) -> None:
+    """Client ``k`` cannot take part (``reason``): it joins only to say why, so that every party
+    and the session name the reason within seconds instead of waiting out ``join_timeout``
+    (best effort: computing parties that cannot be reached within ``join_timeout``, at most
+    30 s, learn it from their own wait)."""
+    import dataclasses
+
+    try:
+        run_client_service(dataclasses.replace(config, join_timeout=min(config.join_timeout, 30.0)), k, identity,
+                           refusal=reason)
+    except Exception as unreachable:  # noqa: BLE001 - the refusal stands anyway
+        log.debug("[client %d] the refusal did not reach the computing parties: %s", k, unreachable)
+
+
+def join_setting(config: DeployConfig) -> str:
+    """The setting that bounds the start-up's waits, as the operator wrote it: ``deployment.join_timeout
+    = 30 s`` in a file, ``--timeout = 30 s`` on the command line (:func:`.config.options_config`).
+
+    Examples
+    --------
+    >>> from secure_auc.deploy.config import options_config
+    >>> join_setting(options_config(computing_parties=2, clients=1, mechanism={"name": "none"},
+    ...                             roster="roster.json", client_addresses=[("h", 1), ("h", 2)], timeout=30))
+    '--timeout = 30 s'
+    """
+    name = "--timeout" if str(config.path) == "<command line>" else "deployment.join_timeout"
+    return f"{name} = {config.join_timeout:g} s"
+
+
+def process_seconds() -> float:
+    """Seconds since this process started (Linux ``/proc``: its imports included), else 0.
+
+    Examples
+    --------
+    >>> 0.0 <= process_seconds() < 365 * 86400
+    True
+    """
+    import os
+
+    try:
+        with open("/proc/self/stat") as f:
+            start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+        return max(0.0, uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return 0.0
 
 
 def _check_identity(identity, expected: bytes, who: str, config: DeployConfig) -> None:
@@ -119,19 +173,31 @@ def run_computing_service(config: DeployConfig, kind: str, index: int, identity,
     from ..mpc.party import agree_public
     from ..mpc.primitives.dealer import run_dealer
 
-    started = time.perf_counter()
-    roster = config.roster()
+    started = time.perf_counter() - process_seconds()  # the start-up is reported from the process's start
     w = config.computing_parties
     rank = {"server": 0, "dealer": w}.get(kind, index)
     me = describe_role(kind, index)
-    _check_identity(identity, roster.key(rank), me, config)
     host, port = rendezvous or config.rendezvous
+    try:
+        roster = config.roster()
+        _check_identity(identity, roster.key(rank), me, config)
+    except InputError as exc:  # it checks in at the roll-call only to say why: the others stop at once
+        from ..mpc.comm.runtime import refuse_roll_call
+
+        refuse_roll_call(rank, w + config.dealer, host, port + 1, str(exc), min(config.join_timeout, 30.0))
+        raise
     log.info("[%s] joining the deployment at %s:%d (%d computing parties%s, %d clients)", me, host, port, w,
              " and the dealer" if config.dealer else "", len(config.clients))
     # the start-up may take as long as join_timeout; every wait of the computing world is bounded by it
     # (the server keeps the others' waits alive between evaluations, every third of the timeout)
-    init_party(rank=rank, parties=w, master_addr=host, master_port=port, provider=config.provider,
-               timeout=config.join_timeout + config.timeout, identity=identity, roster=roster, roll_call=True)
+    from ..mpc.comm.runtime import PartyStartError
+
+    try:
+        init_party(rank=rank, parties=w, master_addr=host, master_port=port, provider=config.provider,
+                   timeout=config.join_timeout + config.timeout, identity=identity, roster=roster, roll_call=True,
+                   roll_call_timeout=config.join_timeout)
+    except PartyStartError as exc:  # the setting that expired, named
+        raise ServiceError(f"{exc}" + ("" if "cannot start" in str(exc) else f" ({join_setting(config)})")) from None
     if kind == "dealer":
         with forbid_crypten_randomness():
             ending = run_dealer()
@@ -238,13 +304,20 @@ class _Server:
             self.links, joins = _accept_clients(self.config, 0, self.identity, self.roster, self.describe)
             self.join(joins)
             return self.loop(control) if control is not None else self.run_epochs()
+        except KeyboardInterrupt as exc:  # SIGTERM, SIGINT, SIGHUP: the deployment ends in order
+            import signal
+
+            name = signal.Signals(getattr(exc, "signum", signal.SIGINT)).name
+            log.info("[server] stopped by %s after %d evaluation(s); ending the deployment", name, self.evaluations)
+            self.end(f"the server was stopped ({name})", shutdown=True)
+            raise
         except BaseException as exc:
             from ..mpc.comm.runtime import explain
 
             reason = str(exc) if isinstance(exc, (ServiceError, InputError)) else explain(exc)
-            if isinstance(exc, KeyboardInterrupt):
-                reason = "the server was stopped"
             self.end(reason)
+            if control is not None and self.session is None:
+                self.tell_waiting_session(control, reason)
             raise
         finally:
             if control is not None:
@@ -284,7 +357,8 @@ class _Server:
         self.tell_helpers({"op": "joined"})
         for link in self.links.values():
             link.send_obj(CH_CONTROL, {"op": "joined"})
-        log.info("[server] every client joined (%.1f s after the start); %s", time.perf_counter() - self.started,
+        self.startup_seconds = time.perf_counter() - self.started  # from the process's start, imports included
+        log.info("[server] every client joined (%.1f s after the start); %s", self.startup_seconds,
                  "waiting for the session on %s:%d" % self.config.session_address if self.epochs is None
                  else f"{self.epochs} evaluation(s) to run")
 
@@ -309,6 +383,28 @@ class _Server:
 
         with contextlib.suppress(Exception):  # a dealer that is gone learns nothing
             tell_dealer_the_end(reason, shutdown)
+
+    def tell_waiting_session(self, control, reason: str) -> None:
+        """A session that connected before the deployment could start (the server takes it only
+        once every client joined) is told why it ended, instead of finding the link closed."""
+        from ..mpc.comm.inlinks import accept_hosts
+
+        if not _ready([], 0.0, [control]):
+            return
+        try:
+            links = accept_hosts(control, 0, self.identity, [self.roster.server], timeout=5.0,
+                                 describe_me="the server", describe_host=lambda h: "the session")
+        except Exception as exc:  # noqa: BLE001 - a stray connection: nobody to tell
+            log.debug("[server] no session to tell: %s", exc)
+            return
+        link = links[SESSION_HOST]
+        try:
+            link.recv_obj(CH_CONTROL)  # its hello
+            link.send_obj(CH_CONTROL, {"error": f"the deployment did not start: {reason}", "fatal": True})
+        except Exception:  # noqa: BLE001 - it went away meanwhile
+            pass
+        finally:
+            link.close()
 
     def client_lost(self, h: int) -> ServiceError:
         from ..mpc.comm.runtime import explain
@@ -376,7 +472,7 @@ class _Server:
             return
         log.info("[server] a session connected")
         self.session.send_obj(CH_CONTROL, {"ok": True, "clients": len(self.links), "evaluations": self.evaluations,
-                                           "startup_seconds": round(time.perf_counter() - self.started, 3)})
+                                           "startup_seconds": round(self.startup_seconds, 3)})
 
     def wait_answers(self, n: int, epoch) -> dict:
         """Every client's answer to ``open``, waiting up to score_timeout (the others' waits kept alive)."""
@@ -585,8 +681,9 @@ def run_client_service(config: DeployConfig, k: int, identity, inputs: ClientInp
         links = connect(k, identity, parties, timeout=config.join_timeout, describe_party=describe_party,
                         describe_me=me)
     except PartyUnreachable as exc:  # the usual cause: another computing party (or the dealer) is not up
-        raise ServiceError(f"{exc}; a computing party takes clients only once every computing party and the "
-                           "dealer have joined: check that each of them runs") from None
+        raise ServiceError(f"{exc} ({join_setting(config)}); a computing party takes "
+                           "clients only once every computing party and the dealer have joined: check that each "
+                           "of them runs") from None
     try:
         for link in links:
             link.send_obj(CH_JOIN, {"client": k, "agreed": config.agreed(), "public": pconfig.public()}

@@ -54,7 +54,7 @@ class DeployedSession:
     deployed = True  # the clients score their own samples: no scores are passed in
 
     def __init__(self, config, *, key):
-        from ..mpc.comm.inlinks import connect
+        from ..mpc.comm.inlinks import PartyUnreachable, connect
         from ..mpc.comm.roster import read_identity
 
         start = time.perf_counter()
@@ -68,14 +68,19 @@ class DeployedSession:
             raise InputError(f"{key} is not the server's key in the roster {self.config.roster_path}: a session "
                              "signs with the server's identity")
         host, port = self.config.session_address
-        self._link = connect(0, identity, [(host, port, roster.server)], timeout=self.config.join_timeout,
-                             describe_party=lambda p: "the server service", describe_me="the session")[0]
+        try:
+            self._link = connect(0, identity, [(host, port, roster.server)], timeout=self.config.join_timeout,
+                                 describe_party=lambda p: "the server service", describe_me="the session")[0]
+        except PartyUnreachable as exc:  # the setting that expired, named
+            raise PartyUnreachable(f"{exc} (deployment.join_timeout = {self.config.join_timeout:g} s)") from None
         self._closed = False
         self._link.send_obj(_CONTROL, {"op": "hello", "agreed": self.config.agreed()})
         hello = self._reply()
         if "error" in hello:
             self._link.close()
             self._closed = True
+            if hello.get("fatal"):  # the deployment could not start: the cause the services printed
+                raise MPCError(hello["error"])
             raise InputError(hello["error"])
         self.clients = int(hello["clients"])
         self.startup = {"services_seconds": hello["startup_seconds"],
@@ -134,14 +139,25 @@ class DeployedSession:
         return evaluation_result(self.mechanism, reply, startup=startup, seconds=time.perf_counter() - start)
 
     def shutdown(self) -> None:
-        """Stop every service of the deployment (the server tells the others)."""
+        """Stop every service of the deployment (the server tells the others, and each ends
+        with status 0).
+
+        Raises
+        ------
+        MPCError
+            The server service could not be told (it is gone: the message says why)."""
         if self._closed:
             return
-        self._link.send_obj(_CONTROL, {"op": "shutdown"})
         try:
-            self._reply()
+            self._link.send_obj(_CONTROL, {"op": "shutdown"})
+        except (OSError, RuntimeError):
+            pass  # the reply (the reason) or the closed link says why
+        try:
+            reply = self._reply()
         finally:
             self.close()
+        if "error" in reply:
+            raise MPCError(reply["error"])
 
     def close(self) -> None:
         """Leave the deployment; the services stay up for the next session."""

@@ -85,7 +85,7 @@ import sqlite3
 import stat
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -891,6 +891,20 @@ class Ledger:
         charges, _ = self._state(members=False)
         return [charges[c] for c in sorted(charges)]
 
+    def histories(self) -> list[dict]:
+        """One entry per release history, the most charged first: ``kind`` (``"record"`` or
+        ``"dataset"``), ``count`` (records, or datasets without identifiers), ``names`` (the
+        datasets' names), and what each of them spent (the fields of :class:`Spent`)."""
+        charges, groups = self._state(members=False)
+        rows: dict = {}
+        for kind, size, hist, _ in groups.values():
+            s = self._spent_of(hist, charges)
+            names = sorted({charges[c]["name"] for c in hist if charges[c]["name"]})
+            key = (s, kind, tuple(names) if kind == "dataset" else ())
+            rows[key] = rows.get(key, 0) + size
+        ordered = sorted(rows.items(), key=lambda kv: (-kv[0][0].epsilon, -kv[0][0].delta, kv[0][1]))
+        return [{"kind": kind, "count": n, "names": list(names)} | asdict(s) for (s, kind, names), n in ordered]
+
     def report(self, lines_max: int = 12) -> str:
         """The budget, then one line per release history: how many records (or datasets) have it and
         what they spent, the most charged first."""
@@ -904,20 +918,15 @@ class Ledger:
             return "\n".join(lines)
         evaluations = len({c["evaluation"] for c in charges.values()})
         lines.append(f"  {evaluations} evaluation(s), {len(charges)} client release(s)")
-        rows: dict = {}
-        for kind, size, hist, _ in groups.values():
-            s = self._spent_of(hist, charges)
-            names = sorted({charges[c]["name"] for c in hist if charges[c]["name"]})
-            key = (s, kind, tuple(names) if kind == "dataset" else ())
-            rows[key] = rows.get(key, 0) + size
-        ordered = sorted(rows.items(), key=lambda kv: (-kv[0][0].epsilon, -kv[0][0].delta, kv[0][1]))
-        for (s, kind, names), n in ordered[:lines_max]:
-            what = f"{n:,} record(s)" if kind == "record" else (
+        ordered = self.histories()
+        for h in ordered[:lines_max]:
+            n, names = h["count"], h["names"]
+            what = f"{n:,} record(s)" if h["kind"] == "record" else (
                 f"{n} dataset(s) without identifiers" + (f" ({', '.join(names)})" if names else ""))
-            line = (f"  {what}: eps = {s.epsilon:.6g}, delta = {s.delta:g} ({s.accountant}) in {s.releases} "
-                    f"release(s); basic composition eps = {s.basic_epsilon:.6g}")
+            line = (f"  {what}: eps = {h['epsilon']:.6g}, delta = {h['delta']:g} ({h['accountant']}) in "
+                    f"{h['releases']} release(s); basic composition eps = {h['basic_epsilon']:.6g}")
             if b:
-                line += f"; left eps = {max(0.0, b['epsilon'] - s.epsilon):.6g}"
+                line += f"; left eps = {max(0.0, b['epsilon'] - h['epsilon']):.6g}"
             lines.append(line)
         if len(ordered) > lines_max:
             lines.append(f"  ... and {len(ordered) - lines_max} more histories")

@@ -59,7 +59,7 @@ def _fits(make, eps1, delta1, t, epsilon, delta, total):
 
 
 def plan_evaluations(make, evaluations: int, epsilon: float, delta: float = 0.0, *, total: int | None = None,
-                     iterations: int = 14) -> Plan:
+                     iterations: int = 14, progress=None) -> Plan:
     """The largest per-evaluation budget such that ``evaluations`` evaluations fit (eps, delta).
 
     Parameters
@@ -72,6 +72,9 @@ def plan_evaluations(make, evaluations: int, epsilon: float, delta: float = 0.0,
         The total budget.
     total : int, optional
         M (events that depend on it: Skellam shares).
+    progress : callable, optional
+        ``progress(step, steps)`` after each step of the search (the CLI's progress bar on a
+        terminal); each step is also a debug record of the ``secure_auc`` log.
 
     Returns
     -------
@@ -114,8 +117,10 @@ def plan_evaluations(make, evaluations: int, epsilon: float, delta: float = 0.0,
     else:
         for i in range(iterations):
             mid = math.sqrt(lo * hi)
-            log.info("planning %d evaluations: step %d of %d (eps per evaluation %.6g)", t, i + 1, iterations, mid)
+            log.debug("planning %d evaluations: step %d of %d (eps per evaluation %.6g)", t, i + 1, iterations, mid)
             ok, mech, comp = _fits(build, mid, delta1, t, epsilon, delta, total)
+            if progress is not None:
+                progress(i + 1, iterations)
             if ok:
                 lo, best = mid, (mid, mech, comp)
             else:

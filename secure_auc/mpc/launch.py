@@ -635,7 +635,7 @@ def spawn_parties(job, per_rank: dict[int, tuple], parties: int, *, provider: st
                   timeout: float = 60.0, port: int | None = None, deadline: float | None = None,
                   after_dealer=None, received: dict | None = None, record_ranks=None,
                   insecure_links: bool = False, identities=None, describe=None,
-                  host_job=None, per_host: list | None = None) -> dict:
+                  host_job=None, per_host: list | None = None, stop=None) -> dict:
     """Run ``job(rank, *per_rank[rank])`` in one spawned process per computing party (ranks
     0..parties-1, each receiving only its own arguments), plus CrypTen's dealer (rank
     ``parties``) with ``provider="ttp"``; return the results by rank (the dealer's:
@@ -659,6 +659,12 @@ def spawn_parties(job, per_rank: dict[int, tuple], parties: int, *, provider: st
     Client hosts (the helpers layout): ``host_job(h, *per_host[h])`` runs in one more
     process per host, outside the computing world; its result is under key
     ``-(h + 1)``.  ``describe(key)`` names a process in errors.
+
+    ``stop`` (a :class:`threading.Event`, for a launcher running in a thread of its own): once
+    set, every process is stopped within about a second, mid-step, and :class:`MPCError` is raised.
+    In the calling thread a KeyboardInterrupt (Ctrl-C, or SIGTERM/SIGHUP turned into one) stops
+    every process the same way; it carries ``started``: whether the server's result, and so the
+    opened aggregate, had reached the launcher.
     """
     if provider not in ("tfp", "ttp"):
         raise InputError(f"provider must be 'tfp' or 'ttp', got {provider!r}")
@@ -667,7 +673,7 @@ def spawn_parties(job, per_rank: dict[int, tuple], parties: int, *, provider: st
     run = functools.partial(_spawn, job, per_rank, parties, provider=provider, timeout=timeout, deadline=deadline,
                             after_dealer=after_dealer, received=received, record_ranks=record_ranks,
                             insecure_links=insecure_links, identities=identities, describe=describe,
-                            host_job=host_job, per_host=per_host)
+                            host_job=host_job, per_host=per_host, stop=stop)
     if port is not None:
         if port >= 65535:
             raise InputError(f"port {port}: a local run uses --port and the next one; choose one below 65535")
@@ -691,7 +697,7 @@ class _PortTaken(Exception):
 
 def _spawn(job, per_rank: dict[int, tuple], parties: int, *, provider: str, timeout: float, port: int,
            retry: bool, deadline, after_dealer, received, record_ranks, insecure_links, identities, describe,
-           host_job, per_host) -> dict:
+           host_job, per_host, stop=None) -> dict:
     """One start of :func:`spawn_parties` on ``port``; ``retry``: a port conflict at the start raises
     :class:`_PortTaken` (the caller draws another port) instead of :class:`MPCError`."""
     k = parties - 1
@@ -775,6 +781,8 @@ def _spawn(job, per_rank: dict[int, tuple], parties: int, *, provider: str, time
                 done[msg[1]] = msg[2]
                 if received is not None and msg[3] is not None:
                     received[msg[1]] = msg[3]
+            if stop is not None and stop.is_set():
+                raise MPCError("the run was stopped") from None
             if time.monotonic() < next_check:
                 continue
             next_check = time.monotonic() + 0.2
@@ -792,6 +800,9 @@ def _spawn(job, per_rank: dict[int, tuple], parties: int, *, provider: str, time
                 raise MPCError(f"{late} did not finish within {deadline:g} s") from None
     except MPCError as err:  # nothing was computed unless every computing party got past the rendezvous
         err.started = _all_joined(beats, [r for r in procs if r >= 0])
+        raise
+    except KeyboardInterrupt as stop_asked:  # released only if the server's result (the opened aggregate) came
+        stop_asked.started = 0 in done
         raise
     finally:
         for p in procs.values():

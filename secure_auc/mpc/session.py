@@ -15,6 +15,7 @@ death kills every party); the server keeps the dealer's channel alive.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue as queue_mod
 import threading
@@ -105,6 +106,8 @@ class MPCSession:
 
             self._datasets = [label_commitment(y) for y in self.labels]
         self._closed = False
+        self._stop = threading.Event()  # set: every party is stopped at once (abort)
+        self._opened = False  # whether the current evaluation's aggregate reached this process
         self._error: BaseException | None = None
         self._started = time.perf_counter()
         self.startup_seconds: float | None = None  # known once the first evaluation has waited for the parties
@@ -153,7 +156,7 @@ class MPCSession:
             try:
                 spawn_parties(session_computing_job, per_rank, w, provider=self.config.provider, timeout=self.timeout,
                               port=port, identities=(roster, world_keys), describe=describe,
-                              host_job=session_host_job, per_host=per_host)
+                              host_job=session_host_job, per_host=per_host, stop=self._stop)
             except BaseException as exc:  # noqa: BLE001 - handed to the caller of evaluate()
                 self._error = exc
 
@@ -205,16 +208,18 @@ class MPCSession:
         if len(keys) != len(clients):
             raise InputError(f"expected {len(clients)} noise keys (one per client), got {len(keys)}")
         extra = {}
-        if self.startup_seconds is None:  # the first evaluation waits for the parties first
-            self._wait(ready=True)
-            self.startup_seconds = time.perf_counter() - self._started
-            extra["startup_seconds"] = round(self.startup_seconds, 3)
+        self._opened = False
+        with self._marking_stops():
+            if self.startup_seconds is None:  # the first evaluation waits for the parties first
+                self._wait(ready=True)
+                self.startup_seconds = time.perf_counter() - self._started
+                extra["startup_seconds"] = round(self.startup_seconds, 3)
         reservation = None
         if self.ledger is not None:
             reservation = self.ledger.reserve(self._datasets, self.mechanism, total=sum(self.sizes), sizes=self.sizes,
                                               name=self.dataset_name, note="mpc session")
         start = time.perf_counter()
-        with finishing(self.ledger, reservation):
+        with finishing(self.ledger, reservation), self._marking_stops():
             for h, (a, b) in enumerate(self.groups):
                 self._tasks[h].put((clients[a:b], keys[a:b]))
             done = self._collect()
@@ -236,6 +241,16 @@ class MPCSession:
                 "rounds_per_party": [done[r].rounds for r in range(w)],
                 "bytes_per_host": [done[-(h + 1)]["bytes"] for h in range(len(self.groups))]}
 
+    @contextlib.contextmanager
+    def _marking_stops(self):
+        """A stop asked for meanwhile (KeyboardInterrupt: Ctrl-C, SIGTERM, SIGHUP) says whether the
+        evaluation's aggregate had reached this process (``started``): a ledger charges it only then."""
+        try:
+            yield
+        except KeyboardInterrupt as exc:
+            exc.started = self._opened
+            raise
+
     def _collect(self) -> dict:
         """Every computing party's and client host's report of the evaluation, by key."""
         done: dict = {}
@@ -244,6 +259,7 @@ class MPCSession:
             if key in done:
                 raise MPCError(f"the session's party {key} reported one evaluation twice")
             done[key] = item
+            self._opened = self._opened or key == 0  # the server's result holds the opened aggregate
         return done
 
     def _wait(self, ready: bool = False):
@@ -265,7 +281,7 @@ class MPCSession:
                 raise MPCError("the session's parties stopped")
 
     def close(self) -> None:
-        """Stop every party (idempotent)."""
+        """Stop every party once its evaluation is done (idempotent)."""
         if self._closed:
             return
         self._closed = True
@@ -273,11 +289,21 @@ class MPCSession:
             q.put(None)
         self._thread.join(timeout=self.timeout + 10)
 
+    def abort(self) -> None:
+        """Stop every party now, mid-evaluation (within about a second; idempotent): what leaving
+        the ``with`` block on an exception does, Ctrl-C, SIGTERM and SIGHUP included."""
+        self._closed = True
+        self._stop.set()
+        self._thread.join(timeout=10)
+
     def __enter__(self) -> "MPCSession":
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
 
     def __del__(self):  # pragma: no cover - best effort
         try:

@@ -348,7 +348,7 @@ def test_the_parties_die_with_the_launcher(tmp_path, how):
         time.sleep(0.1)
     assert alive == []
     if how == "SIGTERM":
-        assert "secure-auc: interrupted" in proc.stderr.read()
+        assert "secure-auc: stopped by SIGTERM" in proc.stderr.read() and proc.returncode == 143
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux") or shutil.which("setpriv") is None, reason="needs setpriv")

@@ -34,6 +34,7 @@ import time
 
 import numpy as np
 
+from .. import MPCError
 from . import tls
 from .channel import ChannelError, public_bytes
 
@@ -49,8 +50,9 @@ _PIECE = 1 << 20  # plaintext encrypted at once for a send
 observers: list = []  # callables (peer id, channel, decrypted bytes) told of every message received (the audit)
 
 
-class InputLinkError(RuntimeError):
-    """A link between a client host and a computing party failed (names the peer)."""
+class InputLinkError(MPCError):
+    """A link between a client host and a computing party failed (names the peer); an
+    :class:`secure_auc.MPCError`, as every fault of a run or a session is."""
 
 
 class PartyUnreachable(InputLinkError):

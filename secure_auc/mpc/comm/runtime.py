@@ -20,7 +20,7 @@ from datetime import timedelta
 
 from ...validation import InputError
 
-__all__ = ["PartyStartError", "PortBusyError", "explain", "init_party", "shutdown_party",
+__all__ = ["PartyStartError", "PortBusyError", "explain", "init_party", "shutdown_party", "refuse_roll_call",
            "communication_stats", "reset_communication_stats"]
 
 
@@ -73,7 +73,7 @@ def _keep_freed_memory() -> None:
 def init_party(*, rank: int, parties: int, master_addr: str, master_port: int,
                provider: str = "ttp", timeout: float = 60.0, threads: int = 1,
                identity=None, roster=None, insecure: bool = False, roll_call: bool = False,
-               on_ready=None, run_token: str | None = None) -> None:
+               on_ready=None, run_token: str | None = None, roll_call_timeout: float | None = None) -> None:
     """Initialise CrypTen for party ``rank`` of ``parties`` computing parties (+ dealer),
     then authenticate every peer against ``roster`` with this party's ``identity``
     (an Ed25519 private key) and route every message over encrypted links
@@ -83,7 +83,8 @@ def init_party(*, rank: int, parties: int, master_addr: str, master_port: int,
     ``insecure=True`` skips the links: plain gloo TCP, only for tests that need to
     see the unprotected transport.  ``roll_call=True`` (parties started separately, as
     under torchrun): first every party checks in at a store on ``master_port + 1`` run
-    by rank 0, so that a party that never starts is named (:func:`roll_call`).  ``on_ready()``
+    by rank 0, so that a party that never starts is named (:func:`roll_call`) after
+    ``roll_call_timeout`` seconds (default ``timeout``).  ``on_ready()``
     (optional) is called once this party's modules are loaded, just before it waits for the
     others: a launcher uses it to name the parties that never got that far.  ``run_token``
     (local launcher): this run's secret; rank 0 claims ``master_port + 1`` with it before the
@@ -119,8 +120,8 @@ def init_party(*, rank: int, parties: int, master_addr: str, master_port: int,
     total = parties + (1 if provider == "ttp" else 0)
     if roll_call:
         describe = getattr(roster, "describe", None)  # a Roster's names for its layout (not "exchange")
-        _ROLL_CALL.append(_roll_call(rank, total, parties - 1, str(master_addr), int(master_port) + 1, timeout,
-                                     describe))
+        _ROLL_CALL.append(_roll_call(rank, total, parties - 1, str(master_addr), int(master_port) + 1,
+                                     timeout if roll_call_timeout is None else roll_call_timeout, describe))
     if run_token is not None:
         _claim_port(rank, str(master_addr), int(master_port), run_token, timeout)
     if on_ready is not None:
@@ -215,6 +216,34 @@ def _claim_port(rank: int, addr: str, port: int, token: str, timeout: float) -> 
                               "this run stops (give each run its own --port, or none)")
 
 
+_REFUSED = "secure-auc/refused/{}"  # the roll-call store's key where party r leaves why it cannot start
+
+
+def refuse_roll_call(rank: int, total: int, addr: str, port: int, reason: str, timeout: float) -> None:
+    """Party ``rank`` cannot start (``reason``) but can reach the roll-call at ``addr:port``: it
+    checks in only to say why, so that every other party stops at once naming it
+    (:func:`_roll_call`) instead of waiting out the roll-call.  Rank 0 hosts the store and
+    keeps it until every party has checked in (or ``timeout``); best effort: raises nothing."""
+    import time
+
+    import torch.distributed as dist
+
+    try:
+        store = dist.TCPStore(addr, port, total, rank == 0, timeout=timedelta(seconds=timeout),
+                              wait_for_workers=False)
+        store.set(_REFUSED.format(rank), reason)
+        if rank == 0:
+            keys = [f"secure-auc/joined/{r}" for r in range(1, total)]
+            deadline = time.monotonic() + timeout
+            while not all(store.check([k]) or store.check([_REFUSED.format(r + 1)]) for r, k in enumerate(keys)):
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
+            time.sleep(2.0)  # the others read the reason before this store closes
+    except Exception:  # noqa: BLE001 - nobody to tell: the others name this party after their wait
+        return
+
+
 def _roll_call(rank: int, total: int, clients: int, addr: str, port: int, timeout: float, describe=None):
     """Every party checks in at rank 0's store on ``port``.  If some party has not checked
     in after ``timeout`` seconds, rank 0 writes down who, waits a moment for the others to
@@ -241,11 +270,17 @@ def _roll_call(rank: int, total: int, clients: int, addr: str, port: int, timeou
     try:
         store.set(keys[rank], "1")
         deadline = time.monotonic() + timeout + (0 if rank == 0 else 10)
+        name = describe or (lambda r: describe_rank(r, clients))
         while not store.check(keys):
+            refused = [r for r in range(total) if r != rank and store.check([_REFUSED.format(r)])]
+            if refused:  # a party that cannot start checked in to say why
+                reason = store.get(_REFUSED.format(refused[0])).decode()
+                if rank == 0:
+                    time.sleep(2.0)  # the others read it before this store closes
+                raise PartyStartError(f"{name(refused[0])} cannot start: {reason}")
             if rank != 0 and store.check([verdict]):
                 raise PartyStartError(f"{store.get(verdict).decode()} never joined within {timeout:g} s")
             if time.monotonic() > deadline:
-                name = describe or (lambda r: describe_rank(r, clients))
                 missing = ", ".join(name(r) for r, k in enumerate(keys) if not store.check([k]))
                 if rank == 0:
                     store.set(verdict, missing)

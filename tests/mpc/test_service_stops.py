@@ -1,0 +1,141 @@
+"""A deployment ended on purpose, and the session's errors: SIGTERM to the server service ends
+every service in order (each says so and exits 0) and the session's next call raises an
+MPCError carrying the cause; a session that finds no server raises an MPCError naming it."""
+
+import importlib.util
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from secure_auc.mpc import MPCError
+
+ROOT = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location("bench_deploy", ROOT / "scripts" / "bench_deploy.py")
+bench = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench)
+
+
+ROLES = ["server", "helper-1", "client-0", "client-1"]  # the smallest deployment: 2 computing parties, no dealer
+
+
+def _small_deployment(folder, timeout, remove=(), roles=ROLES):
+    """Two computing parties (the server deals: provider tfp, tests only) and two clients: four
+    services, the fewest that show every kind of party a fault must reach."""
+    from secure_auc.cli import main as cli
+    from secure_auc.mpc.launch import free_port
+
+    bench.write_deployment(folder, [40, 30], epochs=1, ports=(free_port(), free_port(span=3), free_port()),
+                           timeout=timeout)
+    keys = folder / "keys"
+    bench._quiet(cli, ["roster", str(folder / "roster.json"), "--server", str(keys / "server.pem"), "--helpers",
+                       str(keys / "helper-1.pem"), "--clients", str(keys / "client-0.pem"),
+                       str(keys / "client-1.pem"), "--force", "--quiet"])
+    config = folder / "deploy.toml"
+    text = config.read_text().replace("computing_parties = 3", "computing_parties = 2").replace(
+        'provider = "ttp"', 'provider = "tfp"')
+    head, _, helpers = text.partition("[[helpers]]")
+    config.write_text(head + "[[helpers]]" + helpers.split("[[helpers]]")[0].rstrip() + "\n" +
+                      "[[clients]]" + helpers.split("[[clients]]", 1)[1])
+    for name in remove:
+        (folder / name).unlink()
+    return {role: bench.start_service(folder, role) for role in roles}
+
+
+def test_a_session_that_finds_no_server_raises_an_mpc_error(tmp_path):
+    from secure_auc.deploy.session import DeployedSession  # MPCSession.connect's (no torch imported)
+    from secure_auc.mpc.launch import free_port
+
+    bench.write_deployment(tmp_path, [5, 5, 5], epochs=1, ports=(free_port(), free_port(span=3), free_port()),
+                           timeout=0.25)  # join_timeout = 1 s: nobody listens at the session's address
+    start = time.monotonic()
+    with pytest.raises(MPCError, match=r"^the server service is not reachable at 127\.0\.0\.1:\d+ \(tried for 1 s\) "
+                                       r"\(deployment.join_timeout = 1 s\)$"):
+        DeployedSession(tmp_path / "deploy.toml", key=tmp_path / "keys" / "server.pem")
+    assert time.monotonic() - start < 10
+
+
+def test_sigterm_to_the_server_ends_every_service_in_order(tmp_path):
+    from secure_auc.mpc.session import MPCSession
+
+    procs = _small_deployment(tmp_path, 30.0)
+    try:
+        session = MPCSession.connect(tmp_path / "deploy.toml", key=tmp_path / "keys" / "server.pem")
+        stopped = time.monotonic()
+        procs["server"].send_signal(signal.SIGTERM)
+        errs = {}
+        for role, p in procs.items():
+            _, errs[role] = p.communicate(timeout=60)
+        took = time.monotonic() - stopped
+        lines = {role: err.strip().splitlines()[-1] for role, err in errs.items()}
+        assert {role: p.returncode for role, p in procs.items()} == dict.fromkeys(ROLES, 0), lines
+        assert lines["server"] == "secure-auc serve (server): stopped by SIGTERM; every service was told to end"
+        for role in ROLES[1:]:  # each says so in its own words: "[helper 1] the server was stopped (SIGTERM)"
+            assert lines[role].endswith("the server was stopped (SIGTERM)"), (role, errs[role][-800:])
+            assert "error" not in errs[role], (role, errs[role][-800:])
+        assert took < 10, took
+        with pytest.raises(MPCError, match=r"the deployment ended: the server was stopped \(SIGTERM\)"):
+            session.evaluate(epoch=0)
+    finally:
+        bench.stop(procs.values())
+
+
+def test_a_client_that_cannot_start_is_named_by_every_party_and_the_session_at_once(tmp_path):
+    """Client 1's labels file is missing: it joins only to say so, and every service and the waiting
+    session name that cause as soon as the computing parties are up (before: after join_timeout,
+    here 120 s, blaming an unreachable party)."""
+    import threading
+
+    from secure_auc.mpc.session import MPCSession
+
+    cause = f"{tmp_path / 'labels-1.csv'}: cannot open client file (No such file or directory)"
+    start = time.monotonic()
+    procs = _small_deployment(tmp_path, 30.0, remove=["labels-1.csv"])
+    said: dict = {}
+
+    def session():
+        try:
+            MPCSession.connect(tmp_path / "deploy.toml", key=tmp_path / "keys" / "server.pem")
+        except BaseException as exc:  # noqa: BLE001 - checked below
+            said["session"] = exc
+
+    waiting = threading.Thread(target=session)
+    waiting.start()
+    try:
+        ends, lines = {}, {}
+        for role, p in procs.items():
+            _, err = p.communicate(timeout=100)  # join_timeout is 120 s
+            ends[role], lines[role] = time.monotonic(), err.strip().splitlines()[-1]
+        waiting.join(timeout=30)
+    finally:
+        bench.stop(procs.values())
+    assert lines["client-1"] == f"secure-auc serve (client-1): error: {cause}" and procs["client-1"].returncode == 2
+    for role in ROLES[:-1]:
+        assert lines[role].endswith(f"client 1 refused: {cause}"), (role, lines[role])
+        assert procs[role].returncode == 1
+    assert isinstance(said.get("session"), MPCError), said
+    assert str(said["session"]) == f"the deployment did not start: client 1 refused: {cause}"
+    assert max(ends.values()) - min(ends.values()) < 5.0, {r: round(t - start, 1) for r, t in ends.items()}
+
+
+def test_a_computing_party_that_cannot_start_is_named_at_the_roll_call_at_once(tmp_path):
+    """Helper 1 was given another party's key: it checks in at the roll-call only to say so, and
+    the server names it at once (before: after join_timeout, here 120 s, "never joined")."""
+    import shutil
+
+    procs = {}
+    try:
+        _small_deployment(tmp_path, 30.0, roles=[])  # written, nothing started
+        shutil.copy(tmp_path / "keys" / "client-0.pem", tmp_path / "keys" / "helper-1.pem")
+        procs = {role: bench.start_service(tmp_path, role) for role in ("server", "helper-1")}
+        ends, lines = {}, {}
+        for role, p in procs.items():
+            _, err = p.communicate(timeout=100)
+            ends[role], lines[role] = time.monotonic(), err.strip().splitlines()[-1]
+    finally:
+        bench.stop(procs.values())
+    cause = f"this key is not the one the roster {tmp_path / 'roster.json'} lists for the helper 1"
+    assert lines["helper-1"] == f"secure-auc serve (helper-1): error: {cause}" and procs["helper-1"].returncode == 2
+    assert lines["server"] == f"secure-auc serve (server): error: helper 1 (rank 1) cannot start: {cause}", lines
+    assert procs["server"].returncode == 1 and abs(ends["server"] - ends["helper-1"]) < 5.0

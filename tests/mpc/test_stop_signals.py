@@ -1,0 +1,116 @@
+"""A stop asked for mid-run: Ctrl-C (SIGINT) to a local run of the default layout (the server,
+2 helpers, the dealer and a client host), sent mid rank step, ends every process of the run
+(the fork server included) within 2 s with status 130, one line, and charges the ledger
+nothing (the aggregate was never opened); SIGTERM and SIGHUP take the same path with their own
+status (143, 129). The clients layout: tests/mpc/test_process_faults.py."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from secure_auc.cli import main as cli
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _default_signals():
+    for sig in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
+
+
+def _descendants(pid):
+    children: dict = {}
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                ppid = int((p / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(p.name))
+    out, todo = [], [pid]
+    while todo:
+        for kid in children.get(todo.pop(), []):
+            out.append(kid)
+            todo.append(kid)
+    return out
+
+
+def _alive(pid):
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _run(ledger):
+    env = dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    return subprocess.Popen([sys.executable, "-m", "secure_auc", "evaluate", "--protocol", "mpc", "--samples", "200000",
+                             "--clients", "3", "--epsilon", "1", "--ledger", str(ledger), "--budget", "10"],
+                            preexec_fn=_default_signals, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env, start_new_session=True)
+
+
+def _stop_mid_rank_step(proc, how, ends):
+    """Signal the launcher as soon as the server reports the rank step; time until every process is gone."""
+    seen = []
+    for line in proc.stderr:
+        seen.append(line)
+        if "rank step: stage" in line:
+            break
+    processes = _descendants(proc.pid)
+    if len(processes) < 6:  # fork server, 3 computing parties, dealer, client host
+        ends[how] = ("".join(seen),)
+        return
+    os.kill(proc.pid, getattr(signal, how))
+    start = time.monotonic()
+    while (_alive(proc.pid) or any(_alive(p) for p in processes)) and time.monotonic() - start < 30:
+        time.sleep(0.01)
+    gone = time.monotonic() - start
+    out, err = proc.communicate(timeout=30)
+    ends[how] = (gone, proc.returncode, err.strip().splitlines()[-1], "Traceback" in err, out)
+
+
+def test_ctrl_c_stops_every_process_of_a_local_run_within_2_s_and_charges_nothing(tmp_path, capsys):
+    ends: dict = {}
+    _stop_mid_rank_step(_run(tmp_path / "ledger.db"), "SIGINT", ends)
+    assert len(ends["SIGINT"]) > 1, f"the parties did not start: {ends['SIGINT'][0]}"
+    gone, code, last, traceback, out = ends["SIGINT"]
+    assert gone < 2.0, f"processes of the run alive {gone:.2f} s after SIGINT"
+    assert (code, last, traceback, out) == (130, "secure-auc: interrupted", False, "")
+    # nothing was opened: the reservation made before the run is withdrawn
+    assert cli(["ledger", "show", str(tmp_path / "ledger.db"), "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["budget"] == {"epsilon": 10.0, "delta": 0.0} and shown["releases"] == [], shown
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGHUP", "SIGINT"])
+def test_a_stop_signal_ends_a_command_with_its_own_status(monkeypatch, capsys, how):
+    """The CLI turns SIGTERM and SIGHUP into the same clean end as Ctrl-C (what stops the parties
+    above), with the signal's exit status: 143, 129, 130."""
+    import secure_auc.cli as cli_module
+
+    def command(args):
+        os.kill(os.getpid(), getattr(signal, how))
+        time.sleep(5)  # the signal's exception ends the command long before
+        return 0
+
+    monkeypatch.setattr(cli_module, "cmd_evaluate", command)
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    for sig in saved:
+        signal.signal(sig, signal.SIG_DFL)
+    try:
+        start = time.monotonic()
+        code = cli(["evaluate", "--protocol", "plain"])
+        took = time.monotonic() - start
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+    assert code == 128 + getattr(signal, how) and took < 2.0
+    assert capsys.readouterr().err.strip() == (
+        "secure-auc: interrupted" if how == "SIGINT" else f"secure-auc: stopped by {how}")
