@@ -18,7 +18,7 @@ from .data.io import ClientData, read_client_file, same_files
 from .data.partition import partition_indices
 from .data.synthetic import make_ctr_dataset
 from .dp.accountant import finishing
-from .dp.rng import client_key, client_rngs
+from .dp.rng import client_key, client_rngs, release_seed
 from .metrics import rank_auc
 from .protocol.client import Client
 from .protocol.server import Server
@@ -269,6 +269,7 @@ def evaluate(
     mpc_options: dict | None = None,
     ledger=None,
     dataset_name: str | None = None,
+    release: int = 0,
 ) -> EvaluationResult:
     """Run one evaluation; ``reference`` adds the non-private AUC (local runs only).
 
@@ -320,6 +321,10 @@ def evaluate(
         never start); the result's ``extra`` then reports the spent budget.
     dataset_name : str, optional
         A name for the clients' datasets in the ledger's report.
+    release : int, default 0
+        The index of this release under ``seed`` (a metric object counts its releases):
+        the clients' keys come from :func:`secure_auc.dp.rng.release_seed` ``(seed, release)``,
+        so releases 0, 1, ... under one seed are reproducible and never share noise.
 
     Returns
     -------
@@ -387,6 +392,9 @@ def evaluate(
     mechanism.check_release()
     if protocol == "mpc" and seed is not None:
         check_secret_seed(seed)
+    if isinstance(release, (bool, np.bool_)) or not isinstance(release, (int, np.integer)) or release < 0:
+        raise InputError(f"release must be an integer >= 0, got {release!r}")
+    user_seed, seed = seed, (None if seed is None else release_seed(seed, int(release)))
     reservation = None
     if ledger is not None:
         reservation = ledger.reserve(clients, mechanism, seed=seed,
@@ -405,8 +413,10 @@ def evaluate(
                 extra["noise_keys"] = "per client from --seed, each given to its client's process only"
     if reservation is not None:
         extra |= privacy_spent(reservation)
+    if release:
+        extra["release"] = int(release)
     seconds = time.perf_counter() - start - extra.get("startup_seconds", 0.0)  # the start-up is reported apart
     return make_result(mechanism, estimate, aggregate, sizes, protocol=protocol, seconds=seconds,
-                       seed=seed if protocol == "plain" else None,  # an MPC report keeps nothing to recompute noise from
+                       seed=user_seed if protocol == "plain" else None,  # an MPC report keeps nothing to recompute noise from
                        reference_auc=_reference_auc(clients) if reference else None, extra=extra)
 

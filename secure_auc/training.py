@@ -175,12 +175,14 @@ class FederatedAUC:
             check_arguments(mechanism, protocol=protocol, seed=seed, ledger=ledger, mpc_options=mpc_options)
         self.mechanism, self.session = mechanism, session
         self.options = {"protocol": protocol, "seed": seed, "ledger": ledger, "mpc_options": mpc_options}
+        self.releases = 0  # releases made so far: the index of the next under the seed
         self.reset()
 
     def reset(self) -> None:
-        """Forget every batch (the next epoch starts)."""
+        """Forget every batch (the next epoch starts; the next :meth:`compute` is a new release)."""
         self._scores: dict[int, list[np.ndarray]] = {}
         self._labels: dict[int, list[np.ndarray]] = {}
+        self._result: EvaluationResult | None = None
 
     def update(self, scores, labels=None, *, client=0) -> None:
         """Add a batch of one client's scores (and labels, without a session).
@@ -215,14 +217,23 @@ class FederatedAUC:
             self._scores.setdefault(k, []).append(s[idx])
             if y is not None:
                 self._labels.setdefault(k, []).append(y[idx])
+        self._result = None  # the state changed: the next compute() is a new release
 
     def compute(self) -> EvaluationResult:
         """Evaluate every batch since the last :meth:`reset` (one release, charged to the ledger).
+
+        One release per state: a second call without :meth:`update` or :meth:`reset` in
+        between returns the same result, with no new release and no new charge.  With a
+        ``seed``, release i of this object draws its noise from
+        :func:`secure_auc.dp.rng.release_seed` ``(seed, i)``: the run is reproducible and no
+        two releases share noise.
 
         Returns
         -------
         EvaluationResult
         """
+        if self._result is not None:
+            return self._result
         if not self._scores:
             raise InputError("nothing to evaluate: update() was not called since the last reset()")
         count = len(self.session.labels) if self.session is not None else max(self._scores) + 1
@@ -231,6 +242,10 @@ class FederatedAUC:
             raise InputError(f"no scores for client(s) {', '.join(map(str, missing))}")
         scores = [np.concatenate(self._scores[k]) for k in range(count)]
         if self.session is not None:
-            return self.session.evaluate(scores)
-        clients = [ClientData(scores[k], np.concatenate(self._labels[k]), f"client {k}") for k in range(count)]
-        return evaluate(clients, self.mechanism, **self.options)
+            result = self.session.evaluate(scores)
+        else:
+            clients = [ClientData(scores[k], np.concatenate(self._labels[k]), f"client {k}") for k in range(count)]
+            result = evaluate(clients, self.mechanism, release=self.releases, **self.options)
+        self.releases += 1
+        self._result = result
+        return result

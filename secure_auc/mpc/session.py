@@ -105,6 +105,7 @@ class MPCSession:
 
             self._datasets = [label_commitment(y) for y in self.labels]
         self._closed = False
+        self.releases = 0  # evaluations started: the index of the next one's noise keys
         self._error: BaseException | None = None
         self._started = time.perf_counter()
         self.startup_seconds: float | None = None  # known once the first evaluation has waited for the parties
@@ -172,6 +173,8 @@ class MPCSession:
             is charged or sent.
         noise_keys : list of int, optional
             Each client's noise key (reproducibility); default fresh keys from :mod:`secrets`.
+            Evaluation i of the session (0, 1, ...) uses :func:`secure_auc.dp.rng.release_key`
+            ``(key, i)``: the same keys give the same run, and no two evaluations share noise.
 
         Returns
         -------
@@ -204,6 +207,10 @@ class MPCSession:
         keys = list(noise_keys) if noise_keys is not None else [None] * len(clients)
         if len(keys) != len(clients):
             raise InputError(f"expected {len(clients)} noise keys (one per client), got {len(keys)}")
+        from ..dp.rng import release_key
+
+        keys = [None if key is None else release_key(key, self.releases) for key in keys]
+        self.releases += 1  # the next evaluation draws other noise, whether or not this one ends
         extra = {}
         if self.startup_seconds is None:  # the first evaluation waits for the parties first
             self._wait(ready=True)
