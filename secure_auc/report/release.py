@@ -1,0 +1,122 @@
+"""One report: the AUC's mechanism at its share of eps, the other releases at theirs, one
+composed cost for the ledger, and the plain protocol's client and server steps.
+
+The total eps (and delta) the user gives is the mechanism's; :func:`plan_report` splits it
+(:func:`.spec.split_budget`): the AUC is released by the same mechanism at ``share * eps``
+(its std is exactly the std of that mechanism alone at that eps), every other release adds
+discrete Laplace noise at its own share (pure eps-DP).  :class:`ReportCost` is what the ledger
+charges: one record per client per evaluation, whose privacy event composes the releases
+(:func:`secure_auc.dp.events.composed_event`; the PLD accountant composes them, basic
+composition bounds the total by the sum of the shares, i.e. the user's eps).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..dp.base import PrivacyCost
+from ..dp.streams import KeyStreams
+from .derive import derive
+from .spec import ReportSpec
+from .stats import Layout, client_vectors, noise_vectors
+
+__all__ = ["ReportCost", "ReportMessage", "plan_report", "report_stream", "client_report", "server_report"]
+
+
+@dataclass(frozen=True)
+class ReportMessage:
+    """A client's noisy report vector (int64; :mod:`.stats`), as the plain protocol's server gets it."""
+
+    client: int
+    vector: tuple
+
+
+class ReportCost:
+    """The privacy cost of one evaluation with a report (what a ledger records).
+
+    Parameters
+    ----------
+    total : Mechanism
+        The mechanism as the user gave it (its eps and delta are the evaluation's).
+    auc : Mechanism
+        The AUC's mechanism at its share.
+    epsilons : dict
+        The other releases' eps.
+
+    Examples
+    --------
+    >>> from secure_auc import make_mechanism
+    >>> from secure_auc.report.release import plan_report
+    >>> from secure_auc.report import ReportSpec
+    >>> auc, eps, kind, cost = plan_report(make_mechanism("laplace", 1.0), ReportSpec(["auc", "roc"]))
+    >>> auc.cost.epsilon, eps, kind, cost.cost.epsilon
+    (0.5, {'bands': 0.5}, 'client', 1.0)
+    >>> cost.privacy_event(1000)["kind"]
+    'composed'
+    """
+
+    def __init__(self, total, auc, epsilons: dict):
+        self.total, self.auc, self.epsilons = total, auc, dict(epsilons)
+        self.name = total.name
+
+    @property
+    def cost(self) -> PrivacyCost:
+        return self.total.cost
+
+    def privacy_event(self, total: int | None = None) -> dict:
+        from ..dp.events import composed_event, pure_event
+
+        if self.total.cost.epsilon == float("inf"):
+            return self.total.privacy_event(total)
+        return composed_event([self.auc.privacy_event(total)] + [pure_event(e) for e in self.epsilons.values()])
+
+    def describe(self) -> dict:
+        return self.total.describe()
+
+
+def _scaled(mechanism, share: float):
+    eps = getattr(mechanism, "epsilon", None)
+    if eps is None or share == 1.0 or not np.isfinite(eps):
+        return mechanism
+    return dataclasses.replace(mechanism, epsilon=float(eps) * share)
+
+
+def plan_report(mechanism, spec: ReportSpec):
+    """``(auc_mechanism, epsilons, kind, cost)``: the AUC's mechanism at its share of eps, the
+    other releases' eps (empty without noise), the noise kind (``aggregate`` with the
+    ``distributed`` mechanism, else ``client``) and the :class:`ReportCost`."""
+    shares = spec.shares
+    auc = _scaled(mechanism, shares.get("auc", 1.0))
+    eps = getattr(mechanism, "epsilon", None)
+    private = mechanism.cost.epsilon != float("inf") and eps is not None
+    epsilons = {g: float(eps) * s for g, s in shares.items() if g != "auc"} if private else {}
+    kind = "aggregate" if getattr(mechanism, "needs_secure_sum", False) else "client"
+    return auc, epsilons, kind, ReportCost(mechanism, auc, epsilons)
+
+
+def report_stream(spec: ReportSpec, epsilons: dict, kind: str) -> str:
+    """The name of the clients' noise stream of a report (a hash of its public parameters)."""
+    text = repr((spec, sorted(epsilons.items()), kind))
+    return "report|" + hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+
+def client_report(layout: Layout, twice_ranks, labels, scores, owner, keys, epsilons: dict, kind: str,
+                  shares: int | None = None) -> np.ndarray:
+    """The noisy report vectors of clients hosted together (shape (K, width)), each with its own
+    noise from its own key (what each would compute alone)."""
+    k = len(keys)
+    exact = client_vectors(layout, twice_ranks, labels, scores, owner, k)
+    if not epsilons:
+        return exact
+    src = KeyStreams(list(keys), report_stream(layout.spec, epsilons, kind))
+    return exact + noise_vectors(layout, epsilons, src, k, kind, shares=shares)
+
+
+def server_report(layout: Layout, vectors, epsilons: dict, clients: int, kind: str) -> dict:
+    """The server's metrics from the clients' vectors (their sum is all it uses)."""
+    agg = np.sum(np.asarray(vectors, dtype=np.int64).reshape(-1, layout.width), axis=0)
+    return derive(layout, agg, epsilons, clients, kind)
