@@ -359,7 +359,8 @@ def evaluate(
         ``roc``, ``pr``, ``ks``, ``ks_at``, ``average_precision``, ``lift``, ``gain``,
         ``precision_at``, ``recall_at``, ``calibration``, ``log_loss``, ``brier``, with
         their ``_std`` and ``_interval``), the eps of each release in ``extra["privacy"]``.
-        Plain protocol only for now.
+        In the MPC protocol (helpers layout) each client's report vector enters as shares
+        and only the aggregate is opened, to the server.
     budget : dict, optional
         Shares of the total eps by release (``auc``, ``bands``, ``calibration``,
         ``log_loss``, ``brier``; :func:`secure_auc.report.split_budget`).
@@ -425,9 +426,9 @@ def evaluate(
         spec = metrics if isinstance(metrics, ReportSpec) else ReportSpec(
             ["auc"] + ([metrics] if isinstance(metrics, str) else list(metrics or [])), budget=budget)
         if spec.groups != ("auc",):
-            if protocol != "plain":
-                raise InputError(f"metrics other than the AUC ({', '.join(m for m in spec.metrics if m != 'auc')}) "
-                                 "are released by the plain protocol only for now: use protocol='plain'")
+            if protocol == "mpc" and (mpc_options or {}).get("computing", 3) == 0:
+                raise InputError("metrics beyond the AUC need the helpers layout (computing parties 2 or 3), "
+                                 "not every client computing")
             total_mechanism = mechanism
             mechanism, epsilons, kind, cost = plan_report(mechanism, spec)
             report = (spec, epsilons, kind, cost, total_mechanism)
@@ -462,7 +463,12 @@ def evaluate(
             from .mpc.session import run_mpc_local  # imports CrypTen only when needed
 
             keys = None if seed is None else [client_key(seed, k) for k in range(len(clients))]
-            estimate, aggregate, extra = run_mpc_local(clients, mechanism, noise_keys=keys, **(mpc_options or {}))
+            options = dict(mpc_options or {})
+            if report is not None:
+                from .report.release import report_plan
+
+                options["report"] = report_plan(report[0], report[1], report[2], report[4], len(clients))
+            estimate, aggregate, extra = run_mpc_local(clients, mechanism, noise_keys=keys, **options)
             if seed is not None:
                 extra["noise_keys"] = "per client from --seed, each given to its client's process only"
     if reservation is not None:

@@ -126,7 +126,7 @@ def _all(layout: Layout, agg):
 
 
 def derive(layout: Layout, aggregate, epsilons: dict, clients: int, kind: str = "client", *,
-           draws: int = DRAWS) -> dict:
+           draws: int = DRAWS, shares: int | None = None) -> dict:
     """The report's metrics from the aggregated (noisy) vector, as the result shows them.
 
     Parameters
@@ -141,6 +141,9 @@ def derive(layout: Layout, aggregate, epsilons: dict, clients: int, kind: str = 
     kind : {"client", "aggregate"}
     draws : int, default 400
         Bootstrap draws of the error bars.
+    shares : int, optional
+        With ``aggregate``: the shares that make one noise (default K); K shares then add
+        K / shares noises' variance.
 
     Returns
     -------
@@ -153,12 +156,16 @@ def derive(layout: Layout, aggregate, epsilons: dict, clients: int, kind: str = 
     agg = np.asarray(aggregate, dtype=np.int64)
     est = _all(layout, agg)
     var = layout.variances(epsilons, clients, kind)
+    if kind == "aggregate" and shares:
+        var = var * (clients / shares)
     noisy = var > 0
     boot = None
     if noisy.any():
         rng = np.random.Generator(np.random.PCG64(INTERVAL_SEED))
         scale = np.sqrt(var[noisy] / 2.0)  # a Laplace of the same variance, fine for the bands' error bars
-        if kind == "client":  # a sum of K discrete Laplace noises: near normal for K >= 3, Laplace for one
+        if kind == "client" and clients > 8:  # a sum of K Laplace noises: normal to within its tails
+            eps_draw = rng.normal(0.0, np.sqrt(var[noisy]), (draws, noisy.sum()))
+        elif kind == "client":
             eps_draw = rng.laplace(0.0, 1.0, (draws, clients, noisy.sum())) * (scale / np.sqrt(clients))
             eps_draw = eps_draw.sum(axis=1)
         else:

@@ -24,7 +24,33 @@ from .derive import derive
 from .spec import ReportSpec
 from .stats import Layout, client_vectors, noise_vectors
 
-__all__ = ["ReportCost", "ReportMessage", "plan_report", "report_stream", "client_report", "server_report"]
+__all__ = ["ReportCost", "ReportMessage", "ReportPlan", "plan_report", "report_plan", "host_report", "report_stream", "client_report",
+           "server_report"]
+
+
+@dataclass(frozen=True)
+class ReportPlan:
+    """The public parameters of a report's release that every party of the MPC protocol holds:
+    the spec, each release's eps (sorted pairs), the noise kind and, for noise on the
+    aggregate, the number of shares that make one noise."""
+
+    spec: ReportSpec
+    epsilons: tuple
+    kind: str = "client"
+    shares: int | None = None
+
+    @property
+    def eps(self) -> dict:
+        return dict(self.epsilons)
+
+    def layout(self, total: int) -> Layout:
+        return Layout(self.spec, total)
+
+    def derive(self, vector, total: int, clients: int) -> dict:
+        """The server's metrics from the opened aggregate vector."""
+        out = derive(Layout(self.spec, total), np.asarray(vector, dtype=np.int64), self.eps, clients, self.kind,
+                     shares=self.shares)
+        return out
 
 
 @dataclass(frozen=True)
@@ -98,6 +124,16 @@ def plan_report(mechanism, spec: ReportSpec):
     return auc, epsilons, kind, ReportCost(mechanism, auc, epsilons)
 
 
+def report_plan(spec: ReportSpec, epsilons: dict, kind: str, mechanism, clients: int) -> ReportPlan:
+    """The :class:`ReportPlan` of a run with ``clients`` clients: with noise on the aggregate,
+    the shares of the honest clients alone make one noise (as the ``distributed`` mechanism's)."""
+    shares = None
+    if kind == "aggregate":
+        honest_of = getattr(mechanism, "honest_of", None)
+        shares = int(honest_of(clients)) if honest_of is not None else int(clients)
+    return ReportPlan(spec, tuple(sorted(epsilons.items())), kind, shares)
+
+
 def report_stream(spec: ReportSpec, epsilons: dict, kind: str) -> str:
     """The name of the clients' noise stream of a report (a hash of its public parameters)."""
     text = repr((spec, sorted(epsilons.items()), kind))
@@ -120,3 +156,15 @@ def server_report(layout: Layout, vectors, epsilons: dict, clients: int, kind: s
     """The server's metrics from the clients' vectors (their sum is all it uses)."""
     agg = np.sum(np.asarray(vectors, dtype=np.int64).reshape(-1, layout.width), axis=0)
     return derive(layout, agg, epsilons, clients, kind)
+
+
+def host_report(plan: ReportPlan, clients, twice, total: int, keys) -> np.ndarray:
+    """At a client host of the MPC protocol: the sum of its clients' noisy report vectors, each
+    from the client's ranks, true labels, scores and own key (int64, the layout's width)."""
+    layout = plan.layout(total)
+    sizes = [len(c) for c in clients]
+    owner = np.repeat(np.arange(len(clients), dtype=np.int64), sizes)
+    labels = np.concatenate([c.labels for c in clients])
+    scores = np.concatenate([c.scores for c in clients])
+    return client_report(layout, np.asarray(twice, dtype=np.int64), labels, scores, owner, keys, plan.eps, plan.kind,
+                         plan.shares).sum(axis=0)

@@ -14,9 +14,11 @@ metric              release (group)        what is noised
 ``brier``           ``brier``              sum of y (1 - 2 q)
 ==================  =====================  ==============================================
 
-Default split of the total eps: the AUC takes half (all of it when asked alone), the other
-releases asked share the rest equally; ``budget`` sets any of the shares (the unset share the
-remainder equally; all shares must add up to 1).
+Default split of the total eps: the AUC takes half (all of it when asked alone); the other
+releases asked share the rest in the weights 7 (``bands``) : 1 (``calibration``) : 1
+(``log_loss``) : 1 (``brier``) -- with every metric asked: 0.5, 0.35, 0.05, 0.05, 0.05.
+``budget`` sets any of the shares (the unset share the remainder equally; all shares must add
+up to 1).
 
 Bands.  The M samples in decreasing order of score take positions 0 .. M - 1 (a tied group
 spans consecutive positions).  The band edges are the positions round(f M) for f in: the
@@ -46,6 +48,9 @@ ALIASES = {"precision_at": "precision-at", "recall-at": "precision-at", "recall_
            "log_loss": "logloss", "log-loss": "logloss", "average_precision": "pr", "ap": "pr", "gain": "lift"}
 GROUPS = ("auc", "bands", "calibration", "log_loss", "brier")
 HEAD_FRACTIONS = (0.001, 0.005, 0.01, 0.02, 0.05)
+# the default split of what the AUC leaves: the curves' histogram needs most (its error adds up over
+# the bands); the rank-free sums are over all M samples and need little
+DEFAULT_WEIGHTS = {"bands": 7.0, "calibration": 1.0, "log_loss": 1.0, "brier": 1.0}
 
 
 def split_budget(groups, budget: dict | None = None) -> dict:
@@ -73,6 +78,8 @@ def split_budget(groups, budget: dict | None = None) -> dict:
     >>> from secure_auc.report.spec import split_budget
     >>> split_budget(["auc", "bands"])
     {'auc': 0.5, 'bands': 0.5}
+    >>> {k: round(v, 4) for k, v in split_budget(["auc", "bands", "calibration", "log_loss", "brier"]).items()}
+    {'auc': 0.5, 'bands': 0.35, 'calibration': 0.05, 'log_loss': 0.05, 'brier': 0.05}
     >>> split_budget(["auc", "bands", "log_loss"], {"auc": 0.6})
     {'auc': 0.6, 'bands': 0.2, 'log_loss': 0.2}
     >>> split_budget(["auc"])
@@ -95,13 +102,13 @@ def split_budget(groups, budget: dict | None = None) -> dict:
     left = 1.0 - sum(fixed.values())
     if left < -1e-9 or (not rest and abs(left) > 1e-9) or (rest and left <= 1e-12):
         raise InputError(f"budget: the shares must add up to 1 (set: {fixed}; releases: {', '.join(groups)})")
-    if not fixed:  # the default: the AUC first
+    if not fixed:  # the default: the AUC first, then the curves
         if groups == ["auc"]:
             return {"auc": 1.0}
         out = {"auc": 0.5} if "auc" in groups else {}
         others = [g for g in groups if g != "auc"]
-        each = (1.0 - sum(out.values())) / len(others)
-        return out | {g: each for g in others}
+        weight = sum(DEFAULT_WEIGHTS[g] for g in others)
+        return out | {g: (1.0 - sum(out.values())) * DEFAULT_WEIGHTS[g] / weight for g in others}
     return {g: fixed[g] if g in fixed else left / len(rest) for g in groups}
 
 
@@ -157,7 +164,7 @@ class ReportSpec:
     >>> from secure_auc.report import ReportSpec
     >>> spec = ReportSpec(["auc", "roc", "logloss"])
     >>> spec.groups, spec.shares
-    (('auc', 'bands', 'log_loss'), {'auc': 0.5, 'bands': 0.25, 'log_loss': 0.25})
+    (('auc', 'bands', 'log_loss'), {'auc': 0.5, 'bands': 0.4375, 'log_loss': 0.0625})
     >>> ReportSpec(["auc", "f1"])
     Traceback (most recent call last):
         ...
