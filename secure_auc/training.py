@@ -136,7 +136,8 @@ def dp_roc_auc_score(y_true, y_score, *, client=None, data=None, mechanism=None,
 
 
 def _check_metrics(metrics, budget, session) -> None:
-    """The report's metrics are checked where they come in; a session releases the AUC only for now."""
+    """The report's metrics are checked where they come in; a session releases the metrics it was
+    started with."""
     if metrics is None and budget is None:
         return
     from .report.spec import ReportSpec
@@ -144,8 +145,8 @@ def _check_metrics(metrics, budget, session) -> None:
     spec = metrics if isinstance(metrics, ReportSpec) else ReportSpec(
         [metrics] if isinstance(metrics, str) else list(metrics or []), budget=budget)
     if session is not None and spec.groups != ("auc",):
-        raise InputError("a session releases the AUC only for now: pass metrics= without a session "
-                         "(protocol='plain')")
+        raise InputError("with a session, its own metrics are released: pass metrics= to the session "
+                         "(MPCSession(labels, mechanism, metrics=[...]))")
 
 
 class FederatedAUC:

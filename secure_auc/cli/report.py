@@ -13,7 +13,7 @@ __all__ = ["add_report_options", "report_arguments", "check_report_options", "wr
 def add_report_options(p: argparse.ArgumentParser) -> None:
     from ..report.spec import METRICS
 
-    g = p.add_argument_group("the whole evaluation (plain protocol)")
+    g = p.add_argument_group("the whole evaluation")
     g.add_argument("--metrics", nargs="+", default=None, metavar="METRIC",
                    help=f"also release these metrics under the same eps: {', '.join(METRICS)} (the AUC is always "
                         "released; default: the AUC only)")
@@ -28,15 +28,17 @@ def add_report_options(p: argparse.ArgumentParser) -> None:
 
 
 def check_report_options(args) -> None:
-    """Report options without --metrics, or with the MPC protocol, are refused before any work."""
+    """Report options without --metrics, or --metrics with every client computing, are refused
+    before any work."""
     from .output import check_not_given, check_writable_dir
 
     if args.metrics is None:
         check_not_given(args, ["metric_split", "rank_bands", "top_fractions", "plot", "csv"], "without --metrics")
         return
     report_arguments(args)  # the names and numbers, checked now
-    if args.protocol != "plain":
-        raise InputError("--metrics releases the curves, KS, lift, ... with --protocol plain only for now")
+    if args.protocol == "mpc" and getattr(args, "layout", None) == "clients":
+        raise InputError("--metrics needs the helpers layout (--layout helpers): each client's report vector "
+                         "enters as shares of the computing parties")
     for folder in (args.plot, args.csv):
         if folder is not None:
             check_writable_dir(folder)

@@ -118,7 +118,8 @@ def _all(layout: Layout, agg):
             out["calibration"] = np.where(n > 0, pos / np.maximum(n, 1), np.nan)
     m = layout.total
     if "ll_label" in p:
-        out["log_loss"] = -(agg[..., p["ll_label"]][..., 0] + agg[..., p["ll_free"]][..., 0]) / SUM_UNIT / m
+        out["log_loss"] = np.maximum(-(agg[..., p["ll_label"]][..., 0] + agg[..., p["ll_free"]][..., 0]) / SUM_UNIT / m,
+                                     0.0)  # post-processing: a log-loss is never negative
     if "br_label" in p:
         out["brier"] = np.clip((agg[..., p["br_label"]][..., 0] + agg[..., p["br_free"]][..., 0]) / SUM_UNIT / m,
                                0.0, 1.0)
