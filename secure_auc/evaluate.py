@@ -429,8 +429,11 @@ def evaluate(
             if protocol == "mpc" and (mpc_options or {}).get("computing", 3) == 0:
                 raise InputError("metrics beyond the AUC need the helpers layout (computing parties 2 or 3), "
                                  "not every client computing")
+            from .report.release import check_report_range
+
             total_mechanism = mechanism
             mechanism, epsilons, kind, cost = plan_report(mechanism, spec)
+            check_report_range(spec, epsilons, len(clients), sum(sizes))
             report = (spec, epsilons, kind, cost, total_mechanism)
     check_fixed_point_range(mechanism, sum(sizes), sizes)
     start = time.perf_counter()

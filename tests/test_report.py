@@ -187,3 +187,14 @@ def test_the_metric_object_and_the_function_release_the_same_report():
         assert r.extra["log_loss"] == direct.extra["log_loss"] and r.auc == direct.auc
     with pytest.raises(InputError, match="unknown metric"):
         FederatedAUC(make_mechanism("none"), protocol="plain", metrics=["nope"])
+
+
+@pytest.mark.parametrize("mechanism", ["laplace", "rr"])
+def test_a_ledger_refuses_a_report_seed_used_twice_even_with_randomized_response(tmp_path, mechanism):
+    clients, _, _ = _data(m=400)
+    ledger = Ledger(tmp_path / "l.db")
+    mech = make_mechanism(mechanism, 1.0)
+    evaluate(clients, mech, protocol="plain", metrics=["roc"], seed=4, ledger=ledger)
+    with pytest.raises(InputError, match="seed was already used"):
+        evaluate(clients, mech, protocol="plain", metrics=["roc"], seed=4, ledger=ledger)
+    assert all(r["epsilon"] == pytest.approx(1.0) for r in ledger.releases())

@@ -107,6 +107,9 @@ class MPCSession:
             if spec.groups != ("auc",):
                 bound = mechanism.for_clients(len(self.labels))
                 mechanism, epsilons, kind, self._cost = plan_report(bound, spec)
+                from ..report.release import check_report_range
+
+                check_report_range(spec, epsilons, len(self.labels), sum(self.sizes))
                 self._total_cost = bound.cost
                 report = report_plan(spec, epsilons, kind, bound, len(self.labels))
         self.config = PartyConfig(mechanisms=(mechanism,), clients=len(self.labels), provider=provider, sort=sort,

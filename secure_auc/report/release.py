@@ -87,7 +87,9 @@ class ReportCost:
 
     def __init__(self, total, auc, epsilons: dict):
         self.total, self.auc, self.epsilons = total, auc, dict(epsilons)
-        self.name = total.name
+        # randomized response's flips may be reused for free under one seed, a report's noise never:
+        # with a report, RR is a noise mechanism for the ledger (a seed is never used twice)
+        self.name = "rr+report" if total.name == "rr" and epsilons else total.name
 
     @property
     def cost(self) -> PrivacyCost:
@@ -122,6 +124,35 @@ def plan_report(mechanism, spec: ReportSpec):
     epsilons = {g: float(eps) * s for g, s in shares.items() if g != "auc"} if private else {}
     kind = "aggregate" if getattr(mechanism, "needs_secure_sum", False) else "client"
     return auc, epsilons, kind, ReportCost(mechanism, auc, epsilons)
+
+
+def check_report_range(spec: ReportSpec, epsilons: dict, clients: int, total: int) -> None:
+    """Refuse eps so small that the report's noise could leave the 64-bit integers the vectors
+    are added in: 40 standard deviations of the summed noise of the largest entry, plus its
+    largest exact value (M times its sensitivity), must stay below 2^62.
+
+    Examples
+    --------
+    >>> from secure_auc.report import ReportSpec
+    >>> from secure_auc.report.release import check_report_range
+    >>> check_report_range(ReportSpec(["logloss"]), {"log_loss": 0.05}, 10, 458_407)
+    >>> check_report_range(ReportSpec(["logloss"]), {"log_loss": 1e-10}, 10, 458_407)
+    Traceback (most recent call last):
+        ...
+    secure_auc.validation.InputError: eps = 1e-10 for the report's log_loss needs noise beyond the range of its 64-bit sums; use a larger eps
+    """
+    from ..validation import InputError
+
+    layout = Layout(spec, max(int(total), 2))
+    scale = layout.scales(epsilons)
+    for g in set(layout.group):
+        idx = np.flatnonzero((layout.groups == g) & (layout.sensitivity > 0))
+        if not idx.size:
+            continue
+        sd = float(np.max(scale[idx])) * np.sqrt(2.0 * clients)
+        if not 40.0 * sd + float(total) * float(np.max(layout.sensitivity[idx])) < 2.0**62:
+            raise InputError(f"eps = {epsilons[g]:g} for the report's {g} needs noise beyond the range of its 64-bit "
+                             "sums; use a larger eps")
 
 
 def report_plan(spec: ReportSpec, epsilons: dict, kind: str, mechanism, clients: int) -> ReportPlan:
