@@ -463,15 +463,20 @@ def evaluate(
             if report is not None:
                 extra |= plain_report(roles, clients, report, inbox)
         else:
-            from .mpc.session import run_mpc_local  # imports CrypTen only when needed
+            from .mpc import session  # imports CrypTen only when needed
 
             keys = None if seed is None else [client_key(seed, k) for k in range(len(clients))]
-            options = dict(mpc_options or {})
+            plan = None
             if report is not None:
                 from .report.release import report_plan
 
-                options["report"] = report_plan(report[0], report[1], report[2], report[4], len(clients))
-            estimate, aggregate, extra = run_mpc_local(clients, mechanism, noise_keys=keys, **options)
+                plan = report_plan(report[0], report[1], report[2], report[4], len(clients))
+            if plan is None:
+                estimate, aggregate, extra = session.run_mpc_local(clients, mechanism, noise_keys=keys,
+                                                                   **(mpc_options or {}))
+            else:
+                estimate, aggregate, extra = session.run_mpc_report(clients, mechanism, plan, noise_keys=keys,
+                                                                    **(mpc_options or {}))
             if seed is not None:
                 extra["noise_keys"] = "per client from --seed, each given to its client's process only"
     if reservation is not None:

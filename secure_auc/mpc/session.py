@@ -31,7 +31,7 @@ from .party import PartyConfig
 
 log = logging.getLogger(__name__)
 
-__all__ = ["MPCSession", "run_mpc_local"]
+__all__ = ["MPCSession", "run_mpc_local", "run_mpc_report"]
 
 
 class MPCSession:
@@ -335,7 +335,6 @@ def run_mpc_local(
     progress: bool = True,
     computing: int = 3,
     hosts: int | None = None,
-    report=None,
 ):
     """Run the MPC protocol with local processes.
 
@@ -345,10 +344,18 @@ def run_mpc_local(
     start-up reported apart; ``computing=0``: every client is a computing party.
     ``noise_keys[k]`` (optional, reproducible runs): client k's noise key, handed
     to the process of client k only (:func:`secure_auc.dp.rng.client_key` derives them
-    from a seed).  ``report``: a :class:`secure_auc.report.release.ReportPlan` (its metrics
-    join ``cost``).  Returns ``(estimate, aggregate, cost)`` where ``cost`` has the
+    from a seed).  Returns ``(estimate, aggregate, cost)`` where ``cost`` has the
     wall seconds, and per party the bytes sent and received and communication rounds.
     """
+    return run_mpc_report(clients, mechanism, None, noise_keys=noise_keys, provider=provider, sort=sort,
+                          timeout=timeout, port=port, progress=progress, computing=computing, hosts=hosts)
+
+
+def run_mpc_report(clients: list[ClientData], mechanism, report, *, noise_keys=None, provider: str = "ttp",
+                   sort: str = RANK_METHODS[0], timeout: float = 60.0, port: int | None = None, progress: bool = True,
+                   computing: int = 3, hosts: int | None = None):
+    """:func:`run_mpc_local` with a ``report`` (a :class:`secure_auc.report.release.ReportPlan`, or
+    None): its metrics join the returned ``cost``."""
     if computing not in (0, 2, 3):
         raise InputError(f"computing parties must be 2 or 3 (or 0: every client computes), got {computing}")
     if report is not None and not computing:
