@@ -18,7 +18,7 @@ from .data.io import ClientData, read_client_file, same_files
 from .data.partition import partition_indices
 from .data.synthetic import make_ctr_dataset
 from .dp.accountant import finishing
-from .dp.rng import client_key, client_rngs
+from .dp.rng import client_key, client_rngs, release_seed
 from .metrics import rank_auc
 from .protocol.client import Client
 from .protocol.server import Server
@@ -259,6 +259,30 @@ def _reference_auc(clients: list[ClientData]) -> float:
     )
 
 
+def plain_report(roles, clients, report, inbox) -> dict:
+    """The report's step in the plain protocol: each client's noisy report vector (from its
+    ranks, its true labels, its scores and its own key) goes to the server, which sums them
+    and derives the metrics (:mod:`secure_auc.report`)."""
+    from .report.release import ReportMessage, client_report, server_report
+    from .report.stats import Layout
+
+    spec, epsilons, kind, _, _ = report
+    total = sum(len(c) for c in clients)
+    layout = Layout(spec, total)
+    start = time.perf_counter()
+    vectors = []
+    for role, data in zip(roles, clients):
+        twice = np.rint(2.0 * role.ranks).astype(np.int64)
+        v = client_report(layout, twice, data.labels, data.scores, np.zeros(len(data), dtype=np.int64),
+                          role.keys, epsilons, kind)[0]
+        vectors.append(inbox.deliver(ReportMessage(role.index, tuple(int(x) for x in v))).vector)
+    out = server_report(layout, vectors, epsilons, len(clients), kind)
+    out["privacy"] = {"auc": role.mechanism.cost.epsilon if role.mechanism.cost.epsilon != float("inf") else None} | {
+        g: e for g, e in epsilons.items()}
+    out["report_seconds"] = round(time.perf_counter() - start, 3)
+    return out
+
+
 def evaluate(
     clients: list[ClientData],
     mechanism=None,
@@ -269,6 +293,9 @@ def evaluate(
     mpc_options: dict | None = None,
     ledger=None,
     dataset_name: str | None = None,
+    release: int = 0,
+    metrics=None,
+    budget: dict | None = None,
 ) -> EvaluationResult:
     """Run one evaluation; ``reference`` adds the non-private AUC (local runs only).
 
@@ -320,6 +347,23 @@ def evaluate(
         never start); the result's ``extra`` then reports the spent budget.
     dataset_name : str, optional
         A name for the clients' datasets in the ledger's report.
+    release : int, default 0
+        The index of this release under ``seed`` (a metric object counts its releases):
+        the clients' keys come from :func:`secure_auc.dp.rng.release_seed` ``(seed, release)``,
+        so releases 0, 1, ... under one seed are reproducible and never share noise.
+    metrics : list of str or ReportSpec, optional
+        The whole evaluation (:mod:`secure_auc.report`): any of ``auc``, ``roc``, ``pr``,
+        ``ks``, ``lift``, ``precision-at``, ``calibration``, ``logloss``, ``brier`` (the
+        AUC is always released).  The mechanism's eps is the total, split by ``budget``
+        (default: half to the AUC, the rest equally); the metrics go into ``extra`` (keys
+        ``roc``, ``pr``, ``ks``, ``ks_at``, ``average_precision``, ``lift``, ``gain``,
+        ``precision_at``, ``recall_at``, ``calibration``, ``log_loss``, ``brier``, with
+        their ``_std`` and ``_interval``), the eps of each release in ``extra["privacy"]``.
+        In the MPC protocol (helpers layout) each client's report vector enters as shares
+        and only the aggregate is opened, to the server.
+    budget : dict, optional
+        Shares of the total eps by release (``auc``, ``bands``, ``calibration``,
+        ``log_loss``, ``brier``; :func:`secure_auc.report.split_budget`).
 
     Returns
     -------
@@ -374,6 +418,23 @@ def evaluate(
     check_clients(clients)
     mechanism = mechanism.for_clients(len(clients))  # calibrated for the clients present, or refused
     sizes = [len(c) for c in clients]
+    report = None
+    if metrics is not None or budget is not None:
+        from .report.release import plan_report
+        from .report.spec import ReportSpec
+
+        spec = metrics if isinstance(metrics, ReportSpec) else ReportSpec(
+            ["auc"] + ([metrics] if isinstance(metrics, str) else list(metrics or [])), budget=budget)
+        if spec.groups != ("auc",):
+            if protocol == "mpc" and (mpc_options or {}).get("computing", 3) == 0:
+                raise InputError("metrics beyond the AUC need the helpers layout (computing parties 2 or 3), "
+                                 "not every client computing")
+            from .report.release import check_report_range
+
+            total_mechanism = mechanism
+            mechanism, epsilons, kind, cost = plan_report(mechanism, spec)
+            check_report_range(spec, epsilons, len(clients), sum(sizes))
+            report = (spec, epsilons, kind, cost, total_mechanism)
     check_fixed_point_range(mechanism, sum(sizes), sizes)
     start = time.perf_counter()
     extra: dict = {}
@@ -387,26 +448,51 @@ def evaluate(
     mechanism.check_release()
     if protocol == "mpc" and seed is not None:
         check_secret_seed(seed)
+    if isinstance(release, (bool, np.bool_)) or not isinstance(release, (int, np.integer)) or release < 0:
+        raise InputError(f"release must be an integer >= 0, got {release!r}")
+    user_seed, seed = seed, (None if seed is None else release_seed(seed, int(release)))
     reservation = None
     if ledger is not None:
-        reservation = ledger.reserve(clients, mechanism, seed=seed,
+        reservation = ledger.reserve(clients, mechanism if report is None else report[3], seed=seed,
                                      total=sum(len(c) for c in clients), sizes=[len(c) for c in clients],
                                      name=dataset_name, note=f"{protocol} protocol, {len(clients)} clients")
     with finishing(ledger, reservation):
         if protocol == "plain":
             roles = [Client(k, c, mechanism, client_rngs(seed, k)) for k, c in enumerate(clients)]
-            estimate, aggregate, _ = run_plain(roles, Server(mechanism))
+            estimate, aggregate, inbox = run_plain(roles, Server(mechanism))
+            if report is not None:
+                extra |= plain_report(roles, clients, report, inbox)
         else:
-            from .mpc.session import run_mpc_local  # imports CrypTen only when needed
+            from .mpc import session  # imports CrypTen only when needed
 
             keys = None if seed is None else [client_key(seed, k) for k in range(len(clients))]
-            estimate, aggregate, extra = run_mpc_local(clients, mechanism, noise_keys=keys, **(mpc_options or {}))
+            plan = None
+            if report is not None:
+                from .report.release import report_plan
+
+                plan = report_plan(report[0], report[1], report[2], report[4], len(clients))
+            if plan is None:
+                estimate, aggregate, extra = session.run_mpc_local(clients, mechanism, noise_keys=keys,
+                                                                   **(mpc_options or {}))
+            else:
+                estimate, aggregate, extra = session.run_mpc_report(clients, mechanism, plan, noise_keys=keys,
+                                                                    **(mpc_options or {}))
             if seed is not None:
                 extra["noise_keys"] = "per client from --seed, each given to its client's process only"
     if reservation is not None:
         extra |= privacy_spent(reservation)
+    if release:
+        extra["release"] = int(release)
     seconds = time.perf_counter() - start - extra.get("startup_seconds", 0.0)  # the start-up is reported apart
+    if report is not None:
+        result = make_result(mechanism, estimate, aggregate, sizes, protocol=protocol, seconds=seconds,
+                             seed=user_seed if protocol == "plain" else None,
+                             reference_auc=_reference_auc(clients) if reference else None, extra=extra)
+        total_cost = report[4].cost
+        result.epsilon = None if total_cost.epsilon == float("inf") else float(total_cost.epsilon)
+        result.delta = None if result.epsilon is None else float(total_cost.delta)
+        return result
     return make_result(mechanism, estimate, aggregate, sizes, protocol=protocol, seconds=seconds,
-                       seed=seed if protocol == "plain" else None,  # an MPC report keeps nothing to recompute noise from
+                       seed=user_seed if protocol == "plain" else None,  # an MPC report keeps nothing to recompute noise from
                        reference_auc=_reference_auc(clients) if reference else None, extra=extra)
 

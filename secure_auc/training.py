@@ -65,7 +65,7 @@ def _check_local(session) -> None:
 
 def dp_roc_auc_score(y_true, y_score, *, client=None, data=None, mechanism=None, session=None,
                      protocol: str = "mpc", seed: int | None = None, ledger=None,
-                     mpc_options: dict | None = None) -> EvaluationResult:
+                     mpc_options: dict | None = None, metrics=None, budget: dict | None = None) -> EvaluationResult:
     """Label-DP ROC AUC with scikit-learn's argument order.
 
     Parameters
@@ -87,7 +87,7 @@ def dp_roc_auc_score(y_true, y_score, *, client=None, data=None, mechanism=None,
     session : MPCSession, optional
         Evaluate on an open session: its labels stay where they are, and ``y_true``, when
         given, must equal them client by client.
-    protocol, seed, ledger, mpc_options
+    protocol, seed, ledger, mpc_options, metrics, budget
         As in :func:`secure_auc.evaluate` (without a session).
 
     Returns
@@ -115,6 +115,7 @@ def dp_roc_auc_score(y_true, y_score, *, client=None, data=None, mechanism=None,
     secure_auc.validation.InputError: y_true has 6 entries but y_score has 5
     """
     _check_local(session)
+    _check_metrics(metrics, budget, session)
     y_true, y_score, client = _columns(data, y_true, y_score, client)
     scores = check_scores(y_score, name="y_score")
     labels = None if y_true is None else check_binary_labels(y_true, name="y_true")
@@ -130,7 +131,22 @@ def dp_roc_auc_score(y_true, y_score, *, client=None, data=None, mechanism=None,
     if labels is None:
         raise InputError("y_true is needed without a session")
     clients = [ClientData(scores[idx], labels[idx], f"client {k}") for k, idx in enumerate(groups)]
-    return evaluate(clients, mechanism, protocol=protocol, seed=seed, ledger=ledger, mpc_options=mpc_options)
+    return evaluate(clients, mechanism, protocol=protocol, seed=seed, ledger=ledger, mpc_options=mpc_options,
+                    metrics=metrics, budget=budget)
+
+
+def _check_metrics(metrics, budget, session) -> None:
+    """The report's metrics are checked where they come in; a session releases the metrics it was
+    started with."""
+    if metrics is None and budget is None:
+        return
+    from .report.spec import ReportSpec
+
+    spec = metrics if isinstance(metrics, ReportSpec) else ReportSpec(
+        [metrics] if isinstance(metrics, str) else list(metrics or []), budget=budget)
+    if session is not None and spec.groups != ("auc",):
+        raise InputError("with a session, its own metrics are released: pass metrics= to the session "
+                         "(MPCSession(labels, mechanism, metrics=[...]))")
 
 
 class FederatedAUC:
@@ -144,8 +160,9 @@ class FederatedAUC:
     session : MPCSession, optional
         Evaluate on an open session (the parties started once): ``update`` then takes only
         scores, in the order of each client's labels in the session.
-    protocol, seed, ledger, mpc_options
-        As in :func:`secure_auc.evaluate` (without a session).
+    protocol, seed, ledger, mpc_options, metrics, budget
+        As in :func:`secure_auc.evaluate` (without a session); ``metrics`` asks for the whole
+        evaluation (curves, KS, lift, ...: :mod:`secure_auc.report`) under one budget.
 
     Examples
     --------
@@ -169,18 +186,22 @@ class FederatedAUC:
     """
 
     def __init__(self, mechanism=None, *, session=None, protocol: str = "mpc", seed: int | None = None,
-                 ledger=None, mpc_options: dict | None = None):
+                 ledger=None, mpc_options: dict | None = None, metrics=None, budget: dict | None = None):
         _check_local(session)
         if session is None:  # refused now, not at the first compute()
             check_arguments(mechanism, protocol=protocol, seed=seed, ledger=ledger, mpc_options=mpc_options)
+        _check_metrics(metrics, budget, session)
         self.mechanism, self.session = mechanism, session
-        self.options = {"protocol": protocol, "seed": seed, "ledger": ledger, "mpc_options": mpc_options}
+        self.options = {"protocol": protocol, "seed": seed, "ledger": ledger, "mpc_options": mpc_options,
+                        "metrics": metrics, "budget": budget}
+        self.releases = 0  # releases made so far: the index of the next under the seed
         self.reset()
 
     def reset(self) -> None:
-        """Forget every batch (the next epoch starts)."""
+        """Forget every batch (the next epoch starts; the next :meth:`compute` is a new release)."""
         self._scores: dict[int, list[np.ndarray]] = {}
         self._labels: dict[int, list[np.ndarray]] = {}
+        self._result: EvaluationResult | None = None
 
     def update(self, scores, labels=None, *, client=0) -> None:
         """Add a batch of one client's scores (and labels, without a session).
@@ -215,14 +236,23 @@ class FederatedAUC:
             self._scores.setdefault(k, []).append(s[idx])
             if y is not None:
                 self._labels.setdefault(k, []).append(y[idx])
+        self._result = None  # the state changed: the next compute() is a new release
 
     def compute(self) -> EvaluationResult:
         """Evaluate every batch since the last :meth:`reset` (one release, charged to the ledger).
+
+        One release per state: a second call without :meth:`update` or :meth:`reset` in
+        between returns the same result, with no new release and no new charge.  With a
+        ``seed``, release i of this object draws its noise from
+        :func:`secure_auc.dp.rng.release_seed` ``(seed, i)``: the run is reproducible and no
+        two releases share noise.
 
         Returns
         -------
         EvaluationResult
         """
+        if self._result is not None:
+            return self._result
         if not self._scores:
             raise InputError("nothing to evaluate: update() was not called since the last reset()")
         count = len(self.session.labels) if self.session is not None else max(self._scores) + 1
@@ -231,6 +261,10 @@ class FederatedAUC:
             raise InputError(f"no scores for client(s) {', '.join(map(str, missing))}")
         scores = [np.concatenate(self._scores[k]) for k in range(count)]
         if self.session is not None:
-            return self.session.evaluate(scores)
-        clients = [ClientData(scores[k], np.concatenate(self._labels[k]), f"client {k}") for k in range(count)]
-        return evaluate(clients, self.mechanism, **self.options)
+            result = self.session.evaluate(scores)
+        else:
+            clients = [ClientData(scores[k], np.concatenate(self._labels[k]), f"client {k}") for k in range(count)]
+            result = evaluate(clients, self.mechanism, release=self.releases, **self.options)
+        self.releases += 1
+        self._result = result
+        return result

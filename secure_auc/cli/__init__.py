@@ -177,6 +177,9 @@ def build_parser() -> argparse.ArgumentParser:
                          "noise")
     ev.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     add_output_options(ev)
+    from .report import add_report_options
+
+    add_report_options(ev)
     add_mpc_options(ev)
     add_ledger_options(ev)
     add_planning_options(ev)
@@ -504,7 +507,9 @@ def cmd_evaluate(args) -> int:
     from ..evaluate import builtin_clients, evaluate, load_clients
 
     check_evaluate_options(args)
+    from .report import check_report_options, report_arguments, split_report, write_report_files
 
+    check_report_options(args)
     check_ledger_options(args)
     if args.files:
         clients = load_clients(args.files, score_column=args.score_column, label_column=args.label_column,
@@ -540,11 +545,19 @@ def cmd_evaluate(args) -> int:
                   "(seed, k) and handed to client k's process only; the server and the dealer never receive it. "
                   "Whoever knows the seed can recompute every client's noise: use it for tests and reproductions, "
                   "never in a deployment", file=sys.stderr)
+    metrics, _ = report_arguments(args)
     result = evaluate(clients, mechanism, protocol=args.protocol, seed=args.seed, mpc_options=mpc_options,
-                      ledger=ledger, dataset_name=args.dataset, reference=True)
+                      ledger=ledger, dataset_name=args.dataset, reference=True, metrics=metrics)
     if plan:
         result.extra["plan"] = plan.summary()
+    if metrics is not None:
+        write_report_files(args, result.extra)
+    report = split_report(result) if metrics is not None and not args.json else None
     print_report(result, source, args.json)
+    if report:
+        from ..report.output import summary_rows
+
+        _print_table(summary_rows(report))
     return 0
 
 

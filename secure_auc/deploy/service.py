@@ -52,6 +52,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..dp.rng import release_key
 from ..validation import InputError
 from .config import DeployConfig, parse_role
 
@@ -696,6 +697,7 @@ def run_client_service(config: DeployConfig, k: int, identity, inputs: ClientInp
             raise ServiceError(f"the deployment did not start: {verdict.get('reason', verdict)}")
         _set_timeout(links, config.timeout)
         log.info("[%s] joined the deployment; waiting for evaluations", me)
+        releases = 0  # evaluations this service has scored: the index of the next one's noise key
         with forbid_crypten_randomness():
             while True:
                 msg = _next_message(links, None, describe_party)
@@ -712,6 +714,9 @@ def run_client_service(config: DeployConfig, k: int, identity, inputs: ClientInp
                 reservation, answer = None, None
                 try:
                     scores, key = _scores(hook(epoch, client=k, evaluation=n), len(labels))
+                    if key is not None:  # a hook's key: release i of this service draws from (key, i), never reused
+                        key = release_key(key, releases)
+                    releases += 1
                     if ledger is not None:
                         reservation = ledger.reserve([inputs.charged], mechanism, seed=key, clients=[k],
                                                      total=len(labels) + len(config.clients) - 1, name=inputs.name,

@@ -95,7 +95,7 @@ from .events import NONE_EVENT, NOOP_EVENT, check_event, compose
 
 __all__ = ["Ledger", "Spent", "Reservation", "KeyedData", "label_commitment", "NOISE_MECHANISMS"]
 
-NOISE_MECHANISMS = ("laplace", "gaussian", "distributed")
+NOISE_MECHANISMS = ("laplace", "gaussian", "distributed", "rr+report")  # rr+report: RR with a report's noise
 FORMAT = "secure-auc privacy ledger 3 (per record, SQLite)"
 STATES = ("reserved", "released", "failed")
 REPORT_DELTA = 1e-6  # delta at which (eps, delta) events are reported when the budget has no delta

@@ -30,7 +30,8 @@ import numpy as np
 
 from .streams import KeyStreams
 
-__all__ = ["make_rng", "ClientRngs", "client_rngs", "client_key", "new_noise_key", "parse_noise_key", "read_noise_key_file"]
+__all__ = ["make_rng", "ClientRngs", "client_rngs", "client_key", "release_seed", "release_key", "new_noise_key",
+           "parse_noise_key", "read_noise_key_file"]
 
 
 def make_rng(seed: int | None = None) -> np.random.Generator:
@@ -94,6 +95,60 @@ def client_key(seed: int, client: int) -> int:
         raise ValueError(f"seed and client index must be >= 0, got {seed}, {client}")
     msg = f"secure-auc noise key|{int(seed)}|{int(client)}".encode()
     return int.from_bytes(hashlib.blake2b(msg, digest_size=16).digest(), "little")
+
+
+def release_seed(seed: int, release: int) -> int:
+    """The seed of release number ``release`` made under a user's ``seed`` (reproducible runs
+    that never share noise).
+
+    Release 0 uses ``seed`` itself; release i > 0 a 256-bit seed derived by BLAKE2b (keyed
+    by the seed, one-way: it reveals neither ``seed`` nor another release's seed), with its
+    top bit set, so it is a valid secret seed of the MPC protocol
+    (:func:`secure_auc.validation.check_secret_seed`) whatever ``seed`` was.  A metric object
+    or a session that evaluates again under one seed takes the next index, so no two of its
+    releases add the same noise (the difference of two releases is never exact).
+
+    Parameters
+    ----------
+    seed : int
+        The user's seed, >= 0.
+    release : int
+        The release's index under that seed (0, 1, ...).
+
+    Returns
+    -------
+    int
+
+    Examples
+    --------
+    >>> from secure_auc.dp.rng import release_seed
+    >>> release_seed(7, 0), release_seed(7, 1) == release_seed(7, 1), release_seed(7, 1) != release_seed(7, 2)
+    (7, True, True)
+    >>> 2**255 <= release_seed(7, 1) < 2**256
+    True
+    """
+    seed, release = int(seed), int(release)
+    if seed < 0 or release < 0:
+        raise ValueError(f"seed and release index must be >= 0, got {seed}, {release}")
+    if release == 0:
+        return seed
+    digest = hashlib.blake2b(f"secure-auc release|{release}".encode(), digest_size=32,
+                             key=hashlib.blake2b(seed.to_bytes((seed.bit_length() + 8) // 8, "little"),
+                                                 digest_size=32).digest()).digest()
+    return int.from_bytes(digest, "little") | 1 << 255
+
+
+def release_key(key: int, release: int) -> int:
+    """Release ``release``'s 128-bit noise key of a client whose given key is ``key``
+    (:func:`release_seed` cut to 128 bits for release i > 0; ``key`` itself for release 0).
+
+    Examples
+    --------
+    >>> from secure_auc.dp.rng import release_key
+    >>> release_key(5, 0), 0 <= release_key(5, 1) < 2**128, release_key(5, 1) != release_key(5, 2)
+    (5, True, True)
+    """
+    return int(key) if int(release) == 0 else release_seed(key, release) & ((1 << 128) - 1)
 
 
 def parse_noise_key(text: str, where: str = "noise key") -> int:

@@ -217,11 +217,12 @@ def send_ranks(links: dict, twice, rows: list[int]) -> None:
         offset += rows[h]
 
 
-def open_statistics(links: dict, shares: OutsideShares, mine: list[int], mechanisms, dst: int = 0):
-    """Step 6: the hosts' fixed-point statistics (2 per mechanism), added in shares and opened
-    to party ``dst`` only (:func:`.primitives.opening.open_to`): the int64 sum at ``dst``,
-    None elsewhere."""
-    width = 2 * len(mechanisms)
+def open_statistics(links: dict, shares: OutsideShares, mine: list[int], mechanisms, dst: int = 0,
+                    report_width: int = 0):
+    """Step 6: the hosts' fixed-point statistics (2 per mechanism, then ``report_width`` entries
+    of the report's vector), added in shares and opened to party ``dst`` only
+    (:func:`.primitives.opening.open_to`): the int64 sum at ``dst``, None elsewhere."""
+    width = 2 * len(mechanisms) + int(report_width)
     corr = {h: links[h].recv_array(CH_STATS, (1, width)) for h in mine}
     summed = shares.shares("statistics", [1] * len(links), width, corr).sum(dim=0)
     opened = open_to(summed, dst)
@@ -270,12 +271,15 @@ def compute_evaluation(rank, config, links, describe, is_server, start, hellos) 
     send_ranks(links, twice, rows)
 
     # 6. the hosts' statistics, summed in shares, opened to the server only
-    opened = open_statistics(links, shares, mine, config.mechanisms, 0)
+    report_width = 0 if config.report is None else config.report.layout(total).width
+    opened = open_statistics(links, shares, mine, config.mechanisms, 0, report_width)
 
     result = PartyResult(rank=rank, role=describe(rank).split(" (")[0], seconds=0.0, bytes_sent=0, rounds=0,
                          rank_seconds=rank_seconds, sizes=rows)
     if is_server:
         result.estimates, result.aggregates = estimates_from(opened, config.mechanisms, total)
+        if report_width:
+            result.report = [int(x) for x in opened[2 * len(config.mechanisms):]]
     stats = backend.communication_stats()
     result.client_bytes = int(sum(link.bytes for link in links.values()) - bytes_before)
     result.bytes_sent = int(stats["bytes"]) + result.client_bytes
@@ -364,19 +368,28 @@ def receive_ranks(links, n: int) -> np.ndarray:
 
 
 def release_statistics(clients, first: int, noise_keys, mechanisms, twice: np.ndarray, total: int,
-                       sharing: HostSharing, links) -> None:
+                       sharing: HostSharing, links, report=None) -> None:
     """Step 5 at a host: each hosted client's fixed-point statistics from its labels, its
     rows' mid-ranks (``twice`` / 2, of ``total`` rows) and its own noise key, per mechanism;
-    the host shares their sum (2 values per mechanism) with its correction party."""
-    width = 2 * len(mechanisms)
-    stats = np.zeros(width, dtype=np.int64)
+    with a ``report`` (:class:`secure_auc.report.release.ReportPlan`), each client's noisy
+    report vector from the same ranks, its true labels, its scores and the same key (another
+    stream); the host shares their sum (2 values per mechanism, then the report's vector) with
+    its correction party."""
+    stats = np.zeros(2 * len(mechanisms), dtype=np.int64)
     ranks = twice.astype(np.float64) / 2.0
+    keys = None
     for j, mechanism in enumerate(mechanisms):
         # every hosted client at once, each from its own streams: what each computes alone
         group = ClientGroup(first, clients, mechanism, noise_keys)
+        keys = group.keys if keys is None else keys  # the report's noise: the first mechanism's keys, its own stream
         group.set_ranks(ranks, total)
         local_sum, local_p = group.fixed_statistics()
         stats[2 * j], stats[2 * j + 1] = int(local_sum.sum()), int(local_p.sum())
+    if report is not None:
+        from ..report.release import host_report
+
+        stats = np.concatenate([stats, host_report(report, clients, twice, total, keys)])
+    width = len(stats)
     links[sharing.corrector].send_array(CH_STATS, sharing.correction(stats.reshape(1, width), "statistics"))
 
 
@@ -405,7 +418,7 @@ def host_evaluation(h, clients, first, noise_keys, config, links, keep_ranks=Fal
     out = HostResult()
     if keep_ranks:
         out["ranks"] = np.split(twice, np.cumsum(sizes)[:-1])
-    release_statistics(clients, first, noise_keys, config.mechanisms, twice, total, sharing, links)
+    release_statistics(clients, first, noise_keys, config.mechanisms, twice, total, sharing, links, config.report)
     return out
 
 

@@ -72,6 +72,7 @@ class PartyConfig:
     progress: bool = True
     computing: int = 0  # helpers layout: the number w of computing parties (server + w - 1 helpers); 0: every client computes
     session: bool = False  # helpers layout: one evaluation per message of the hosts, until they stop (.session)
+    report: object = None  # helpers layout: a secure_auc.report.release.ReportPlan (curves, KS, ... on the same ranks)
 
     def __post_init__(self):
         # every MPC path builds its configuration here: each mechanism is bound to the clients taking part
@@ -92,7 +93,7 @@ class PartyConfig:
             "sort": self.sort,
             "numpy": ".".join(np.__version__.split(".")[:2]),
             "torch": ".".join(torch.__version__.split(".")[:2]),
-        }
+        } | ({} if self.report is None else {"report": repr(self.report)})
 
 
 @dataclass
@@ -107,6 +108,7 @@ class PartyResult:
     rank_seconds: float = 0.0
     client_bytes: int = 0  # helpers layout: bytes sent and received over the links to client hosts
     sizes: list = field(default_factory=list)  # helpers layout: each client host's number of samples (public)
+    report: list | None = None  # server only, with a report: the opened aggregate report vector
 
     @property
     def estimate(self):

@@ -32,7 +32,7 @@ from .party import PartyConfig
 
 log = logging.getLogger(__name__)
 
-__all__ = ["MPCSession", "run_mpc_local"]
+__all__ = ["MPCSession", "run_mpc_local", "run_mpc_report"]
 
 
 class MPCSession:
@@ -88,7 +88,8 @@ class MPCSession:
 
     def __init__(self, labels, mechanism, *, computing: int = 3, provider: str = "ttp", sort: str = RANK_METHODS[0],
                  timeout: float = 60.0, hosts: int | None = None, port: int | None = None, ledger=None,
-                 dataset_name: str | None = None, progress: bool = False, deploy=None, key=None):
+                 dataset_name: str | None = None, progress: bool = False, deploy=None, key=None, metrics=None,
+                 budget: dict | None = None, report=None):
         if computing not in (2, 3):
             raise InputError(f"a session has 2 or 3 computing parties, got {computing}")
         self.labels = [check_binary_labels(y, name=f"client {k}: labels") for k, y in enumerate(labels)]
@@ -96,8 +97,24 @@ class MPCSession:
             raise InputError("every client needs at least one sample")
         self.sizes = [len(y) for y in self.labels]
         mechanism.check_release()
+        self._cost = None  # with a report: what the ledger charges (the AUC's and the report's releases composed)
+        self._total_cost = None
+        if metrics is not None or budget is not None:
+            from ..report.release import plan_report, report_plan
+            from ..report.spec import ReportSpec
+
+            spec = metrics if isinstance(metrics, ReportSpec) else ReportSpec(
+                [metrics] if isinstance(metrics, str) else list(metrics or []), budget=budget)
+            if spec.groups != ("auc",):
+                bound = mechanism.for_clients(len(self.labels))
+                mechanism, epsilons, kind, self._cost = plan_report(bound, spec)
+                from ..report.release import check_report_range
+
+                check_report_range(spec, epsilons, len(self.labels), sum(self.sizes))
+                self._total_cost = bound.cost
+                report = report_plan(spec, epsilons, kind, bound, len(self.labels))
         self.config = PartyConfig(mechanisms=(mechanism,), clients=len(self.labels), provider=provider, sort=sort,
-                                  progress=progress, computing=computing, session=True)
+                                  progress=progress, computing=computing, session=True, report=report)
         self.timeout = float(timeout)
         self.mechanism = self.config.mechanisms[0]  # bound to the clients present
         self.ledger, self.dataset_name = ledger, dataset_name
@@ -108,6 +125,7 @@ class MPCSession:
         self._closed = False
         self._stop = threading.Event()  # set: every party is stopped at once (abort)
         self._opened = False  # whether the current evaluation's aggregate reached this process
+        self.releases = 0  # evaluations started: the index of the next one's noise keys
         self._error: BaseException | None = None
         self._started = time.perf_counter()
         self.startup_seconds: float | None = None  # known once the first evaluation has waited for the parties
@@ -175,6 +193,8 @@ class MPCSession:
             is charged or sent.
         noise_keys : list of int, optional
             Each client's noise key (reproducibility); default fresh keys from :mod:`secrets`.
+            Evaluation i of the session (0, 1, ...) uses :func:`secure_auc.dp.rng.release_key`
+            ``(key, i)``: the same keys give the same run, and no two evaluations share noise.
 
         Returns
         -------
@@ -187,8 +207,13 @@ class MPCSession:
         from ..result import make_result
 
         estimate, aggregate, extra, seconds = self.run(scores, noise_keys)
-        return make_result(self.mechanism, estimate, aggregate, self.sizes, protocol="mpc", seconds=seconds,
-                           extra=extra)
+        result = make_result(self.mechanism, estimate, aggregate, self.sizes, protocol="mpc", seconds=seconds,
+                             extra=extra)
+        if self._total_cost is not None:  # the evaluation spent the total, the AUC its share
+            finite = self._total_cost.epsilon != float("inf")
+            result.epsilon = float(self._total_cost.epsilon) if finite else None
+            result.delta = float(self._total_cost.delta) if finite else None
+        return result
 
     def run(self, scores, noise_keys: list[int] | None = None):
         """:meth:`evaluate` before the result is made: ``(estimate, aggregate, extra, seconds)``,
@@ -207,6 +232,10 @@ class MPCSession:
         keys = list(noise_keys) if noise_keys is not None else [None] * len(clients)
         if len(keys) != len(clients):
             raise InputError(f"expected {len(clients)} noise keys (one per client), got {len(keys)}")
+        from ..dp.rng import release_key
+
+        keys = [None if key is None else release_key(key, self.releases) for key in keys]
+        self.releases += 1  # the next evaluation draws other noise, whether or not this one ends
         extra = {}
         self._opened = False
         with self._marking_stops():
@@ -216,7 +245,8 @@ class MPCSession:
                 extra["startup_seconds"] = round(self.startup_seconds, 3)
         reservation = None
         if self.ledger is not None:
-            reservation = self.ledger.reserve(self._datasets, self.mechanism, total=sum(self.sizes), sizes=self.sizes,
+            reservation = self.ledger.reserve(self._datasets, self._cost or self.mechanism, total=sum(self.sizes),
+                                              sizes=self.sizes,
                                               name=self.dataset_name, note="mpc session")
         start = time.perf_counter()
         with finishing(self.ledger, reservation), self._marking_stops():
@@ -226,10 +256,17 @@ class MPCSession:
         if reservation is not None:
             extra |= privacy_spent(reservation)
         seconds = time.perf_counter() - start
-        extra |= self._cost(done, seconds)
+        extra |= self._run_cost(done, seconds)
+        if self.config.report is not None:
+            plan = self.config.report
+            start = time.perf_counter()
+            extra |= plan.derive(done[0].report, sum(self.sizes), len(self.sizes))
+            extra["privacy"] = {"auc": None if self.mechanism.cost.epsilon == float("inf") else
+                                float(self.mechanism.cost.epsilon)} | plan.eps
+            extra["report_seconds"] = round(time.perf_counter() - start, 3)
         return done[0].estimates[0], done[0].aggregates[0], extra, seconds
 
-    def _cost(self, done: dict, seconds: float) -> dict:
+    def _run_cost(self, done: dict, seconds: float) -> dict:
         """One evaluation's cost: per computing party the bytes sent and received (the hosts'
         included) and the messages; per client host its bytes."""
         w = self.config.computing
@@ -336,8 +373,19 @@ def run_mpc_local(
     from a seed).  Returns ``(estimate, aggregate, cost)`` where ``cost`` has the
     wall seconds, and per party the bytes sent and received and communication rounds.
     """
+    return run_mpc_report(clients, mechanism, None, noise_keys=noise_keys, provider=provider, sort=sort,
+                          timeout=timeout, port=port, progress=progress, computing=computing, hosts=hosts)
+
+
+def run_mpc_report(clients: list[ClientData], mechanism, report, *, noise_keys=None, provider: str = "ttp",
+                   sort: str = RANK_METHODS[0], timeout: float = 60.0, port: int | None = None, progress: bool = True,
+                   computing: int = 3, hosts: int | None = None):
+    """:func:`run_mpc_local` with a ``report`` (a :class:`secure_auc.report.release.ReportPlan`, or
+    None): its metrics join the returned ``cost``."""
     if computing not in (0, 2, 3):
         raise InputError(f"computing parties must be 2 or 3 (or 0: every client computes), got {computing}")
+    if report is not None and not computing:
+        raise InputError("a report (metrics beyond the AUC) needs the helpers layout (computing parties 2 or 3)")
     from .launch import announce, cost_summary, launch_local
 
     if progress:
@@ -345,7 +393,7 @@ def run_mpc_local(
     start = time.perf_counter()
     if computing:
         with MPCSession([c.labels for c in clients], mechanism, computing=computing, provider=provider, sort=sort,
-                        timeout=timeout, hosts=hosts, port=port, progress=progress) as session:
+                        timeout=timeout, hosts=hosts, port=port, progress=progress, report=report) as session:
             estimate, aggregate, extra, _ = session.run([c.scores for c in clients], noise_keys=noise_keys)
         return estimate, aggregate, extra | {"mpc_seconds": round(time.perf_counter() - start, 3)}
     config = PartyConfig(mechanisms=(mechanism,), clients=len(clients), provider=provider, sort=sort,

@@ -106,7 +106,7 @@ def test_torchrun_runs_the_services_of_a_configuration_for_several_epochs(tmp_pa
     from secure_auc.data import ClientData
     from secure_auc.dp import StatisticsMechanism
     from secure_auc.dp.accountant import Ledger, label_commitment
-    from secure_auc.dp.rng import ClientRngs, client_key
+    from secure_auc.dp.rng import ClientRngs, client_key, release_key
     from secure_auc.protocol import Client, Server
     from secure_auc.protocol.plain import run_plain
 
@@ -138,7 +138,8 @@ def test_torchrun_runs_the_services_of_a_configuration_for_several_epochs(tmp_pa
     mechanism = StatisticsMechanism(1.0, allocation="adaptive")
     for epoch, report in enumerate(reports):
         roles = [Client(k, ClientData(bench.model_scores(tmp_path, k, epoch), y), mechanism,
-                        ClientRngs.from_key(client_key(1000 + epoch, k))) for k, y in enumerate(data["labels"])]
+                        ClientRngs.from_key(release_key(client_key(1000 + epoch, k), epoch)))  # service's release i
+                 for k, y in enumerate(data["labels"])]
         estimate, aggregate, _ = run_plain(roles, Server(mechanism))
         assert report["auc"] == float(estimate.auc)
         assert report["estimated_positives"] == float(aggregate.positives)

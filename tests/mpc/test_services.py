@@ -25,7 +25,7 @@ import pytest
 from secure_auc.data import ClientData
 from secure_auc.dp import StatisticsMechanism
 from secure_auc.dp.accountant import Ledger, label_commitment
-from secure_auc.dp.rng import ClientRngs, client_key
+from secure_auc.dp.rng import ClientRngs, client_key, release_key
 from secure_auc.protocol import Client, Server
 from secure_auc.protocol.plain import run_plain
 from secure_auc.validation import InputError
@@ -132,7 +132,8 @@ class Services:
 def _expected(folder, labels, mechanism, epoch):
     scores = [bench.model_scores(folder, k, epoch) for k in range(len(labels))]
     keys = [client_key(1000 + epoch, k) for k in range(len(labels))]
-    roles = [Client(k, ClientData(s, y), mechanism, ClientRngs.from_key(keys[k]))
+    # the hooks' keys; evaluation i of a service (and of a session) draws from release_key(key, i)
+    roles = [Client(k, ClientData(s, y), mechanism, ClientRngs.from_key(release_key(keys[k], epoch)))
              for k, (s, y) in enumerate(zip(scores, labels))]
     estimate, aggregate, _ = run_plain(roles, Server(mechanism))
     return scores, keys, estimate, aggregate

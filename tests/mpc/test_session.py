@@ -9,7 +9,7 @@ from sklearn.metrics import roc_auc_score
 from secure_auc.evaluate import error_bars
 from secure_auc.data import ClientData
 from secure_auc.dp import StatisticsMechanism
-from secure_auc.dp.rng import ClientRngs, client_key
+from secure_auc.dp.rng import ClientRngs, client_key, release_key
 from secure_auc.mpc.session import MPCSession
 from secure_auc.protocol import Client, Server
 from secure_auc.protocol.plain import run_plain
@@ -28,7 +28,8 @@ def test_a_session_evaluates_each_epoch_exactly_and_stops_its_parties():
             keys = [client_key(100 + epoch, k) for k in range(len(sizes))]
             result = session.evaluate(scores, noise_keys=keys)
             clients = [ClientData(s, y) for s, y in zip(scores, labels)]
-            roles = [Client(k, c, mechanism, ClientRngs.from_key(keys[k])) for k, c in enumerate(clients)]
+            roles = [Client(k, c, mechanism, ClientRngs.from_key(release_key(keys[k], epoch)))  # evaluation i: key i
+                     for k, c in enumerate(clients)]
             plain_estimate, plain_aggregate, _ = run_plain(roles, Server(mechanism))
             assert result.estimated_positives == float(plain_aggregate.positives)  # the same noise, the same ranks
             assert result.auc == float(plain_estimate.auc)
