@@ -34,6 +34,12 @@ entry under ``[[clients]]``; those entries hold paths on that client's host)::
     ledger = "privacy.db"          # optional: this client's own privacy ledger (SQLite, created if missing)
     budget = 10.0                  # optional, with ledger: the total eps allowed for each of its records
 
+    [report]                       # optional: the whole evaluation (secure_auc.report) under the same eps
+    metrics = ["roc", "pr", "ks", "lift", "precision-at", "calibration", "logloss"]
+    split = { auc = 0.5 }          # optional: shares of eps by release (auc, bands, calibration, log_loss, brier)
+    bands = 100                    # optional: equal-frequency rank bands
+    top_fractions = [0.01, 0.05]   # optional: precision and recall at these top fractions
+
 Relative paths are relative to the configuration file's folder, which is also
 put first on ``sys.path`` to import a client's hook.
 """
@@ -52,8 +58,10 @@ from pathlib import Path
 from ..validation import InputError, check_real, check_timeout
 
 __all__ = ["DeployConfig", "ClientEntry", "load_config", "options_config", "parse_address", "parse_role",
-           "MECHANISM_KEYS"]
+           "MECHANISM_KEYS", "REPORT_KEYS"]
 
+REPORT_KEYS = ("metrics", "split", "bands", "top_fractions", "head_fractions", "lift_bins", "calibration_bins",
+               "clip")
 MECHANISM_KEYS = ("name", "epsilon", "delta", "noise", "allocation", "sensitivity", "alpha", "beta",
                   "honest_fraction", "split")
 _MECHANISM_NUMBERS = ("epsilon", "delta", "sensitivity", "alpha", "beta", "honest_fraction", "split")
@@ -120,6 +128,7 @@ class DeployConfig:
     client_addresses: tuple  # computing party r's (host, port) for the clients, r = 0 (server), 1.. (helpers)
     listen: tuple  # computing party r's listening host (default: the host of its address)
     clients: tuple = field(default_factory=tuple)  # ClientEntry per client
+    report_options: dict = field(default_factory=dict)  # the [report] table (REPORT_KEYS); empty: the AUC only
 
     @property
     def dealer(self) -> bool:
@@ -133,9 +142,40 @@ class DeployConfig:
         name = opts.pop("name")
         return make_mechanism(name, opts.pop("epsilon", None), clients=len(self.clients), **opts)
 
+    def report(self):
+        """The report every evaluation releases with the AUC (``[report]``), or None (the AUC
+        only): ``(auc_mechanism, plan, cost)`` as :func:`secure_auc.report.release.plan_report`
+        and :func:`~secure_auc.report.release.report_plan` give them for the total mechanism."""
+        if not self.report_options:
+            return None
+        from ..report.release import plan_report, report_plan
+        from ..report.spec import ReportSpec
+
+        opts = dict(self.report_options)
+        names = {"top_fractions": "fractions", "head_fractions": "head", "split": "budget"}
+        kwargs = {names.get(k, k): (tuple(v) if isinstance(v, list) else v) for k, v in opts.items() if k != "metrics"}
+        spec = ReportSpec(opts.get("metrics", []), **kwargs)
+        if spec.groups == ("auc",):
+            return None
+        total = self.mechanism().for_clients(len(self.clients))
+        auc, epsilons, kind, cost = plan_report(total, spec)
+        return auc, report_plan(spec, epsilons, kind, total, len(self.clients)), cost
+
+    def auc_mechanism(self):
+        """The AUC's mechanism: :meth:`mechanism`, or with a report its share of the eps."""
+        report = self.report()
+        return self.mechanism() if report is None else report[0]
+
+    def charged(self):
+        """What a client's ledger charges per evaluation: the mechanism, or with a report the
+        AUC's and the report's releases composed (:class:`secure_auc.report.release.ReportCost`)."""
+        report = self.report()
+        return self.mechanism() if report is None else report[2]
+
     def agreed(self) -> dict:
         """What every party must have in common, compared at connection time (option -> value)."""
         out = {f"mechanism.{k}": v for k, v in sorted(self.mechanism_options.items())}
+        out |= {f"report.{k}": v for k, v in sorted(self.report_options.items())}
         out |= {"deployment.computing_parties": self.computing_parties, "deployment.provider": self.provider,
                 "deployment.sort": self.sort, "clients": len(self.clients)}
         return out
@@ -153,8 +193,10 @@ class DeployConfig:
         """The MPC parties' public parameters (:class:`secure_auc.mpc.party.PartyConfig`)."""
         from ..mpc.party import PartyConfig
 
-        return PartyConfig(mechanisms=(self.mechanism(),), clients=len(self.clients), provider=self.provider,
-                           sort=self.sort, progress=False, computing=self.computing_parties, session=True)
+        report = self.report()
+        return PartyConfig(mechanisms=(self.mechanism() if report is None else report[0],), clients=len(self.clients),
+                           provider=self.provider, sort=self.sort, progress=False, computing=self.computing_parties,
+                           session=True, report=None if report is None else report[1])
 
 
 def _table(data: dict, key: str, path: Path, required: bool = True) -> dict:
@@ -173,7 +215,7 @@ def _unknown(table: dict, allowed, where: str, path: Path) -> None:
         kind = (f"table [[{extra[0]}]]" if isinstance(value, list) and value and isinstance(value[0], dict)
                 else f"table [{extra[0]}]" if isinstance(value, dict) else f"option {extra[0]} outside a table")
         raise InputError(f"{path}: unknown {kind} (known: [deployment], [mechanism], [server], [[helpers]], "
-                         "[[clients]])")
+                         "[[clients]], [report])")
     if extra:
         raise InputError(f"{path}: unknown option {where}.{extra[0]} (known: {', '.join(allowed)})")
 
@@ -249,7 +291,7 @@ def load_config(path) -> DeployConfig:
         raise InputError(f"{path}: not UTF-8 text") from None
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"{path}: not valid TOML ({exc})") from None
-    _unknown(data, ("deployment", "mechanism", "server", "helpers", "clients"), "", path)
+    _unknown(data, ("deployment", "mechanism", "server", "helpers", "clients", "report"), "", path)
     base = path.resolve().parent
     dep = dict(_DEPLOYMENT_DEFAULTS) | _table(data, "deployment", path, required=False)
     _unknown(dep, (*_DEPLOYMENT_DEFAULTS, "roster"), "deployment", path)
@@ -315,17 +357,38 @@ def load_config(path) -> DeployConfig:
             budget=_number(c["budget"], f"clients[{k}].budget", path, low=0, low_open=True) if "budget" in c else None,
             budget_delta=_number(c.get("budget_delta", 0.0), f"clients[{k}].budget_delta", path, low=0,
                                  low_open=False, high=1)))
+    report_options = _table(data, "report", path, required=False)
+    _unknown(report_options, REPORT_KEYS, "report", path)
+    if "split" in report_options and not isinstance(report_options["split"], dict):
+        raise InputError(f"{path}: report.split must be a table of RELEASE = SHARE (auc, bands, calibration, "
+                         "log_loss, brier)")
+    report_options = {k: (dict(v) if isinstance(v, dict) else v) for k, v in report_options.items()}
     config = DeployConfig(
         path=path, computing_parties=w, provider=dep["provider"], sort=dep["sort"], roster_path=base / dep.get(
             "roster", "roster.json"), mechanism_options=mech,
         rendezvous=parse_address(server["rendezvous"], f"{path}: server.rendezvous"),
         session_address=parse_address(server["session"], f"{path}: server.session"), client_addresses=tuple(addresses),
-        listen=tuple(listen), clients=tuple(clients), **timeouts)
+        listen=tuple(listen), clients=tuple(clients), report_options=report_options, **timeouts)
     try:
         config.mechanism().check_release()
     except (InputError, ValueError, TypeError) as exc:  # make_mechanism's checks, and any it leaves to Python
         raise InputError(f"{path}: [mechanism]: {exc}") from None
+    check_report(config, path)
     return config
+
+
+def check_report(config: DeployConfig, where) -> None:
+    """The report's options, checked now (an InputError names ``where`` and [report])."""
+    if not config.report_options:
+        return
+    try:
+        report = config.report()
+        if report is not None:
+            from ..report.release import check_report_range
+
+            check_report_range(report[1].spec, report[1].eps, len(config.clients), 2 ** 31)
+    except (InputError, ValueError, TypeError) as exc:
+        raise InputError(f"{where}: [report]: {exc}") from None
 
 
 def options_config(*, computing_parties: int, clients: int, mechanism: dict, roster, client_addresses,

@@ -328,7 +328,7 @@ class _Server:
 
     def run_epochs(self) -> int:
         """Evaluations 1..N asked for by the server itself (epochs 0..N-1), then the end."""
-        mechanism = self.config.mechanism()
+        mechanism, report = self.config.auc_mechanism(), self.config.report()
         for epoch in range(self.epochs):
             reply = self.evaluate(epoch)
             if "error" in reply:
@@ -336,7 +336,7 @@ class _Server:
             startup = None
             if epoch == 0:
                 startup = {"startup_seconds": round(self.first_request - self.started, 3)}
-            self.on_result(evaluation_result(mechanism, reply, startup=startup))
+            self.on_result(evaluation_result(mechanism, reply, startup=startup, report=report))
         log.info("[server] %d evaluation(s) done; ending the deployment", self.epochs)
         self.end(f"the server ran its {self.epochs} evaluation(s)", shutdown=True)
         return 0
@@ -534,14 +534,18 @@ class _Server:
                 "sizes": [int(hello["samples"]) for _, hello in sorted(hellos.items())],
                 "seconds": round(time.perf_counter() - start, 4), "scoring_seconds": round(scoring, 4),
                 "rank_step_seconds": round(result.rank_seconds, 4), "server_bytes": int(result.bytes_sent),
-                "computing_parties": self.config.computing_parties}
+                "computing_parties": self.config.computing_parties} | (
+                    {} if result.report is None else {"report": result.report})  # the opened aggregate report vector
 
 
-def evaluation_result(mechanism, reply: dict, *, startup: dict | None = None, seconds: float | None = None):
+def evaluation_result(mechanism, reply: dict, *, startup: dict | None = None, seconds: float | None = None,
+                      report=None):
     """The :class:`secure_auc.EvaluationResult` of the server's ``reply`` to one evaluation: the
     estimate from the opened aggregate, the std and 95 % interval from the clients' public
     sizes, and the cost in ``extra``; ``startup`` (the first evaluation's) is reported apart,
-    ``seconds`` (default: the server's own) is end to end."""
+    ``seconds`` (default: the server's own) is end to end.  With ``report``
+    (:meth:`.config.DeployConfig.report`; ``mechanism`` is then the AUC's) the metrics derived
+    from the opened report vector join ``extra``, as :func:`secure_auc.report.release.attach_report` puts them."""
     from ..protocol.messages import Aggregate
     from ..protocol.server import Server
     from ..result import make_result
@@ -552,8 +556,17 @@ def evaluation_result(mechanism, reply: dict, *, startup: dict | None = None, se
                                    "server_bytes")}
     extra |= {"server_seconds": reply["seconds"], "layout": "helpers",
               "computing_parties": reply["computing_parties"]} | (startup or {})
-    return make_result(mechanism, estimate, aggregate, list(reply["sizes"]), protocol="mpc",
-                       seconds=reply["seconds"] if seconds is None else seconds, extra=extra)
+    if report is not None:
+        from ..report.release import attach_report
+
+        extra = attach_report(report[1], reply["report"], sum(reply["sizes"]), len(reply["sizes"]), mechanism) | extra
+    result = make_result(mechanism, estimate, aggregate, list(reply["sizes"]), protocol="mpc",
+                         seconds=reply["seconds"] if seconds is None else seconds, extra=extra)
+    if report is not None:  # the evaluation spent the total, the AUC its share
+        finite = report[2].cost.epsilon != float("inf")
+        result.epsilon = float(report[2].cost.epsilon) if finite else None
+        result.delta = float(report[2].cost.delta) if finite else None
+    return result
 
 
 # --------------------------------------------------------------------------- clients
@@ -669,7 +682,7 @@ def run_client_service(config: DeployConfig, k: int, identity, inputs: ClientInp
     _check_identity(identity, roster.clients[k], me, config)
     if refusal is None and inputs is None:
         inputs = client_inputs(config, k)
-    mechanism, pconfig = config.mechanism(), config.party_config()
+    mechanism, pconfig = config.charged(), config.party_config()  # with a report: the composed cost is charged
     w = config.computing_parties
 
     def describe_party(p):

@@ -59,7 +59,8 @@ class DeployedSession:
 
         start = time.perf_counter()
         self.config: DeployConfig = config if isinstance(config, DeployConfig) else load_config(config)
-        self.mechanism = self.config.mechanism()
+        self.mechanism = self.config.auc_mechanism()  # with a [report]: the AUC's share of the eps
+        self._report = self.config.report()
         roster = self.config.roster()
         identity = read_identity(key)
         from ..mpc.comm.channel import public_bytes
@@ -110,6 +111,8 @@ class DeployedSession:
             (the slowest client's hook), ``server_seconds``, ``sizes``, the server's bytes and,
             in the first evaluation only, the start-up (``startup_seconds``: the services' own,
             and ``connect_seconds``), which ``seconds`` (here, end to end) does not include.
+            With a ``[report]`` in the configuration, its metrics join ``extra`` as
+            :meth:`secure_auc.mpc.session.MPCSession.evaluate` (``metrics=``) puts them.
 
         Raises
         ------
@@ -136,7 +139,8 @@ class DeployedSession:
             self._reported_startup = True
             startup = {"startup_seconds": self.startup["services_seconds"],
                        "connect_seconds": self.startup["connect_seconds"]}
-        return evaluation_result(self.mechanism, reply, startup=startup, seconds=time.perf_counter() - start)
+        return evaluation_result(self.mechanism, reply, startup=startup, seconds=time.perf_counter() - start,
+                                 report=self._report)
 
     def shutdown(self) -> None:
         """Stop every service of the deployment (the server tells the others, and each ends

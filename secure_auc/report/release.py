@@ -199,3 +199,16 @@ def host_report(plan: ReportPlan, clients, twice, total: int, keys) -> np.ndarra
     scores = np.concatenate([c.scores for c in clients])
     return client_report(layout, np.asarray(twice, dtype=np.int64), labels, scores, owner, keys, plan.eps, plan.kind,
                          plan.shares).sum(axis=0)
+
+
+def attach_report(plan: ReportPlan, vector, total: int, clients: int, auc_mechanism) -> dict:
+    """The ``extra`` entries of a report from the opened aggregate ``vector`` (the server's view):
+    the metrics, the eps of each release (``privacy``) and the seconds the derivation took."""
+    import time
+
+    start = time.perf_counter()
+    out = plan.derive(vector, int(total), int(clients))
+    eps = auc_mechanism.cost.epsilon
+    out["privacy"] = {"auc": None if eps == float("inf") else float(eps)} | plan.eps
+    out["report_seconds"] = round(time.perf_counter() - start, 3)
+    return out
