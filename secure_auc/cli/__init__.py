@@ -333,10 +333,11 @@ def cmd_client(args) -> int:
         ledger, reservation = reserve_client_ledger(args, mechanism, data, args.client, args.clients, key,
                                                     via="secure-auc client")
     except InputError as exc:
-        reason = str(exc)
         try:  # the computing parties are told why, if they can be reached
+            from ..dp.accountant import BudgetExceeded
+
             run_client_service(dataclasses.replace(config, join_timeout=min(args.timeout, 30.0)), args.client,
-                               identity, refusal=reason)
+                               identity, refusal="budget" if isinstance(exc, BudgetExceeded) else "ledger")
         except Exception as unreachable:  # noqa: BLE001 - the refusal stands anyway
             logging.getLogger(__name__).debug("the refusal did not reach the computing parties: %s", unreachable)
         raise
