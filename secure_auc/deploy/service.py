@@ -322,15 +322,19 @@ class _Server:
         return ServiceError(f"client {h} sent a message ({what}) outside an evaluation")
 
     def loop(self, control) -> int:
+        from ..mpc.comm import tls
         from ..mpc.comm.inlinks import accept_hosts
 
+        ticked = time.monotonic()
         while True:
             watched = {link.sock: ("client", h) for h, link in self.links.items()}
             watched[self.session.sock if self.session else control] = ("session" if self.session else "listener", 0)
-            ready = _ready([*self.links.values(), *([self.session] if self.session else [])], self.interval,
-                           [] if self.session else [control])
-            if not ready:
+            ready = _ready([*self.links.values(), *([self.session] if self.session else [])],
+                           max(0.0, ticked + self.interval - time.monotonic()), [] if self.session else [control])
+            if time.monotonic() >= ticked + self.interval:  # whatever arrives on the session port meanwhile
                 self.tick()
+                ticked = time.monotonic()
+            if not ready:
                 continue
             for sock in ready:
                 what, h = watched[sock]
@@ -338,13 +342,15 @@ class _Server:
                     raise self.client_lost(h)
             what, _ = watched[ready[0]]
             if what == "listener":
-                try:
-                    links = accept_hosts(control, 0, self.identity, [self.roster.server], timeout=self.config.timeout,
-                                         describe_me="the server", describe_host=lambda h: "the session")
+                try:  # at most a third of the timeout: the computing world's waits are kept alive meanwhile
+                    links = accept_hosts(control, 0, self.identity, [self.roster.server],
+                                         timeout=min(self.interval, tls.HELLO_LIMIT), describe_me="the server",
+                                         describe_host=lambda h: "the session")
                 except Exception as exc:  # noqa: BLE001 - a stray or failed connection: keep serving
-                    log.warning("[server] a session could not connect: %s", exc)
+                    log.debug("[server] no session connected: %s", exc)
                     continue
                 self.session = links[SESSION_HOST]
+                _set_timeout([self.session], self.config.timeout)
                 self.session_hello()
                 continue
             try:
@@ -354,7 +360,7 @@ class _Server:
                 self.session.close()
                 self.session = None
                 continue
-            op = request.get("op")
+            op = request.get("op") if isinstance(request, dict) else None
             if op == "evaluate":
                 try:
                     epoch = None if request.get("epoch") is None else check_epoch(request["epoch"],
@@ -372,6 +378,7 @@ class _Server:
             else:
                 reply = {"error": f"unknown request {escape(repr(op))[:60]}"}
             self.session.send_obj(CH_CONTROL, reply)
+            ticked = time.monotonic()  # the evaluation (or the shutdown) spoke to every party
 
     def session_hello(self) -> None:
         hello = self.session.recv_obj(CH_CONTROL)

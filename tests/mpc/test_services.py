@@ -208,7 +208,7 @@ def test_deployed_services_across_epochs_and_their_faults(tmp_path, hosts):
         # exception in the client's own log
         asked = time.monotonic()
         with pytest.raises(EvaluationRefused, match=r"client 0 refused: its scores for this epoch could not be read "
-                                                    r"or computed \(scores-unavailable\)$"):
+                                                    r"or computed \(scores-unavailable\)"):
             session.evaluate(epoch=99)
         assert deployed.first("client-0", r"refused evaluation \d+ \(epoch 99\): its scoring hook failed: "
                                           "FileNotFoundError", asked)
