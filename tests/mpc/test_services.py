@@ -28,7 +28,10 @@ from secure_auc.dp.accountant import Ledger, label_commitment
 from secure_auc.dp.rng import ClientRngs, client_key
 from secure_auc.protocol import Client, Server
 from secure_auc.protocol.plain import run_plain
+from secure_auc.deploy.config import load_config
 from secure_auc.validation import InputError
+
+from .listeners import check_listeners
 
 ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("bench_deploy", ROOT / "scripts" / "bench_deploy.py")
@@ -186,6 +189,8 @@ def test_deployed_services_across_epochs_and_their_faults(tmp_path, hosts):
                                                                    local_result.ci_high)
             assert result.extra["sizes"] == SIZES and result.extra["rank_step_seconds"] > 0
             assert ("startup_seconds" in result.extra) == (epoch in (0, 2))  # each session's first evaluation
+            if epoch == 0:  # every listener of every role is the documented one, none on a wildcard
+                check_listeners(load_config(main / "deploy.toml"), deployed.procs, dict(zip(bench.ROLES, addresses)))
         for k in range(3):  # each client charged its own ledger once per evaluation
             assert Ledger(main / f"ledger-{k}.db").spent(label_commitment(data["labels"][k])).releases == 3
 

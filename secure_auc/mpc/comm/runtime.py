@@ -49,6 +49,37 @@ def _interface_towards(addr: str) -> str | None:
     return next((name for _, name in socket.if_nameindex() if interface_address(name) == local_ip), None)
 
 
+def bound_store(addr: str, port: int, timeout: float, world_size: int | None = None):
+    """Rank 0's torch ``TCPStore`` listening on ``addr`` only (torch's own binds every
+    interface): the socket is bound here and handed to the store (``master_listen_fd``).
+    Raises :class:`PortBusyError` if the port is taken."""
+    import errno
+    import socket
+
+    import torch.distributed as dist
+
+    try:
+        family, _, _, _, where = socket.getaddrinfo(addr, port, 0, socket.SOCK_STREAM)[0]
+    except (OSError, UnicodeError) as exc:
+        raise PartyStartError(f"cannot resolve the rendezvous address {addr!r} ({exc})") from None
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(where)
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise PortBusyError(f"port {port} on {addr} is busy: address already in use") from None
+        raise PartyStartError(f"cannot listen on {addr}:{port} ({exc.strerror or exc})") from None
+    try:
+        store = dist.TCPStore(addr, port, world_size, True, timeout=timedelta(seconds=timeout),
+                              wait_for_workers=False, master_listen_fd=sock.detach())
+    except Exception as exc:  # noqa: BLE001 - torch raises several kinds
+        raise PartyStartError(f"cannot open a store on {addr}:{port}: {str(exc).splitlines()[0]}") from None
+    return store
+
+
 def _keep_freed_memory() -> None:
     """Let glibc reuse freed large blocks instead of returning them to the OS.
 
@@ -123,6 +154,11 @@ def init_party(*, rank: int, parties: int, master_addr: str, master_port: int,
                                      describe))
     if run_token is not None:
         _claim_port(rank, str(master_addr), int(master_port), run_token, timeout)
+    if rank == 0 and (_HOSTED or os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True"):
+        # the rendezvous store on the configured address only; CrypTen's env:// rendezvous then
+        # connects to it as every other party does (as under torchrun, whose agent hosts it)
+        _HOSTED[:] = [bound_store(str(master_addr), int(master_port), timeout, total)]
+        os.environ["TORCHELASTIC_USE_AGENT_STORE"] = "True"
     if on_ready is not None:
         on_ready()
     try:
@@ -180,6 +216,7 @@ def _exchange_roster(clients: int, dealer: bool):
 
 
 _ROLL_CALL: list = []  # rank 0's store lives as long as its process
+_HOSTED: list = []  # rank 0's rendezvous store (until shutdown_party)
 
 _RUN_KEY = "secure-auc/run"
 
@@ -196,9 +233,8 @@ def _claim_port(rank: int, addr: str, port: int, token: str, timeout: float) -> 
 
     if rank == 0:
         try:
-            store = dist.TCPStore(addr, port + 1, None, True, timeout=timedelta(seconds=timeout),
-                                  wait_for_workers=False)
-        except Exception as exc:  # noqa: BLE001 - torch raises several kinds
+            store = bound_store(addr, port + 1, timeout)
+        except PartyStartError as exc:
             raise PortBusyError(f"port {port + 1} on {addr} is busy (another run on port {port}?): "
                                   f"{first_line(exc)}") from None
         store.set(_RUN_KEY, token)
@@ -228,8 +264,8 @@ def _roll_call(rank: int, total: int, clients: int, addr: str, port: int, timeou
     from .roster import describe_rank
 
     try:
-        store = dist.TCPStore(addr, port, total, rank == 0, timeout=timedelta(seconds=timeout),
-                              wait_for_workers=False)
+        store = bound_store(addr, port, timeout, total) if rank == 0 else \
+            dist.TCPStore(addr, port, total, False, timeout=timedelta(seconds=timeout), wait_for_workers=False)
     except Exception as exc:  # noqa: BLE001 - torch raises several kinds
         text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         if rank == 0:
@@ -283,6 +319,9 @@ def shutdown_party() -> None:
         backend.uninit()  # (tells the dealer to stop, over the links)
     with contextlib.suppress(Exception):
         secure.close()
+    if _HOSTED:
+        _HOSTED.clear()
+        os.environ.pop("TORCHELASTIC_USE_AGENT_STORE", None)
 
 
 def communication_stats() -> dict:
