@@ -32,6 +32,7 @@ from secure_auc.deploy.config import load_config
 from secure_auc.validation import InputError
 
 from .listeners import check_listeners
+from .stranger import resident_mb, start as stranger
 
 ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("bench_deploy", ROOT / "scripts" / "bench_deploy.py")
@@ -179,8 +180,23 @@ def test_deployed_services_across_epochs_and_their_faults(tmp_path, hosts):
         for epoch, (_, _, plain_estimate, plain_aggregate) in enumerate(expected):
             if epoch == 2:  # a session may leave and another connect: the services stay up
                 session.close()
+                # meanwhile a stranger (another host, another user) holds silent connections and sends
+                # garbage to the session port and the rendezvous stores: the next session still connects,
+                # the result is the same, no service grows by 50 MB, and no party is named
+                before = {role: resident_mb(p.pid) for role, p in deployed.procs.items()}
+                attacked = time.monotonic()
+                attacker = stranger([(addresses[0], 29710), (addresses[0], 29510), (addresses[0], 29511)])
+                time.sleep(3.0)
                 session = MPCSession(deploy=main / "deploy.toml", key=main / "keys" / "server.pem")
             result = session.evaluate(epoch=epoch)
+            if epoch == 2:
+                attacker.kill()
+                attacker.wait()
+                grown = {role: resident_mb(p.pid) - before[role] for role, p in deployed.procs.items()}
+                assert max(grown.values()) < 50, grown
+                for role in bench.ROLES:
+                    assert not deployed.first(role, r"error|client \d+ disconnected|refused|never|ended", attacked, wait=0), \
+                        deployed.text(role)
             local_result = local_results[epoch]
             assert result.estimated_positives == float(plain_aggregate.positives) == local_result.estimated_positives
             assert result.auc == float(plain_estimate.auc) == local_result.auc
