@@ -20,8 +20,8 @@ step   server                                             client k
 1      sends every client ``open`` (evaluation n, epoch)  calls its operator's hook for the epoch's
                                                           scores, checks them, charges its ledger
                                                           (:meth:`secure_auc.Ledger.reserve`); answers
-                                                          ``ok``, or ``refused`` with the reason
-                                                          (nothing is released)
+                                                          ``ok``, or ``refused`` with a reason code and
+                                                          counts (:mod:`.untrusted`; nothing is released)
 2      all ok: ``go`` to the clients and the helpers;     ``go``: the evaluation of
        a refusal: ``cancel`` naming the client and why    :func:`secure_auc.mpc.input_parties.host_evaluation`;
                                                           ``cancel``: the reservation is withdrawn

@@ -48,8 +48,7 @@ from pathlib import Path
 
 from ..validation import InputError
 
-__all__ = ["MAX_EPOCH", "REASONS", "check_epoch", "refusal", "describe_refusal", "escape", "check_private_code",
-           "private_file"]
+__all__ = ["MAX_EPOCH", "REASONS", "check_epoch", "refusal", "describe_refusal", "escape", "check_private_code"]
 
 MAX_EPOCH = 2**53  # exact in every JSON reader
 
@@ -127,25 +126,3 @@ def check_private_code(module_file: Path, folder: Path, what: str) -> None:
         if _writable_by_others(st):
             raise InputError(f"{what}: {path} is writable by other users (mode {stat.S_IMODE(st.st_mode):04o}, "
                              f"owner uid {st.st_uid}); its code would run as this client: chmod go-w it")
-
-
-def private_file(path, mode: str = "w", **kwargs):
-    """``open(path, mode)`` of a new or truncated file readable and writable by its owner
-    only (0600, whatever the umask), for labels, scores, keys and ledgers.  An existing file
-    is made 0600 before anything is written to it.
-
-    >>> import tempfile, stat
-    >>> p = Path(tempfile.mkdtemp()) / "labels.csv"
-    >>> with private_file(p) as f:
-    ...     _ = f.write("label\\n1\\n")
-    >>> oct(stat.S_IMODE(p.stat().st_mode))
-    '0o600'
-    """
-    flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if "a" in mode else os.O_TRUNC)
-    fd = os.open(path, flags, 0o600)
-    try:
-        os.fchmod(fd, 0o600)
-    except OSError:
-        os.close(fd)
-        raise
-    return os.fdopen(fd, mode, **kwargs)

@@ -49,12 +49,11 @@ def listening(pid: int) -> list[tuple[str, int]]:
 
 def expected_listeners(config, role: str) -> tuple[set, bool]:
     """The documented table for ``role`` of a deployment ``config`` once every client joined:
-    its fixed (address, port) listeners, and whether it has ephemeral ones (the computing
-    parties' links, on its host's address).  The clients' port of the server and of each
-    helper listens only until every client joined."""
+    its fixed (address, port) listeners, and whether it has ephemeral ones (gloo's, on its
+    host's address).  The rendezvous stores listen only until every computing party has its
+    links, the clients' ports only until every client joined."""
     if role == "server":
-        rendezvous = config.rendezvous
-        return {rendezvous, (rendezvous[0], rendezvous[1] + 1), config.session_address}, True
+        return {config.session_address}, True
     if role.startswith("helper") or role == "dealer":
         return set(), True
     return set(), False  # a client listens on nothing
@@ -70,6 +69,8 @@ def check_listeners(config, procs: dict, hosts: dict) -> dict:
         assert not [a for a in held if a[0] in WILDCARDS], f"{role} listens on a wildcard address: {held}"
         fixed, ephemeral = expected_listeners(config, role)
         assert fixed <= set(held), f"{role}: expected {fixed} among {held}"
+        started_only = {config.rendezvous, (config.rendezvous[0], config.rendezvous[1] + 1), *config.client_addresses}
+        assert not started_only & set(held), f"{role} still listens on a start-up port: {held}"
         others = [a for a in held if a not in fixed]
         assert ephemeral or not others, f"{role} listens, and the table says it does not: {held}"
         assert all(a[0] == hosts[role] for a in others), f"{role}: a listener off its host's address: {held}"

@@ -195,8 +195,8 @@ def test_deployed_services_across_epochs_and_their_faults(tmp_path, hosts):
                 grown = {role: resident_mb(p.pid) - before[role] for role, p in deployed.procs.items()}
                 assert max(grown.values()) < 50, grown
                 for role in bench.ROLES:
-                    assert not deployed.first(role, r"error|client \d+ disconnected|refused|never|ended", attacked, wait=0), \
-                        deployed.text(role)
+                    named = deployed.first(role, r"error|client \d+ disconnected|refused|never|ended", attacked, wait=0)
+                    assert not named, deployed.text(role)
             local_result = local_results[epoch]
             assert result.estimated_positives == float(plain_aggregate.positives) == local_result.estimated_positives
             assert result.auc == float(plain_estimate.auc) == local_result.auc
@@ -212,7 +212,8 @@ def test_deployed_services_across_epochs_and_their_faults(tmp_path, hosts):
 
         # client 2 is over its budget (3.5, each evaluation eps = 1): refused before anything is released
         asked = time.monotonic()
-        with pytest.raises(EvaluationRefused, match=r"client 2 refused: its privacy budget would be exceeded \(budget\)$"):
+        with pytest.raises(EvaluationRefused,
+                           match=r"client 2 refused: its privacy budget would be exceeded \(budget\)$"):
             session.evaluate(epoch=3)
         refused = time.monotonic() - asked
         assert deployed.first("client-2", r"refused evaluation 4 \(epoch 3\): privacy budget", asked)

@@ -150,8 +150,11 @@ def init_party(*, rank: int, parties: int, master_addr: str, master_port: int,
     total = parties + (1 if provider == "ttp" else 0)
     if roll_call:
         describe = getattr(roster, "describe", None)  # a Roster's names for its layout (not "exchange")
+        signer = None  # rank 0 signs the roll call's verdict; the others check it with the roster's key
+        if identity is not None and hasattr(roster, "key"):
+            signer = identity if rank == 0 else roster.key(0)
         _ROLL_CALL.append(_roll_call(rank, total, parties - 1, str(master_addr), int(master_port) + 1, timeout,
-                                     describe))
+                                     describe, signer))
     if run_token is not None:
         _claim_port(rank, str(master_addr), int(master_port), run_token, timeout)
     if rank == 0 and (_HOSTED or os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True"):
@@ -179,6 +182,12 @@ def init_party(*, rank: int, parties: int, master_addr: str, master_port: int,
         if roster == "exchange":
             identity, roster = _exchange_roster(parties - 1, provider == "ttp")
         establish(identity, roster, roster.describe, timeout)
+        # every party has its links: rank 0's stores (the rendezvous, the roll call), which
+        # authenticate no one, are no longer needed; they close once every party is past them
+        import torch.distributed as dist
+
+        dist.barrier()
+        _close_stores()
 
 
 def _exchange_roster(clients: int, dealer: bool):
@@ -216,7 +225,15 @@ def _exchange_roster(clients: int, dealer: bool):
 
 
 _ROLL_CALL: list = []  # rank 0's store lives as long as its process
-_HOSTED: list = []  # rank 0's rendezvous store (until shutdown_party)
+_HOSTED: list = []  # rank 0's rendezvous store (until every party has its links)
+
+
+def _close_stores() -> None:
+    """Close the stores this process hosts or holds (the rendezvous, the roll call)."""
+    if _HOSTED:
+        _HOSTED.clear()
+        os.environ.pop("TORCHELASTIC_USE_AGENT_STORE", None)
+    _ROLL_CALL.clear()
 
 _RUN_KEY = "secure-auc/run"
 
@@ -251,12 +268,36 @@ def _claim_port(rank: int, addr: str, port: int, token: str, timeout: float) -> 
                               "this run stops (give each run its own --port, or none)")
 
 
-def _roll_call(rank: int, total: int, clients: int, addr: str, port: int, timeout: float, describe=None):
+def _verdict_signature(signer, text: str) -> bytes:
+    return signer.sign(b"secure-auc roll call verdict v1\0" + text.encode())
+
+
+def _signed_verdict(raw: bytes, server_key: bytes | None) -> str | None:
+    """The roll call's verdict if rank 0 signed it (``server_key``: the roster's key of rank 0;
+    None: a run without a roster, nothing checked); else None (a stranger wrote it)."""
+    if server_key is None:
+        return raw.decode(errors="replace")
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    signature, text = raw[:64], raw[64:].decode(errors="replace")
+    try:
+        Ed25519PublicKey.from_public_bytes(server_key).verify(signature, b"secure-auc roll call verdict v1\0"
+                                                               + text.encode())
+    except (InvalidSignature, ValueError):
+        return None
+    return text
+
+
+def _roll_call(rank: int, total: int, clients: int, addr: str, port: int, timeout: float, describe=None,
+               signer=None):
     """Every party checks in at rank 0's store on ``port``.  If some party has not checked
     in after ``timeout`` seconds, rank 0 writes down who, waits a moment for the others to
     read it, and every party stops naming the missing ones.  Returns the store (rank 0
     keeps it alive).  ``describe(rank)``: the names of the ranks (default: the layout where
-    every client computes, :func:`.roster.describe_rank`)."""
+    every client computes, :func:`.roster.describe_rank`).  ``signer``: rank 0's identity
+    key (at rank 0) or the roster's public key of rank 0 (elsewhere): the verdict is signed,
+    and one that is not (a stranger's, written into the unauthenticated store) is ignored."""
     import time
 
     import torch.distributed as dist
@@ -279,12 +320,15 @@ def _roll_call(rank: int, total: int, clients: int, addr: str, port: int, timeou
         deadline = time.monotonic() + timeout + (0 if rank == 0 else 10)
         while not store.check(keys):
             if rank != 0 and store.check([verdict]):
-                raise PartyStartError(f"{store.get(verdict).decode()} never joined within {timeout:g} s")
+                said = _signed_verdict(store.get(verdict), signer)
+                if said is not None:
+                    raise PartyStartError(f"{said} never joined within {timeout:g} s")
             if time.monotonic() > deadline:
                 name = describe or (lambda r: describe_rank(r, clients))
                 missing = ", ".join(name(r) for r, k in enumerate(keys) if not store.check([k]))
                 if rank == 0:
-                    store.set(verdict, missing)
+                    store.set(verdict, missing.encode() if signer is None else
+                              _verdict_signature(signer, missing) + missing.encode())
                     time.sleep(2.0)  # the others read the verdict before this store closes
                 raise PartyStartError(f"{missing} never joined within {timeout:g} s")
             time.sleep(0.05)
@@ -319,9 +363,7 @@ def shutdown_party() -> None:
         backend.uninit()  # (tells the dealer to stop, over the links)
     with contextlib.suppress(Exception):
         secure.close()
-    if _HOSTED:
-        _HOSTED.clear()
-        os.environ.pop("TORCHELASTIC_USE_AGENT_STORE", None)
+    _close_stores()
 
 
 def communication_stats() -> dict:
