@@ -707,6 +707,8 @@ def run_client_service(config: DeployConfig, k: int, identity, inputs: ClientInp
                         raise ServiceError(f"the deployment ended: {escape(decision['reason'])}")
                     raise ServiceError(f"the server sent {escape(repr(decision.get('op')))[:60]} where go or cancel "
                                        "was expected")
+                if answer is not None:  # nothing to release: this client refused
+                    raise ServiceError("the server sent go to an evaluation this client refused")
                 with finishing(ledger, reservation):
                     host_evaluation(k, [ClientData(scores, labels)], k, [key], pconfig, links)
                 log.info("[%s] evaluation %d (epoch %s) done in %.3f s", me, n, epoch, time.perf_counter() - start)
