@@ -338,7 +338,10 @@ def cmd_client(args) -> int:
         ledger, reservation = reserve_client_ledger(args, mechanism, data, args.client, args.clients, key,
                                                     via="secure-auc client")
     except InputError as exc:
-        refuse_at_start(config, args.client, identity, str(exc))  # the computing parties are told why
+        from ..dp.accountant import BudgetExceeded
+
+        # the computing parties are told why: a reason code, never the text (the detail stays here)
+        refuse_at_start(config, args.client, identity, "budget" if isinstance(exc, BudgetExceeded) else "ledger")
         raise
     if reservation is not None:
         ledger.cancel(reservation)

@@ -523,7 +523,7 @@ def same_files(paths) -> None:
 
 
 def write_client_file(path: str | Path, scores, labels) -> None:
-    """Write a client file in the form its name asks for: ``.parquet`` (needs pyarrow),
+    """Write a client file (0600: its owner only) in the form its name asks for: ``.parquet`` (needs pyarrow),
     ``.gz`` (gzip-compressed CSV), anything else CSV (:func:`write_client_csv`).
 
     Examples
@@ -541,6 +541,7 @@ def write_client_file(path: str | Path, scores, labels) -> None:
     import io
 
     path = Path(path)
+    _make_private(path)
     if path.suffix.lower() == ".parquet":
         try:
             import pyarrow as pa
@@ -559,6 +560,16 @@ def write_client_file(path: str | Path, scores, labels) -> None:
     write_client_csv(path, scores, labels)
 
 
+def _make_private(path: Path) -> None:
+    """Create ``path`` (or take the existing file) readable and writable by its owner only
+    (0600, whatever the umask), before labels or scores are written to it."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
+
+
 def _write_csv(handle, scores, labels) -> None:
     w = csv.writer(handle)
     w.writerow(["score", "label"])
@@ -566,7 +577,8 @@ def _write_csv(handle, scores, labels) -> None:
 
 
 def write_client_csv(path: str | Path, scores, labels) -> None:
-    """Write a client file; float scores are written with full (round-trip) precision.
+    """Write a client file (readable by its owner only); float scores are written with full
+    (round-trip) precision.
 
     Parameters
     ----------
@@ -590,5 +602,6 @@ def write_client_csv(path: str | Path, scores, labels) -> None:
     >>> back.scores.tolist() == [1 / 3, 0.5], back.labels.tolist()
     (True, [1, 0])
     """
+    _make_private(Path(path))
     with open(Path(path), "w", newline="", encoding="utf-8") as handle:
         _write_csv(handle, scores, labels)

@@ -20,8 +20,8 @@ step   server                                             client k
 1      sends every client ``open`` (evaluation n, epoch)  calls its operator's hook for the epoch's
                                                           scores, checks them, charges its ledger
                                                           (:meth:`secure_auc.Ledger.reserve`); answers
-                                                          ``ok``, or ``refused`` with the reason
-                                                          (nothing is released)
+                                                          ``ok``, or ``refused`` with a reason code and
+                                                          counts (:mod:`.untrusted`; nothing is released)
 2      all ok: ``go`` to the clients and the helpers;     ``go``: the evaluation of
        a refusal: ``cancel`` naming the client and why    :func:`secure_auc.mpc.input_parties.host_evaluation`;
                                                           ``cancel``: the reservation is withdrawn
@@ -55,6 +55,7 @@ import numpy as np
 from ..dp.rng import release_key
 from ..validation import InputError
 from .config import DeployConfig, parse_role
+from .untrusted import REASONS, check_epoch, check_private_code, describe_refusal, escape, refusal as _refusal
 
 log = logging.getLogger(__name__)
 
@@ -185,7 +186,8 @@ def run_computing_service(config: DeployConfig, kind: str, index: int, identity,
     except InputError as exc:  # it checks in at the roll-call only to say why: the others stop at once
         from ..mpc.comm.runtime import refuse_roll_call
 
-        refuse_roll_call(rank, w + config.dealer, host, port + 1, str(exc), min(config.join_timeout, 30.0))
+        refuse_roll_call(rank, w + config.dealer, host, port + 1, str(exc), min(config.join_timeout, 30.0),
+                         identity=identity)
         raise
     log.info("[%s] joining the deployment at %s:%d (%d computing parties%s, %d clients)", me, host, port, w,
              " and the dealer" if config.dealer else "", len(config.clients))
@@ -257,16 +259,16 @@ def _helper(config, pconfig, rank, identity, roster, describe) -> int:
             if op == "joined":
                 log.info("[%s] every client joined; waiting for evaluations", me)
             elif op == "cancel":
-                log.warning("[%s] %s", me, msg["reason"])
+                log.warning("[%s] %s", me, escape(msg["reason"]))
             elif op == "evaluate":
                 hellos = {h: links[h].recv_obj(ip.CH_HELLO) for h in range(len(links))}
                 backend.reset_communication_stats()
                 ip.compute_evaluation(rank, pconfig, links, describe, False, time.perf_counter(), hellos)
             elif op == "end":
                 if msg.get("shutdown"):
-                    log.info("[%s] %s", me, msg["reason"])
+                    log.info("[%s] %s", me, escape(msg["reason"]))
                     return 0
-                raise ServiceError(f"the deployment ended: {msg['reason']}")
+                raise ServiceError(f"the deployment ended: {escape(msg['reason'])}")
     finally:
         for link in links.values():
             link.close()
@@ -346,7 +348,7 @@ class _Server:
         problems = []
         for h in sorted(joins):
             if joins[h].get("refused"):
-                problems.append(f"client {h} refused: {joins[h]['refused']}")
+                problems.append(f"client {h} refused: {describe_refusal(joins[h])}")
                 continue
             diff = _differences(joins[h].get("agreed") or {}, mine)
             if not diff and joins[h].get("public") != self.pconfig.public():
@@ -414,18 +416,23 @@ class _Server:
             msg = self.links[h].recv_obj(CH_CONTROL)
         except Exception as exc:  # noqa: BLE001 - the usual case: its link closed
             return ServiceError(explain(exc))  # names the client
-        return ServiceError(f"client {h} sent {msg!r} outside an evaluation")
+        what = escape(repr(msg.get("op") if isinstance(msg, dict) else type(msg).__name__))[:60]
+        return ServiceError(f"client {h} sent a message ({what}) outside an evaluation")
 
     def loop(self, control) -> int:
+        from ..mpc.comm import tls
         from ..mpc.comm.inlinks import accept_hosts
 
+        ticked = time.monotonic()
         while True:
             watched = {link.sock: ("client", h) for h, link in self.links.items()}
             watched[self.session.sock if self.session else control] = ("session" if self.session else "listener", 0)
-            ready = _ready([*self.links.values(), *([self.session] if self.session else [])], self.interval,
-                           [] if self.session else [control])
-            if not ready:
+            ready = _ready([*self.links.values(), *([self.session] if self.session else [])],
+                           max(0.0, ticked + self.interval - time.monotonic()), [] if self.session else [control])
+            if time.monotonic() >= ticked + self.interval:  # whatever arrives on the session port meanwhile
                 self.tick()
+                ticked = time.monotonic()
+            if not ready:
                 continue
             for sock in ready:
                 what, h = watched[sock]
@@ -433,13 +440,15 @@ class _Server:
                     raise self.client_lost(h)
             what, _ = watched[ready[0]]
             if what == "listener":
-                try:
-                    links = accept_hosts(control, 0, self.identity, [self.roster.server], timeout=self.config.timeout,
-                                         describe_me="the server", describe_host=lambda h: "the session")
+                try:  # at most a third of the timeout: the computing world's waits are kept alive meanwhile
+                    links = accept_hosts(control, 0, self.identity, [self.roster.server],
+                                         timeout=min(self.interval, tls.HELLO_LIMIT), describe_me="the server",
+                                         describe_host=lambda h: "the session")
                 except Exception as exc:  # noqa: BLE001 - a stray or failed connection: keep serving
-                    log.warning("[server] a session could not connect: %s", exc)
+                    log.debug("[server] no session connected: %s", exc)
                     continue
                 self.session = links[SESSION_HOST]
+                _set_timeout([self.session], self.config.timeout)
                 self.session_hello()
                 continue
             try:
@@ -449,17 +458,25 @@ class _Server:
                 self.session.close()
                 self.session = None
                 continue
-            op = request.get("op")
+            op = request.get("op") if isinstance(request, dict) else None
             if op == "evaluate":
-                reply = self.evaluate(request.get("epoch"))
+                try:
+                    epoch = None if request.get("epoch") is None else check_epoch(request["epoch"],
+                                                                                   "the session's epoch")
+                except InputError as exc:
+                    log.warning("[server] %s", exc)
+                    reply = {"error": str(exc), "refused": True}
+                else:
+                    reply = self.evaluate(epoch)
             elif op == "shutdown":
                 log.info("[server] the session shut the deployment down after %d evaluation(s)", self.evaluations)
                 self.end("the session shut the deployment down", shutdown=True)
                 self.session.send_obj(CH_CONTROL, {"ok": True})
                 return 0
             else:
-                reply = {"error": f"unknown request {op!r}"}
+                reply = {"error": f"unknown request {escape(repr(op))[:60]}"}
             self.session.send_obj(CH_CONTROL, reply)
+            ticked = time.monotonic()  # the evaluation (or the shutdown) spoke to every party
 
     def session_hello(self) -> None:
         hello = self.session.recv_obj(CH_CONTROL)
@@ -485,7 +502,8 @@ class _Server:
             for sock in ready:
                 h = pending[sock]
                 try:
-                    answers[h] = self.links[h].recv_obj(CH_CONTROL)
+                    answer = self.links[h].recv_obj(CH_CONTROL)
+                    answers[h] = answer if isinstance(answer, dict) else {"refused": None}
                 except Exception as exc:  # noqa: BLE001
                     from ..mpc.comm.runtime import explain
 
@@ -511,7 +529,7 @@ class _Server:
         for link in self.links.values():
             link.send_obj(CH_CONTROL, {"op": "open", "evaluation": n, "epoch": epoch})
         answers = self.wait_answers(n, epoch)
-        refusals = [f"client {h} refused: {a['refused']}" for h, a in sorted(answers.items()) if "refused" in a]
+        refusals = [f"client {h} refused: {describe_refusal(a)}" for h, a in sorted(answers.items()) if "ok" not in a]
         if refusals:
             reason = f"evaluation {n} (epoch {epoch}) did not run: " + "; ".join(refusals)
             log.warning("[server] %s", reason)
@@ -519,7 +537,8 @@ class _Server:
                 link.send_obj(CH_CONTROL, {"op": "cancel", "reason": reason})
             self.tell_helpers({"op": "cancel", "reason": reason})
             return {"error": reason, "refused": True}
-        scoring = max(float(a.get("seconds", 0.0)) for a in answers.values())
+        scoring = max(float(a["seconds"]) if isinstance(a.get("seconds"), (int, float)) else 0.0
+                      for a in answers.values())
         for link in self.links.values():
             link.send_obj(CH_CONTROL, {"op": "go"})
         self.tell_helpers({"op": "evaluate", "evaluation": n})
@@ -591,11 +610,25 @@ def load_hook(spec: str, folder: Path):
     """A client's source of scores: ``module:function`` (imported with ``folder`` first on
     ``sys.path``), called as ``function(epoch, client=k, evaluation=n)``; or a file per
     evaluation, ``path/with/{epoch}.npy``, or a CSV, gzip-compressed CSV or Parquet file with
-    a column ``score`` (:func:`.data.io.read_score_file`; other columns ignored)."""
+    a column ``score`` (:func:`.data.io.read_score_file`; other columns ignored).
+
+    The epoch is checked (a non-negative integer) and the file's name is the configured one
+    with that ``int`` alone in it: nothing the server sends chooses a path.  A module (or the
+    folder) that another user may write is refused (:func:`.untrusted.check_private_code`)."""
     module, sep, name = spec.partition(":")
     if sep and "/" not in module and "{" not in spec and not module.endswith((".npy", ".csv")):
+        import importlib.util
+
+        what = f"the scoring hook {spec!r}"
+        check_private_code(folder, folder, what)
         if str(folder) not in sys.path:
             sys.path.insert(0, str(folder))
+        try:
+            found = importlib.util.find_spec(module)
+        except (ImportError, ValueError) as exc:
+            raise InputError(f"cannot load the scoring hook {spec!r}: {exc}") from None
+        if found is not None and found.origin and Path(found.origin).resolve().is_relative_to(folder.resolve()):
+            check_private_code(Path(found.origin).resolve(), folder.resolve(), what)
         try:
             fn = getattr(importlib.import_module(module), name)
         except (ImportError, AttributeError) as exc:
@@ -605,7 +638,7 @@ def load_hook(spec: str, folder: Path):
         return fn
 
     def from_file(epoch, **_):
-        path = folder / spec.format(epoch=epoch)
+        path = folder / spec.format(epoch=check_epoch(epoch))
         if path.suffix == ".npy":
             return np.load(path, allow_pickle=False)
         from ..data.io import read_score_file
@@ -613,6 +646,15 @@ def load_hook(spec: str, folder: Path):
         return read_score_file(path)
 
     return from_file
+
+
+class _Refusal(InputError):
+    """A client's reason not to take part: ``message`` (:func:`.untrusted.refusal`) goes to the
+    server, the text (the detail) only to the client's own log."""
+
+    def __init__(self, detail: str, code: str, **numbers):
+        super().__init__(detail)
+        self.message = _refusal(code, **numbers)
 
 
 def _scores(out, n: int) -> tuple[np.ndarray, int | None]:
@@ -626,10 +668,47 @@ def _scores(out, n: int) -> tuple[np.ndarray, int | None]:
     if scores.ndim == 2 and 1 in scores.shape:
         scores = scores.reshape(-1)
     if scores.shape != (n,):
-        raise InputError(f"its scoring hook returned scores of shape {scores.shape} for {n} labels")
+        raise _Refusal(f"its scoring hook returned scores of shape {scores.shape} for {n} labels", "scores-shape",
+                       got=scores.size, expected=n)
     if not np.isfinite(scores).all():
-        raise InputError(f"its scoring hook returned {int((~np.isfinite(scores)).sum())} score(s) that are not finite")
+        bad = int((~np.isfinite(scores)).sum())
+        raise _Refusal(f"its scoring hook returned {bad} score(s) that are not finite", "scores-not-finite", count=bad)
     return scores, key
+
+
+def _answer_open(msg: dict, hook, inputs: ClientInputs, config: DeployConfig, mechanism, k: int):
+    """Client ``k``'s answer to the server's ``open``: (scores, noise key, reservation, None)
+    or (None, None, None, refusal message).  The refusal sent is a code and counts
+    (:mod:`.untrusted`); the full detail goes to this client's log only."""
+    from ..dp.accountant import BudgetExceeded
+
+    labels, ledger = inputs.labels, inputs.ledger
+    n, epoch = msg.get("evaluation"), msg.get("epoch")
+    try:
+        n = check_epoch(n, "the evaluation's number")
+        epoch = check_epoch(epoch, "the epoch the server sent")
+    except InputError as exc:
+        log.warning("[client %d] refused an evaluation: %s", k, exc)
+        return None, None, None, _refusal("epoch")
+    step = "scores"
+    try:
+        try:
+            out = hook(epoch, client=k, evaluation=n)
+        except Exception as exc:  # noqa: BLE001 - the operator's hook (or its file) failed
+            raise _Refusal(f"its scoring hook failed: {type(exc).__name__}: {exc}", "scores-unavailable") from None
+        scores, key = _scores(out, len(labels))
+        reservation = None
+        if ledger is not None:
+            step = "ledger"
+            reservation = ledger.reserve([inputs.charged], mechanism, seed=key, clients=[k],
+                                         total=len(labels) + len(config.clients) - 1, name=inputs.name,
+                                         note=f"deployed client {k}, evaluation {n}, epoch {epoch}")
+        return scores, key, reservation, None
+    except Exception as exc:  # noqa: BLE001 - every failure refuses, with a code
+        message = exc.message if isinstance(exc, _Refusal) else _refusal(
+            "budget" if isinstance(exc, BudgetExceeded) else "ledger" if step == "ledger" else "scores-unavailable")
+        log.warning("[client %d] refused evaluation %d (epoch %d): %s", k, n, epoch, escape(exc))
+        return None, None, None, message
 
 
 @dataclass
@@ -668,8 +747,10 @@ def client_inputs(config: DeployConfig, k: int) -> ClientInputs:
 def run_client_service(config: DeployConfig, k: int, identity, inputs: ClientInputs | None = None, *,
                        refusal: str | None = None) -> int:
     """Client ``k``'s service (see the module docstring), with ``inputs`` (default: from its
-    entry of the configuration, :func:`client_inputs`).  With ``refusal`` the client joins only
-    to say why it cannot take part (the server ends the deployment, naming it) and returns."""
+    entry of the configuration, :func:`client_inputs`).  With ``refusal`` (a reason of
+    :data:`.untrusted.REASONS`; any other text counts as ``"inputs"`` and stays here) the client
+    joins only to say why it cannot take part (the server ends the deployment, naming it) and
+    returns."""
     from ..data.io import ClientData
     from ..dp.accountant import finishing
     from ..mpc.audit import forbid_crypten_randomness
@@ -701,13 +782,13 @@ def run_client_service(config: DeployConfig, k: int, identity, inputs: ClientInp
     try:
         for link in links:
             link.send_obj(CH_JOIN, {"client": k, "agreed": config.agreed(), "public": pconfig.public()}
-                          | ({"refused": refusal} if refusal else {}))
+                          | (_refusal(refusal if refusal in REASONS else "inputs") if refusal else {}))
         if refusal:
             return 0
         labels, hook, ledger = inputs.labels, inputs.hook, inputs.ledger
         verdict = _next_message(links, config.join_timeout, describe_party)
         if verdict.get("op") != "joined":
-            raise ServiceError(f"the deployment did not start: {verdict.get('reason', verdict)}")
+            raise ServiceError(f"the deployment did not start: {escape(verdict.get('reason', verdict))}")
         _set_timeout(links, config.timeout)
         log.info("[%s] joined the deployment; waiting for evaluations", me)
         releases = 0  # evaluations this service has scored: the index of the next one's noise key
@@ -717,29 +798,17 @@ def run_client_service(config: DeployConfig, k: int, identity, inputs: ClientInp
                 op = msg.get("op")
                 if op == "end":
                     if msg.get("shutdown"):
-                        log.info("[%s] %s", me, msg["reason"])
+                        log.info("[%s] %s", me, escape(msg["reason"]))
                         return 0
-                    raise ServiceError(f"the deployment ended: {msg['reason']}")
+                    raise ServiceError(f"the deployment ended: {escape(msg['reason'])}")
                 if op != "open":
-                    raise ServiceError(f"the server sent {op!r} where an evaluation was expected")
-                n, epoch = msg["evaluation"], msg["epoch"]
+                    raise ServiceError(f"the server sent {escape(repr(op))[:60]} where an evaluation was expected")
                 start = time.perf_counter()
-                reservation, answer = None, None
-                try:
-                    scores, key = _scores(hook(epoch, client=k, evaluation=n), len(labels))
-                    if key is not None:  # a hook's key: release i of this service draws from (key, i), never reused
-                        key = release_key(key, releases)
-                    releases += 1
-                    if ledger is not None:
-                        reservation = ledger.reserve([inputs.charged], mechanism, seed=key, clients=[k],
-                                                     total=len(labels) + len(config.clients) - 1, name=inputs.name,
-                                                     note=f"deployed client {k}, evaluation {n}, epoch {epoch}")
-                except InputError as exc:
-                    answer = {"refused": str(exc)}
-                except Exception as exc:  # noqa: BLE001 - the operator's hook failed
-                    answer = {"refused": f"its scoring hook failed: {type(exc).__name__}: {str(exc)[:300]}"}
-                if answer is not None:
-                    log.warning("[%s] refused evaluation %d (epoch %s): %s", me, n, epoch, answer["refused"])
+                scores, key, reservation, answer = _answer_open(msg, hook, inputs, config, mechanism, k)
+                n, epoch = msg.get("evaluation"), msg.get("epoch")
+                if key is not None:  # a hook's key: release i of this service draws from (key, i), never reused
+                    key = release_key(key, releases)
+                releases += 1
                 links[0].send_obj(CH_CONTROL, answer or {"ok": True, "seconds": time.perf_counter() - start})
                 # the others may score for as long as score_timeout
                 decision = _next_message(links, config.score_timeout + config.timeout, describe_party)
@@ -748,11 +817,14 @@ def run_client_service(config: DeployConfig, k: int, identity, inputs: ClientInp
                         ledger.cancel(reservation)  # nothing was released
                     if decision.get("op") == "cancel":
                         if answer is None:
-                            log.warning("[%s] %s", me, decision["reason"])
+                            log.warning("[%s] %s", me, escape(decision["reason"]))
                         continue
                     if decision.get("op") == "end":
-                        raise ServiceError(f"the deployment ended: {decision['reason']}")
-                    raise ServiceError(f"the server sent {decision.get('op')!r} where go or cancel was expected")
+                        raise ServiceError(f"the deployment ended: {escape(decision['reason'])}")
+                    raise ServiceError(f"the server sent {escape(repr(decision.get('op')))[:60]} where go or cancel "
+                                       "was expected")
+                if answer is not None:  # nothing to release: this client refused
+                    raise ServiceError("the server sent go to an evaluation this client refused")
                 with finishing(ledger, reservation):
                     host_evaluation(k, [ClientData(scores, labels)], k, [key], pconfig, links)
                 log.info("[%s] evaluation %d (epoch %s) done in %.3f s", me, n, epoch, time.perf_counter() - start)

@@ -18,6 +18,7 @@ from ..mpc import MPCError
 from ..validation import InputError
 from .config import DeployConfig, load_config
 from .service import CH_CONTROL as _CONTROL, evaluation_result
+from .untrusted import check_epoch
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +101,8 @@ class DeployedSession:
             raise MPCError(f"the server service: {explain(exc)}") from None
 
     def evaluate(self, epoch=None):
-        """One evaluation; each client scores ``epoch`` (default: the evaluation's number - 1).
+        """One evaluation; each client scores ``epoch`` (a non-negative integer; default: the
+        evaluation's number - 1).
 
         Returns
         -------
@@ -123,6 +125,8 @@ class DeployedSession:
             A party failed; the deployment ended (the message names the party)."""
         if self._closed:
             raise InputError("the session is closed")
+        if epoch is not None:
+            epoch = check_epoch(epoch)
         start = time.perf_counter()
         try:
             self._link.send_obj(_CONTROL, {"op": "evaluate", "epoch": epoch})

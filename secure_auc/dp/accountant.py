@@ -93,7 +93,7 @@ import numpy as np
 from ..validation import InputError
 from .events import NONE_EVENT, NOOP_EVENT, check_event, compose
 
-__all__ = ["Ledger", "Spent", "Reservation", "KeyedData", "label_commitment", "NOISE_MECHANISMS"]
+__all__ = ["Ledger", "BudgetExceeded", "Spent", "Reservation", "KeyedData", "label_commitment", "NOISE_MECHANISMS"]
 
 NOISE_MECHANISMS = ("laplace", "gaussian", "distributed", "rr+report")  # rr+report: RR with a report's noise
 FORMAT = "secure-auc privacy ledger 3 (per record, SQLite)"
@@ -135,6 +135,10 @@ def label_commitment(labels) -> str:
     """
     y = np.asarray(labels)
     return f"labels n={len(y)} positives={int(np.count_nonzero(y))}"
+
+
+class BudgetExceeded(InputError):
+    """A release that would take a record (or dataset) over its ledger's privacy budget."""
 
 
 @dataclass(frozen=True)
@@ -808,7 +812,7 @@ class Ledger:
                         now, after = self._spent_of(h, charges), afters[h]
                         count = sum(by_hist[x] for x in over)
                         whom = (f"{count:,} of {u.what}" if u.kind == "record" else u.what)
-                        raise InputError(
+                        raise BudgetExceeded(
                             f"privacy budget would be exceeded for {whom}: spent eps = {now.epsilon:.6g}"
                             + (f", delta = {now.delta:g}" if now.delta else "")
                             + f" in {now.releases} release(s); with this run eps = {after.epsilon:.6g}"

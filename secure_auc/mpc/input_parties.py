@@ -186,7 +186,7 @@ def _check_hosts(hellos: dict, config: PartyConfig, rank: int, describe, name_ho
         layout.append((clients, samples))
     if next_client != config.clients:
         raise ProtocolError(f"the client hosts hold {next_client} clients but {config.clients} were configured")
-    server_layout = backend.broadcast_obj(layout if rank == 0 else None, 0)
+    server_layout = [tuple(x) for x in backend.broadcast_obj(layout if rank == 0 else None, 0)]
     if server_layout != layout:
         h = next(h for h in range(len(layout)) if h >= len(server_layout) or server_layout[h] != layout[h])
         raise ProtocolError(f"{name_host(h)} told {describe(rank)} other client or sample counts than it told "

@@ -28,7 +28,11 @@ from secure_auc.dp.accountant import Ledger, label_commitment
 from secure_auc.dp.rng import ClientRngs, client_key, release_key
 from secure_auc.protocol import Client, Server
 from secure_auc.protocol.plain import run_plain
+from secure_auc.deploy.config import load_config
 from secure_auc.validation import InputError
+
+from .listeners import check_listeners
+from .stranger import resident_mb, start as stranger
 
 ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("bench_deploy", ROOT / "scripts" / "bench_deploy.py")
@@ -177,8 +181,23 @@ def test_deployed_services_across_epochs_and_their_faults(tmp_path, hosts):
         for epoch, (_, _, plain_estimate, plain_aggregate) in enumerate(expected):
             if epoch == 2:  # a session may leave and another connect: the services stay up
                 session.close()
+                # meanwhile a stranger (another host, another user) holds silent connections and sends
+                # garbage to the session port and the rendezvous stores: the next session still connects,
+                # the result is the same, no service grows by 50 MB, and no party is named
+                before = {role: resident_mb(p.pid) for role, p in deployed.procs.items()}
+                attacked = time.monotonic()
+                attacker = stranger([(addresses[0], 29710), (addresses[0], 29510), (addresses[0], 29511)])
+                time.sleep(3.0)
                 session = MPCSession(deploy=main / "deploy.toml", key=main / "keys" / "server.pem")
             result = session.evaluate(epoch=epoch)
+            if epoch == 2:
+                attacker.kill()
+                attacker.wait()
+                grown = {role: resident_mb(p.pid) - before[role] for role, p in deployed.procs.items()}
+                assert max(grown.values()) < 50, grown
+                for role in bench.ROLES:
+                    named = deployed.first(role, r"error|client \d+ disconnected|refused|never|ended", attacked, wait=0)
+                    assert not named, deployed.text(role)
             local_result = local_results[epoch]
             assert result.estimated_positives == float(plain_aggregate.positives) == local_result.estimated_positives
             assert result.auc == float(plain_estimate.auc) == local_result.auc
@@ -187,12 +206,15 @@ def test_deployed_services_across_epochs_and_their_faults(tmp_path, hosts):
                                                                    local_result.ci_high)
             assert result.extra["sizes"] == SIZES and result.extra["rank_step_seconds"] > 0
             assert ("startup_seconds" in result.extra) == (epoch in (0, 2))  # each session's first evaluation
+            if epoch == 0:  # every listener of every role is the documented one, none on a wildcard
+                check_listeners(load_config(main / "deploy.toml"), deployed.procs, dict(zip(bench.ROLES, addresses)))
         for k in range(3):  # each client charged its own ledger once per evaluation
             assert Ledger(main / f"ledger-{k}.db").spent(label_commitment(data["labels"][k])).releases == 3
 
         # client 2 is over its budget (3.5, each evaluation eps = 1): refused before anything is released
         asked = time.monotonic()
-        with pytest.raises(EvaluationRefused, match=r"client 2 refused: privacy budget would be exceeded for client 2's dataset"):
+        with pytest.raises(EvaluationRefused,
+                           match=r"client 2 refused: its privacy budget would be exceeded \(budget\)$"):
             session.evaluate(epoch=3)
         refused = time.monotonic() - asked
         assert deployed.first("client-2", r"refused evaluation 4 \(epoch 3\): privacy budget", asked)
@@ -201,13 +223,18 @@ def test_deployed_services_across_epochs_and_their_faults(tmp_path, hosts):
             assert deployed.first(role, "did not run: client 2 refused", asked), deployed.text(role)
         for k in range(3):  # the others' reservations were withdrawn
             assert Ledger(main / f"ledger-{k}.db").spent(label_commitment(data["labels"][k])).releases == 3
-        with pytest.raises(EvaluationRefused, match=r"did not run: client 2 refused: privacy budget .*") as again:
+        with pytest.raises(EvaluationRefused, match=r"did not run: client 2 refused: its privacy budget .*") as again:
             session.evaluate(epoch=3)  # the deployment goes on; only client 2 refuses
         assert "client 0" not in str(again.value) and "client 1" not in str(again.value)
 
-        # a hook that fails (no model file for the epoch) refuses too, with the exception
-        with pytest.raises(EvaluationRefused, match=r"client 0 refused: its scoring hook failed: FileNotFoundError"):
+        # a hook that fails (no model file for the epoch) refuses too: a reason code to the server, the
+        # exception in the client's own log
+        asked = time.monotonic()
+        with pytest.raises(EvaluationRefused, match=r"client 0 refused: its scores for this epoch could not be read "
+                                                    r"or computed \(scores-unavailable\)"):
             session.evaluate(epoch=99)
+        assert deployed.first("client-0", r"refused evaluation \d+ \(epoch 99\): its scoring hook failed: "
+                                          "FileNotFoundError", asked)
 
         # client 0's service is killed between epochs: the server names it at once, every service stops
         killed = time.monotonic()

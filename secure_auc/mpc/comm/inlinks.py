@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import secrets
 import socket
 import struct
 import threading
@@ -338,46 +339,76 @@ def _connect_to_another(address: tuple[str, int], timeout: float) -> socket.sock
     return sock
 
 
+def _handshake(ctx, p: int, addr: str, port: int, key: bytes, deadline: float, timeout: float, describe_party,
+               describe_me: str, dropped: int) -> tls.Session | None:
+    """One connection to computing party ``p`` and its handshake: the session, or None if the
+    party closed it unread (a flood of connections at it: try again); a refusal of this
+    party's key, a party with another key, or no answer by ``deadline`` raise."""
+    while True:
+        try:
+            sock = _connect_to_another((addr, port), max(0.1, min(2.0, deadline - time.monotonic())))
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise PartyUnreachable(f"{describe_party(p)} is not reachable at {addr}:{port} "
+                                       f"(tried for {timeout:g} s)") from None
+            time.sleep(0.1)
+    _tune(sock, max(0.1, deadline - time.monotonic()))
+    sess = tls.Session(sock, ctx, False)
+
+    def check(c: tls.Session) -> None:
+        if c.key != key:
+            raise ChannelError(f"the process at {addr}:{port} is not {describe_party(p)} (its identity key "
+                               "is not that party's); the run stops")
+
+    try:
+        tls.handshake(sess, deadline, check)
+        _tune(sock, timeout)
+        return sess
+    except ChannelError:
+        sock.close()
+        raise
+    except TimeoutError:
+        sock.close()
+        raise InputLinkError(f"no answer from {describe_party(p)} within {timeout:g} s") from None
+    except tls.Refused:
+        sock.close()
+        raise InputLinkError(f"{describe_party(p)} closed the connection during the handshake "
+                             f"(does its roster list {describe_me}?)") from None
+    except tls.LinkError as exc:  # a TLS alert: its roster or run is not this one's
+        sock.close()
+        raise InputLinkError(f"{describe_party(p)} closed the connection during the handshake "
+                             f"(does its roster list {describe_me}? {exc})") from None
+    except (EOFError, OSError):  # closed unread: it had too many connections waiting
+        sock.close()
+        if time.monotonic() >= deadline:
+            raise InputLinkError(f"{describe_party(p)} closed each of this party's {dropped + 1} connection(s) "
+                                 f"before its handshake for {timeout:g} s (too many connections waiting at "
+                                 "it: a flood?)") from None
+        return None
+
+
 def connect(h: int, identity, parties: list[tuple[str, int, bytes]], *, timeout: float, describe_party,
             describe_me: str) -> list[InputLink]:
     """Client host ``h``: connect to every computing party ``(addr, port, public key)``
-    (retrying until ``timeout`` while a party is not yet listening; ``port`` may be a
-    :class:`PortBoard`) and authenticate it."""
+    (retrying until ``timeout`` while a party is not yet listening, or closes a connection
+    unread, as it does in a flood of connections; ``port`` may be a :class:`PortBoard`) and
+    authenticate it.  A party that reads this host's key and refuses it is named at once."""
     links = []
     try:
         for p, (addr, port, key) in enumerate(parties):
             if isinstance(port, PortBoard):
                 port = port.wait(p, timeout, describe_party(p))
             deadline = time.monotonic() + timeout
+            ctx = tls.context(identity, f"host {h}", _BOUND, server_side=False)
+            dropped = 0
             while True:
-                try:
-                    sock = _connect_to_another((addr, port), max(0.1, min(2.0, deadline - time.monotonic())))
+                sess = _handshake(ctx, p, addr, port, key, deadline, timeout, describe_party, describe_me, dropped)
+                if sess is not None:
                     break
-                except OSError:
-                    if time.monotonic() > deadline:
-                        raise PartyUnreachable(f"{describe_party(p)} is not reachable at {addr}:{port} "
-                                               f"(tried for {timeout:g} s)") from None
-                    time.sleep(0.1)
-            _tune(sock, timeout)
-            sess = tls.Session(sock, tls.context(identity, f"host {h}", _BOUND, server_side=False), False)
-
-            def check(c: tls.Session, p=p, addr=addr, port=port, key=key) -> None:
-                if c.key != key:
-                    raise ChannelError(f"the process at {addr}:{port} is not {describe_party(p)} (its identity key "
-                                       "is not that party's); the run stops")
-
-            try:
-                tls.handshake(sess, time.monotonic() + timeout, check)
-            except ChannelError:
-                sock.close()
-                raise
-            except TimeoutError:
-                sock.close()
-                raise InputLinkError(f"no answer from {describe_party(p)} within {timeout:g} s") from None
-            except (EOFError, tls.LinkError, OSError):
-                sock.close()
-                raise InputLinkError(f"{describe_party(p)} closed the connection during the handshake "
-                                     f"(does its roster list {describe_me}?)") from None
+                dropped += 1
+                time.sleep(min(0.05 * 2 ** min(dropped, 4), max(0.0, deadline - time.monotonic())) * (
+                    0.5 + secrets.randbelow(1000) / 1000))
             links.append(InputLink(sess, p, describe_party(p), timeout))
     except BaseException:
         for link in links:

@@ -108,6 +108,10 @@ class Roster:
         raise InputError(f"the roster has no role for rank {rank} ({k} clients"
                          f"{', a dealer' if self.dealer is not None else ', no dealer'})")
 
+    def members(self) -> tuple:
+        """Every key of the roster (the server's, the helpers', the clients', the dealer's)."""
+        return tuple(k for k in (self.server, *self.clients, *(self.helpers or ()), self.dealer) if k is not None)
+
     def describe(self, rank: int) -> str:
         """The role of ``rank``, for error messages: "client 0 (rank 1)"."""
         if self.helpers is not None:

@@ -49,6 +49,37 @@ def _interface_towards(addr: str) -> str | None:
     return next((name for _, name in socket.if_nameindex() if interface_address(name) == local_ip), None)
 
 
+def bound_store(addr: str, port: int, timeout: float, world_size: int | None = None):
+    """Rank 0's torch ``TCPStore`` listening on ``addr`` only (torch's own binds every
+    interface): the socket is bound here and handed to the store (``master_listen_fd``).
+    Raises :class:`PortBusyError` if the port is taken."""
+    import errno
+    import socket
+
+    import torch.distributed as dist
+
+    try:
+        family, _, _, _, where = socket.getaddrinfo(addr, port, 0, socket.SOCK_STREAM)[0]
+    except (OSError, UnicodeError) as exc:
+        raise PartyStartError(f"cannot resolve the rendezvous address {addr!r} ({exc})") from None
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(where)
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise PortBusyError(f"port {port} on {addr} is busy: address already in use") from None
+        raise PartyStartError(f"cannot listen on {addr}:{port} ({exc.strerror or exc})") from None
+    try:
+        store = dist.TCPStore(addr, port, world_size, True, timeout=timedelta(seconds=timeout),
+                              wait_for_workers=False, master_listen_fd=sock.detach())
+    except Exception as exc:  # noqa: BLE001 - torch raises several kinds
+        raise PartyStartError(f"cannot open a store on {addr}:{port}: {str(exc).splitlines()[0]}") from None
+    return store
+
+
 def _keep_freed_memory() -> None:
     """Let glibc reuse freed large blocks instead of returning them to the OS.
 
@@ -120,10 +151,20 @@ def init_party(*, rank: int, parties: int, master_addr: str, master_port: int,
     total = parties + (1 if provider == "ttp" else 0)
     if roll_call:
         describe = getattr(roster, "describe", None)  # a Roster's names for its layout (not "exchange")
+        signer = members = None  # rank 0 signs the roll call's verdict; the others check it with the roster's key
+        if identity is not None and hasattr(roster, "key"):
+            signer = identity if rank == 0 else roster.key(0)
+            members = roster.members()  # a refusal counts only if a rostered party signed it
         _ROLL_CALL.append(_roll_call(rank, total, parties - 1, str(master_addr), int(master_port) + 1,
-                                     timeout if roll_call_timeout is None else roll_call_timeout, describe))
+                                     timeout if roll_call_timeout is None else roll_call_timeout, describe, signer,
+                                     members))
     if run_token is not None:
         _claim_port(rank, str(master_addr), int(master_port), run_token, timeout)
+    if rank == 0 and (_HOSTED or os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True"):
+        # the rendezvous store on the configured address only; CrypTen's env:// rendezvous then
+        # connects to it as every other party does (as under torchrun, whose agent hosts it)
+        _HOSTED[:] = [bound_store(str(master_addr), int(master_port), timeout, total)]
+        os.environ["TORCHELASTIC_USE_AGENT_STORE"] = "True"
     if on_ready is not None:
         on_ready()
     try:
@@ -144,6 +185,12 @@ def init_party(*, rank: int, parties: int, master_addr: str, master_port: int,
         if roster == "exchange":
             identity, roster = _exchange_roster(parties - 1, provider == "ttp")
         establish(identity, roster, roster.describe, timeout)
+        # every party has its links: rank 0's stores (the rendezvous, the roll call), which
+        # authenticate no one, are no longer needed; they close once every party is past them
+        import torch.distributed as dist
+
+        dist.barrier()
+        _close_stores()
 
 
 def _exchange_roster(clients: int, dealer: bool):
@@ -181,6 +228,15 @@ def _exchange_roster(clients: int, dealer: bool):
 
 
 _ROLL_CALL: list = []  # rank 0's store lives as long as its process
+_HOSTED: list = []  # rank 0's rendezvous store (until every party has its links)
+
+
+def _close_stores() -> None:
+    """Close the stores this process hosts or holds (the rendezvous, the roll call)."""
+    if _HOSTED:
+        _HOSTED.clear()
+        os.environ.pop("TORCHELASTIC_USE_AGENT_STORE", None)
+    _ROLL_CALL.clear()
 
 _RUN_KEY = "secure-auc/run"
 
@@ -197,9 +253,8 @@ def _claim_port(rank: int, addr: str, port: int, token: str, timeout: float) -> 
 
     if rank == 0:
         try:
-            store = dist.TCPStore(addr, port + 1, None, True, timeout=timedelta(seconds=timeout),
-                                  wait_for_workers=False)
-        except Exception as exc:  # noqa: BLE001 - torch raises several kinds
+            store = bound_store(addr, port + 1, timeout)
+        except PartyStartError as exc:
             raise PortBusyError(f"port {port + 1} on {addr} is busy (another run on port {port}?): "
                                   f"{first_line(exc)}") from None
         store.set(_RUN_KEY, token)
@@ -217,21 +272,29 @@ def _claim_port(rank: int, addr: str, port: int, token: str, timeout: float) -> 
 
 
 _REFUSED = "secure-auc/refused/{}"  # the roll-call store's key where party r leaves why it cannot start
+_REFUSAL_CONTEXT = b"secure-auc roll call refusal v1\0"
 
 
-def refuse_roll_call(rank: int, total: int, addr: str, port: int, reason: str, timeout: float) -> None:
+def refuse_roll_call(rank: int, total: int, addr: str, port: int, reason: str, timeout: float,
+                     identity=None) -> None:
     """Party ``rank`` cannot start (``reason``) but can reach the roll-call at ``addr:port``: it
     checks in only to say why, so that every other party stops at once naming it
     (:func:`_roll_call`) instead of waiting out the roll-call.  Rank 0 hosts the store and
-    keeps it until every party has checked in (or ``timeout``); best effort: raises nothing."""
+    keeps it until every party has checked in (or ``timeout``); best effort: raises nothing.
+    ``identity``: the party's key; the refusal is signed with it, and the others believe only a
+    refusal that a key of their roster signed (the store has no authentication: a stranger's
+    refusal is ignored)."""
     import time
 
     import torch.distributed as dist
 
     try:
-        store = dist.TCPStore(addr, port, total, rank == 0, timeout=timedelta(seconds=timeout),
-                              wait_for_workers=False)
-        store.set(_REFUSED.format(rank), reason)
+        store = bound_store(addr, port, timeout, total) if rank == 0 else \
+            dist.TCPStore(addr, port, total, False, timeout=timedelta(seconds=timeout), wait_for_workers=False)
+        said = reason.encode()
+        if identity is not None:
+            said = identity.sign(_REFUSAL_CONTEXT + str(rank).encode() + b"\0" + said) + said
+        store.set(_REFUSED.format(rank), said)
         if rank == 0:
             keys = [f"secure-auc/joined/{r}" for r in range(1, total)]
             deadline = time.monotonic() + timeout
@@ -244,12 +307,55 @@ def refuse_roll_call(rank: int, total: int, addr: str, port: int, reason: str, t
         return
 
 
-def _roll_call(rank: int, total: int, clients: int, addr: str, port: int, timeout: float, describe=None):
+def _verdict_signature(signer, text: str) -> bytes:
+    return signer.sign(b"secure-auc roll call verdict v1\0" + text.encode())
+
+
+def _signed_verdict(raw: bytes, server_key: bytes | None) -> str | None:
+    """The roll call's verdict if rank 0 signed it (``server_key``: the roster's key of rank 0;
+    None: a run without a roster, nothing checked); else None (a stranger wrote it)."""
+    if server_key is None:
+        return raw.decode(errors="replace")
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    signature, text = raw[:64], raw[64:].decode(errors="replace")
+    try:
+        Ed25519PublicKey.from_public_bytes(server_key).verify(signature, b"secure-auc roll call verdict v1\0"
+                                                               + text.encode())
+    except (InvalidSignature, ValueError):
+        return None
+    return text
+
+
+def _signed_refusal(raw: bytes, rank: int, members) -> str | None:
+    """Party ``rank``'s reason for not starting if a key of the roster (``members``) signed it
+    (None: a run without a roster, nothing checked); else None (a stranger wrote it)."""
+    if members is None:
+        return raw.decode(errors="replace")
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    signature, text = raw[:64], raw[64:]
+    for key in members:
+        try:
+            Ed25519PublicKey.from_public_bytes(key).verify(signature, _REFUSAL_CONTEXT + str(rank).encode() + b"\0"
+                                                           + text)
+        except (InvalidSignature, ValueError):
+            continue
+        return text.decode(errors="replace")
+    return None
+
+
+def _roll_call(rank: int, total: int, clients: int, addr: str, port: int, timeout: float, describe=None,
+               signer=None, members=None):
     """Every party checks in at rank 0's store on ``port``.  If some party has not checked
     in after ``timeout`` seconds, rank 0 writes down who, waits a moment for the others to
     read it, and every party stops naming the missing ones.  Returns the store (rank 0
     keeps it alive).  ``describe(rank)``: the names of the ranks (default: the layout where
-    every client computes, :func:`.roster.describe_rank`)."""
+    every client computes, :func:`.roster.describe_rank`).  ``signer``: rank 0's identity
+    key (at rank 0) or the roster's public key of rank 0 (elsewhere): the verdict is signed,
+    and one that is not (a stranger's, written into the unauthenticated store) is ignored."""
     import time
 
     import torch.distributed as dist
@@ -257,8 +363,8 @@ def _roll_call(rank: int, total: int, clients: int, addr: str, port: int, timeou
     from .roster import describe_rank
 
     try:
-        store = dist.TCPStore(addr, port, total, rank == 0, timeout=timedelta(seconds=timeout),
-                              wait_for_workers=False)
+        store = bound_store(addr, port, timeout, total) if rank == 0 else \
+            dist.TCPStore(addr, port, total, False, timeout=timedelta(seconds=timeout), wait_for_workers=False)
     except Exception as exc:  # noqa: BLE001 - torch raises several kinds
         text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         if rank == 0:
@@ -272,18 +378,22 @@ def _roll_call(rank: int, total: int, clients: int, addr: str, port: int, timeou
         deadline = time.monotonic() + timeout + (0 if rank == 0 else 10)
         name = describe or (lambda r: describe_rank(r, clients))
         while not store.check(keys):
-            refused = [r for r in range(total) if r != rank and store.check([_REFUSED.format(r)])]
+            refused = [(r, _signed_refusal(store.get(_REFUSED.format(r)), r, members)) for r in range(total)
+                       if r != rank and store.check([_REFUSED.format(r)])]
+            refused = [(r, reason) for r, reason in refused if reason is not None]  # a stranger's: ignored
             if refused:  # a party that cannot start checked in to say why
-                reason = store.get(_REFUSED.format(refused[0])).decode()
                 if rank == 0:
                     time.sleep(2.0)  # the others read it before this store closes
-                raise PartyStartError(f"{name(refused[0])} cannot start: {reason}")
+                raise PartyStartError(f"{name(refused[0][0])} cannot start: {refused[0][1]}")
             if rank != 0 and store.check([verdict]):
-                raise PartyStartError(f"{store.get(verdict).decode()} never joined within {timeout:g} s")
+                said = _signed_verdict(store.get(verdict), signer)
+                if said is not None:
+                    raise PartyStartError(f"{said} never joined within {timeout:g} s")
             if time.monotonic() > deadline:
                 missing = ", ".join(name(r) for r, k in enumerate(keys) if not store.check([k]))
                 if rank == 0:
-                    store.set(verdict, missing)
+                    store.set(verdict, missing.encode() if signer is None else
+                              _verdict_signature(signer, missing) + missing.encode())
                     time.sleep(2.0)  # the others read the verdict before this store closes
                 raise PartyStartError(f"{missing} never joined within {timeout:g} s")
             time.sleep(0.05)
@@ -318,6 +428,7 @@ def shutdown_party() -> None:
         backend.uninit()  # (tells the dealer to stop, over the links)
     with contextlib.suppress(Exception):
         secure.close()
+    _close_stores()
 
 
 def communication_stats() -> dict:

@@ -33,6 +33,7 @@ TLS state between the thread that reads and the one that writes.
 from __future__ import annotations
 
 import datetime
+import errno
 import hashlib
 import os
 import select
@@ -50,15 +51,21 @@ __all__ = ["LinkError", "Session", "binding", "context", "handshake", "accept", 
            "HELLO_LIMIT", "MAX_PENDING"]
 
 HELLO_LIMIT = 5.0  # seconds a new connection has to complete its handshake
-MAX_PENDING = 32  # connections in their handshake at once; beyond, the oldest is closed
+MAX_PENDING = 32  # connections in their handshake at once; beyond, the oldest of the busiest source is closed
+PER_SOURCE = 8  # connections of one source address in their handshake at once; beyond, its oldest is closed
 _WIRE = 1 << 18  # bytes read from a socket at once
 _ACCEPTED = b"\x01"  # each end's first record: it accepts the other's key (connecting end first)
+_REFUSED = b"\x00"  # the accepting end's first record when it refuses the connecting end's key or role
 _NOT_BEFORE = datetime.datetime(2000, 1, 1, tzinfo=datetime.timezone.utc)
 _NOT_AFTER = datetime.datetime(9999, 12, 31, 23, 59, 59, tzinfo=datetime.timezone.utc)
 
 
 class LinkError(RuntimeError):
     """A TLS link failed (its handshake, a record, or the connection)."""
+
+
+class Refused(LinkError):
+    """The accepting end read this party's certificate and refused it (not a dropped connection)."""
 
 
 def binding(label: str, *parts) -> bytes:
@@ -291,6 +298,8 @@ def handshake(sess: Session, deadline: float, check=None) -> None:
     send_all(sess, _ACCEPTED, deadline)
     got = bytearray(1)
     read_exact(sess, memoryview(got), deadline)
+    if bytes(got) == _REFUSED:
+        raise Refused("the accepting end refused this party's key or role")
     if bytes(got) != _ACCEPTED:
         raise LinkError("the accepting end's first record is not its confirmation")
 
@@ -299,47 +308,69 @@ def accept(listener: socket.socket, ctx: ssl.SSLContext, admit, count: int, dead
            limit: float | None = None) -> tuple[dict, list[str]]:
     """Accept connections on ``listener`` until ``count`` are admitted or ``deadline``.
     New connections do their handshake side by side, each within ``limit`` seconds
-    (default :data:`HELLO_LIMIT`), at most :data:`MAX_PENDING` at once (beyond, the oldest
-    is closed).  Once a connection's handshake is complete and the connecting end has
-    confirmed the link (it accepted this party's key), ``admit(session)`` returns the id to
-    keep it under, or a string saying why it is refused (it is then closed, and the run goes
-    on); an admitted link is confirmed in turn.  Returns the admitted sessions by id and the
-    refusals."""
+    (default :data:`HELLO_LIMIT`), at most :data:`PER_SOURCE` of one source address (beyond,
+    that source's oldest is closed) and :data:`MAX_PENDING` in all (beyond, the oldest of the
+    source with the most is closed): a flood from one address does not push out a party
+    connecting from another, and a party whose connection was closed unread tries again
+    (:func:`handshake` tells it apart from a refusal).  Once a connection's handshake is
+    complete and the connecting end has confirmed the link (it accepted this party's key),
+    ``admit(session)`` returns the id to keep it under, or a string saying why it is refused
+    (the connecting end is told, it is closed, and the run goes on); an admitted link is
+    confirmed in turn.  Returns the admitted sessions by id and the refusals."""
     limit = HELLO_LIMIT if limit is None else limit
     listener.setblocking(False)
     poll = select.poll()
     poll.register(listener, select.POLLIN)
-    pending: dict[int, list] = {}  # fd -> [session, its own deadline], oldest first
+    pending: dict[int, list] = {}  # fd -> [session, its own deadline, source address], oldest first
     admitted: dict = {}
     refused: list[str] = []
 
     def drop(fd: int, why: str | None) -> None:
-        sess, _ = pending.pop(fd)
+        sess, _, _ = pending.pop(fd)
         poll.unregister(fd)
         sess.sock.close()
         if why:
             refused.append(why)
 
+    def make_room(source) -> None:
+        """Close the oldest connection of ``source`` if it has :data:`PER_SOURCE` waiting, else
+        the oldest of the busiest source if :data:`MAX_PENDING` wait."""
+        counts: dict = {}
+        for _, _, src in pending.values():
+            counts[src] = counts.get(src, 0) + 1
+        if counts.get(source, 0) >= PER_SOURCE:
+            busiest = source
+        elif len(pending) >= MAX_PENDING:
+            busiest = max(counts, key=lambda s: counts[s])
+        else:
+            return
+        fd = next(fd for fd, (_, _, src) in pending.items() if src == busiest)
+        drop(fd, f"a connection closed to keep at most {PER_SOURCE} waiting from one address and "
+                 f"{MAX_PENDING} in all")
+
     try:
         while len(admitted) < count:
             now = time.monotonic()
-            for fd in [fd for fd, (_, until) in pending.items() if now >= until]:
+            for fd in [fd for fd, (_, until, _) in pending.items() if now >= until]:
                 drop(fd, f"a connection that did not complete its handshake within {limit:g} s")
             if now >= deadline:
                 break
-            until = min([deadline] + [u for _, u in pending.values()])
+            until = min([deadline] + [u for _, u, _ in pending.values()])
             for fd, _ in poll.poll(max(1.0, (until - now) * 1000)):
                 if fd == listener.fileno():
                     try:
-                        c, _ = listener.accept()
+                        c, address = listener.accept()
                     except (BlockingIOError, InterruptedError):
                         continue
                     except OSError as exc:
+                        if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM,
+                                         errno.ECONNABORTED):  # out of descriptors, or it left: go on
+                            continue
                         raise LinkError(f"the listener failed ({exc.strerror or exc})") from None
                     c.setblocking(False)
-                    while len(pending) >= MAX_PENDING:
-                        drop(next(iter(pending)), f"a connection closed to keep at most {MAX_PENDING} waiting")
-                    pending[c.fileno()] = [Session(c, ctx, server_side=True), min(deadline, now + limit)]
+                    source = address[0] if isinstance(address, tuple) else address
+                    make_room(source)
+                    pending[c.fileno()] = [Session(c, ctx, server_side=True), min(deadline, now + limit), source]
                     poll.register(c, select.POLLIN)
                     continue
                 if fd not in pending:
@@ -376,6 +407,10 @@ def accept(listener: socket.socket, ctx: ssl.SSLContext, admit, count: int, dead
                     continue
                 who = admit(sess)
                 if isinstance(who, str):
+                    try:  # it is told: a refusal, not a connection dropped in a flood (it would try again)
+                        sess.sock.send(sess.encrypt(_REFUSED))
+                    except (ssl.SSLError, OSError):
+                        pass
                     drop(fd, who)
                     continue
                 try:
@@ -393,6 +428,6 @@ def accept(listener: socket.socket, ctx: ssl.SSLContext, admit, count: int, dead
             sess.sock.close()
         raise
     finally:
-        for sess, _ in pending.values():
+        for sess, _, _ in pending.values():
             sess.sock.close()
     return admitted, refused

@@ -448,10 +448,9 @@ def serve() -> tuple[str, bool] | None:
             self.device = "cpu"
             self.generators = None  # CrypTen's generators are never drawn from (see backend.ttp_release_parties)
             self.ending = None
-            ttp_rank = comm.get_ttp_rank()
             while True:
-                message = comm.recv_obj(0, self.ttp_group)
-                if message == "terminate":
+                message = backend.ttp_next_request(self.ttp_group)  # JSON only: never unpickled
+                if message == backend.TERMINATE:
                     return
                 if message["function"] == SETUP:
                     result, state = torch.zeros(1, dtype=torch.long), _DealerState(comm.get_world_size())
@@ -460,11 +459,10 @@ def serve() -> tuple[str, bool] | None:
                 elif message["function"] == ENDING:
                     self.ending = (str(message["args"][0]), bool(message["args"][1]))
                     result, state = torch.zeros(1, dtype=torch.long), None
-                else:
-                    self.device = message["device"]
-                    result, state = getattr(self, message["function"])(*message["args"], **message["kwargs"]), None
-                comm.send_obj(result.size(), 0, self.ttp_group)
-                comm.broadcast(result, ttp_rank, self.comm_group)
+                else:  # CrypTen's own requests (its triples) are never made: the project's dealer deals them
+                    raise backend.ObjectRefused(f"the server asked the dealer for {message['function'][:40]!r}, "
+                                                "which it does not deal")
+                backend.ttp_answer(result, self.ttp_group, self.comm_group)
                 if state is not None:
                     _worker(state)
 
