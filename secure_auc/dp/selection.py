@@ -98,7 +98,7 @@ def doubled_rank_sums(labels, scores) -> np.ndarray:
 
     >>> import numpy as np
     >>> doubled_rank_sums(np.array([0, 1, 1]), np.array([[0.1, 0.9], [0.5, 0.5], [0.9, 0.5]]))
-    array([6, 3])
+    array([6, 2])
     """
     y = np.asarray(labels).astype(bool)
     s = np.asarray(scores, dtype=np.float64)
