@@ -203,14 +203,15 @@ def repeat_select_epsilon(base_epsilon: float, mean: float, delta: float, shape:
 
 def base_epsilon_for(epsilon: float, mean: float, delta: float, shape: float = 1.0) -> float:
     """The largest eps0 whose repeat-and-select (``mean`` evaluations on average) spends at most
-    ``epsilon`` at ``delta`` (bisection on :func:`repeat_select_epsilon`)."""
-    lo, hi = 0.0, float(epsilon)
-    for _ in range(12):  # eps0 to within eps / 4096
-        mid = (lo + hi) / 2
-        if repeat_select_epsilon(mid, mean, delta, shape) <= epsilon:
-            lo = mid
-        else:
-            hi = mid
-    if lo <= 0:
-        raise ValueError(f"no eps0 > 0 gives eps <= {epsilon} at delta = {delta} with mean {mean}")
-    return lo
+    ``epsilon`` at ``delta`` (fixed-point steps on :func:`repeat_select_epsilon`, then at most ``epsilon``).
+
+    >>> e0 = base_epsilon_for(1.0, 10, 1e-6)
+    >>> bool(0.25 < e0 < 0.5), repeat_select_epsilon(e0, 10, 1e-6) <= 1.0
+    (True, True)
+    """
+    eps0 = float(epsilon) / (2.0 + shape)  # Papernot & Steinke: about (2 + eta) eps0 in all
+    for _ in range(3):  # eps grows about linearly in eps0: a few fixed-point steps
+        eps0 *= float(epsilon) / repeat_select_epsilon(eps0, mean, delta, shape)
+    while repeat_select_epsilon(eps0, mean, delta, shape) > epsilon:
+        eps0 *= 0.999
+    return eps0
