@@ -1,0 +1,89 @@
+"""DP selection in MPC (:mod:`secure_auc.mpc.selection`): the selected index against the plain
+reference, and what every process receives and opens (:mod:`secure_auc.mpc.audit`): the
+server opens exactly one value, the index; no process receives or opens any candidate's
+statistic, noisy or not.  A canary that opens the noisy statistics to the server is caught."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+
+from secure_auc.dp.rng import ClientRngs
+from secure_auc.dp.selection import doubled_rank_sums, noise_share
+
+EPS = 1e5  # noise of scale 2 (M - 1) / eps < 0.02: the noisy statistics equal the exact ones (checked)
+KEYS = [101, 202, 303]
+
+
+def data(m=600, t_count=3, seed=0):
+    rng = np.random.default_rng(seed)
+    y = (rng.random(m) < 0.5).astype(np.int8)
+    s = np.stack([rng.random(m) + 0.2 * t * y for t in (1, 3, 2)][:t_count], axis=1).astype(np.float32)
+    parts = np.array_split(np.arange(m), 3)
+    return y, s, [y[p] for p in parts], [s[p] for p in parts]
+
+
+def noisy_statistics(y, s):
+    d = doubled_rank_sums(y, s)
+    noise = sum(noise_share(ClientRngs.from_key(k).stream("select"), s.shape[1], len(y), EPS, 3) for k in KEYS)
+    return d, d + noise
+
+
+def leaks(received: dict, secrets_: list[int]) -> list[str]:
+    """Where any of the int64 values ``secrets_`` appears in what a process received or opened,
+    and every opening to one party that holds more than one value."""
+    pats = {struct.pack("<q", int(v)): int(v) for v in secrets_}
+    found = []
+    for who, records in received.items():
+        for r in records:
+            for p, v in pats.items():
+                if p in r.data:
+                    found.append(f"process {who}: {v} in {r.op} from {r.src}")
+            if r.op in ("open_to", "open_to_owners") and len(r.data) != 8:
+                found.append(f"process {who}: {r.op} of {len(r.data) // 8} values")
+    return found
+
+
+def leaky_computing_job(rank, *args):
+    """The canary: before the argmax, the noisy statistics are opened to the server."""
+    import secure_auc.mpc.selection as sel
+    from secure_auc.mpc.primitives.opening import open_to
+
+    real = sel.secure_argmax
+
+    def argmax(values):
+        open_to(values, 0)
+        return real(values)
+
+    sel.secure_argmax = argmax
+    return sel.selection_computing_job(rank, *args)
+
+
+def _run(monkeypatch=None, leaky=False):
+    from secure_auc.mpc import selection as sel
+
+    y, s, labels, scores = data()
+    received: dict = {}
+    if leaky:
+        monkeypatch.setattr(sel, "selection_computing_job", leaky_computing_job)
+    index, cost = sel.run_selection_local(labels, scores, epsilon=EPS, noise_keys=KEYS, received=received)
+    return y, s, index, cost, received
+
+
+def test_selection_opens_only_the_index_and_a_canary_is_caught(monkeypatch):
+    y, s, index, cost, received = _run()
+    exact, noisy = noisy_statistics(y, s)
+    assert (noisy == exact).all() and len(set(exact.tolist())) == len(exact) and exact.min() > 1 << 16
+    assert index == int(np.argmax(exact))  # the plain reference without noise: the exact argmax
+    assert set(received) >= {0, 1, 2, -1}  # the computing parties and the client host
+    server_opened = [r for r in received[0] if r.op == "open_to"]
+    assert len(server_opened) == 1 and len(server_opened[0].data) == 8  # one value: the index's position
+    assert not any(r.op == "open_to" for who in (1, 2) for r in received[who])
+    assert leaks(received, list(noisy)) == []
+    assert cost["argmax_levels"] == 2 and min(cost["argmax_rounds_per_party"]) > 0
+
+    _, _, index2, _, received = _run(monkeypatch, leaky=True)
+    found = leaks(received, list(noisy))
+    assert index2 == index and any("process 0" in f for f in found)
