@@ -294,3 +294,86 @@ def run_selection_local(labels: list[np.ndarray], scores: list[np.ndarray], *, e
             "provider": provider, "sort": sort, "layout": "helpers", "computing_parties": w,
             "client_hosts": hosts}
     return server.selected, cost
+
+
+# --------------------------------------------------------------------------- in a session
+
+CH_KEEP = 12  # a session's kept statistics and a selection's noise (links of .input_parties)
+
+
+def host_keep(links, h: int, labels, ranks) -> None:
+    """After each evaluation of a session, at host ``h``: share D = the sum of its clients'
+    positives' 2 x mid-ranks (``ranks``: each client's, from the evaluation) with the computing
+    parties, which keep it in shares (:func:`party_keep`); never opened."""
+    d = sum(int(np.asarray(r)[np.asarray(y).astype(bool)].sum()) for r, y in zip(ranks, labels))
+    sharing = HostSharing(h, len(links))
+    for p, link in enumerate(links):
+        if p == sharing.corrector:
+            link.send_array(CH_KEEP, sharing.correction(np.array([[d]], dtype=np.int64), "kept"))
+        else:
+            link.send_obj(CH_KEEP, {"seed": sharing.seeds[p].hex()})
+
+
+def party_keep(links, rank: int, w: int):
+    """The computing party's end of :func:`host_keep`: its share (1,) of the hosts' summed D."""
+    from .primitives.outside import OutsideShares, correction_party
+
+    seeds, corr = {}, {}
+    for h in range(len(links)):
+        if correction_party(h, w) == rank:
+            seeds[h], corr[h] = None, links[h].recv_array(CH_KEEP, (1, 1))
+        else:
+            seeds[h] = bytes.fromhex(links[h].recv_obj(CH_KEEP)["seed"])
+    return OutsideShares(rank, w, seeds).shares("kept", [1] * len(links), 1, corr).sum(dim=0)
+
+
+def host_session_select(links, h: int, epochs: list[int], epsilon: float, honest: int, total: int, noise_keys) -> None:
+    """A session's selection at host ``h``: announce it with fresh seeds, share the sum of its
+    clients' noise shares for the ``epochs`` (one per candidate, each from its client's key)."""
+    sharing = HostSharing(h, len(links))
+    for p, link in enumerate(links):
+        link.send_obj(CH_HELLO, {"select": list(epochs), "epsilon": epsilon, "honest": honest,
+                                 "seed": sharing.seeds[p].hex() if p in sharing.seeds else None})
+    noise = np.zeros(len(epochs), dtype=np.int64)
+    for key in noise_keys:
+        noise += noise_share(ClientRngs.from_key(key).stream("select"), len(epochs), total, epsilon, honest)
+    links[sharing.corrector].send_array(CH_KEEP, sharing.correction(noise.reshape(1, -1), "selection noise"))
+
+
+def party_session_select(rank: int, w: int, links, hellos: dict, kept: list, describe) -> SelectionPartyResult:
+    """A session's selection at computing party ``rank``: the kept statistics of the announced
+    evaluations plus the hosts' noise shares, permuted by the server's priority order, the
+    secure argmax, the index opened to the server only."""
+    import torch
+
+    from .primitives.outside import OutsideShares, correction_party
+
+    first = hellos[0]
+    epochs = first.get("select")
+    for h, hello in hellos.items():
+        if (hello.get("select"), hello.get("epsilon"), hello.get("honest")) != (epochs, first.get("epsilon"),
+                                                                                first.get("honest")):
+            raise ProtocolError(f"{describe_host(h)} announced another selection than {describe_host(0)}")
+    if not epochs or not all(isinstance(e, int) and 0 <= e < len(kept) for e in epochs):
+        raise ProtocolError(f"a selection of evaluations {epochs} among the session's {len(kept)}")
+    backend.reset_communication_stats()
+    start = time.perf_counter()
+    seeds = {h: (None if correction_party(h, w) == rank else bytes.fromhex(hellos[h]["seed"])) for h in hellos}
+    shares = OutsideShares(rank, w, seeds)
+    corr = {h: links[h].recv_array(CH_KEEP, (1, len(epochs))) for h in shares.corrected_hosts()}
+    noise = shares.shares("selection noise", [1] * len(links), len(epochs), corr).sum(dim=0)
+    values = torch.cat([kept[e] for e in epochs]) + noise
+    order = secrets.SystemRandom().sample(range(len(epochs)), len(epochs)) if rank == 0 else None
+    order = backend.broadcast_obj(order, 0)
+    index = open_to(secure_argmax(values[torch.tensor(order, dtype=torch.long)]), 0)
+    stats = backend.communication_stats()
+    result = SelectionPartyResult(rank=rank, role=describe(rank).split(" (")[0], seconds=time.perf_counter() - start,
+                                  bytes_sent=int(stats["bytes"]), rounds=int(stats["rounds"]),
+                                  argmax_seconds=time.perf_counter() - start, argmax_bytes=int(stats["bytes"]),
+                                  argmax_rounds=int(stats["rounds"]))
+    if rank == 0:
+        position = int(index.reshape(-1)[0])
+        if not 0 <= position < len(epochs):
+            raise ProtocolError(f"the secure argmax opened position {position} of {len(epochs)} candidates")
+        result.selected = int(epochs[order[position]])
+    return result

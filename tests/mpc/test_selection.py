@@ -87,3 +87,28 @@ def test_selection_opens_only_the_index_and_a_canary_is_caught(monkeypatch):
     _, _, index2, _, received = _run(monkeypatch, leaky=True)
     found = leaks(received, list(noisy))
     assert index2 == index and any("process 0" in f for f in found)
+
+
+def test_session_selects_among_its_earlier_evaluations(tmp_path):
+    from secure_auc import Ledger, make_mechanism
+    from secure_auc.mpc.session import MPCSession
+    from secure_auc.validation import InputError
+
+    y, s, labels, _ = data(m=300, t_count=3, seed=1)
+    parts = np.array_split(np.arange(len(y)), 3)
+    ledger = Ledger(tmp_path / "l.db")
+    with MPCSession(labels, make_mechanism("distributed", 1.0, clients=3), ledger=ledger) as session:
+        for t in range(3):
+            session.evaluate([s[p, t] for p in parts])
+        best = int(np.argmax(doubled_rank_sums(y, s)))
+        res = session.select(epsilon=50.0)  # noise of scale 12 on D_t thousands apart
+        assert res.selected == str(best) and res.candidates == ["0", "1", "2"] and res.epsilon == 50.0
+        others = [e for e in range(3) if e != best]
+        res = session.select(others, epsilon=50.0)
+        assert res.selected == str(others[int(np.argmax(doubled_rank_sums(y, s[:, others])))])
+        with pytest.raises(InputError, match="epochs"):
+            session.select([0, 5])
+        after = session.evaluate([s[p, 0] for p in parts])  # the session goes on
+        assert 0 < after.auc < 1
+    releases = ledger.releases()
+    assert [r["mechanism"] for r in releases].count("select-noisy-max") == 2 * 3  # each client, each selection
