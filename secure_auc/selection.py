@@ -46,6 +46,13 @@ class CandidateScores:
         Where they came from (a file), for messages.
     ids : numpy.ndarray, optional
         Record identifiers, for a ledger's per-record charges.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> c = CandidateScores(np.array([1, 0]), np.array([[0.9, 0.2], [0.1, 0.3]]), "a.csv")
+    >>> len(c), c.candidate(1).scores.tolist()
+    (2, [0.2, 0.3])
     """
 
     labels: np.ndarray
@@ -81,6 +88,16 @@ class SelectionResult:
         With ``reference=True`` (local experiments only): every candidate's exact AUC.
     extra : dict
         Cost (MPC: the rank steps, the argmax's seconds, bytes and rounds) and ledger details.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from secure_auc import select
+    >>> y = [np.array([0, 1, 1, 0])]
+    >>> res = select(y, {"a": [np.array([.1, .8, .9, .2])], "b": [np.array([.9, .1, .2, .8])]}, epsilon=1.0,
+    ...              protocol="plain", seed=0)
+    >>> res.selected in ("a", "b"), res.to_dict()["epsilon"], res.delta
+    (True, 1.0, 0.0)
     """
 
     selected: str

@@ -199,3 +199,13 @@ def test_cli_select_plain_json_and_errors(tmp_path, capsys):
     assert main(["select", a, c, "--candidates", "e1", "e2", "--epsilon", "1", "--protocol", "plain"]) == 2
     err = capsys.readouterr().err.strip()
     assert c in err and err.count("\n") == 0
+
+
+@pytest.mark.parametrize("name", ["secure_auc.selection", "secure_auc.dp.selection",
+                                  "secure_auc.mpc.primitives.argmax"])
+def test_examples_of_the_selection_modules_run(name):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 0 and result.failed == 0
