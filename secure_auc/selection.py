@@ -31,6 +31,8 @@ from .validation import InputError, check_binary_labels
 
 __all__ = ["CandidateScores", "SelectionResult", "select", "load_candidates"]
 
+_MPC_OPTIONS = ("computing", "provider", "sort", "timeout", "port", "hosts", "progress")
+
 
 @dataclass
 class CandidateScores:
@@ -291,6 +293,9 @@ def select(clients, candidates=None, *, epsilon: float | None = 1.0, release_eps
         raise InputError("seed applies to protocol='plain' only (the MPC clients draw fresh noise keys)")
     if mpc_options and protocol != "mpc":
         raise InputError(f"mpc_options apply to protocol='mpc' only, got {sorted(mpc_options)} with 'plain'")
+    unknown = sorted(set(mpc_options or {}) - set(_MPC_OPTIONS))
+    if unknown:
+        raise InputError(f"mpc_options: unknown option(s) {', '.join(unknown)} (known: {', '.join(_MPC_OPTIONS)})")
     labels = np.concatenate([c.labels for c in data])
     positives = int(labels.sum())
     total = len(labels)
@@ -370,8 +375,7 @@ def _repeat_and_select(data, charge: SelectionCharge, protocol, seed, mpc_option
     else:
         from .mpc.session import MPCSession
 
-        opts = {k_: v for k_, v in mpc_options.items() if k_ in ("computing", "provider", "sort", "timeout", "hosts",
-                                                                  "port", "progress")}
+        opts = dict(mpc_options)
         with MPCSession([c.labels for c in data], make_mechanism("distributed", charge.base_epsilon, clients=k),
                         **opts) as session:
             aucs = [session.evaluate([c.scores[:, int(t)] for c in data]).auc for t in picks]
@@ -387,8 +391,7 @@ def _release(out: SelectionResult, data, index, release_epsilon, protocol, seed,
             else make_mechanism("laplace", release_epsilon))
     opts = None
     if protocol == "mpc":
-        opts = {k: v for k, v in (mpc_options or {}).items() if k in ("computing", "provider", "sort", "timeout",
-                                                                      "hosts", "port", "progress")}
+        opts = dict(mpc_options or {})
         opts.setdefault("progress", False)
     res = evaluate([c.candidate(index) for c in data], mech, protocol=protocol,
                    seed=None if seed is None else seed + 1, mpc_options=opts, ledger=ledger,
