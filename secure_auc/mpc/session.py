@@ -76,6 +76,7 @@ class MPCSession:
     """
 
     deployed = False  # every party on this machine, the scores passed to evaluate()
+    _audit: dict | None = None  # tests: a dict, filled at close() with what every process received (.audit)
 
     def __new__(cls, *args, deploy=None, key=None, **kwargs):
         if deploy is not None:  # one argument switches: deployed services instead of local processes
@@ -152,7 +153,7 @@ class MPCSession:
         def run():
             try:
                 spawn_parties(session_computing_job, per_rank, w, provider=self.config.provider, timeout=self.timeout,
-                              port=port, identities=(roster, world_keys), describe=describe,
+                              port=port, identities=(roster, world_keys), describe=describe, received=self._audit,
                               host_job=session_host_job, per_host=per_host)
             except BaseException as exc:  # noqa: BLE001 - handed to the caller of evaluate()
                 self._error = exc

@@ -89,26 +89,40 @@ def test_selection_opens_only_the_index_and_a_canary_is_caught(monkeypatch):
     assert index2 == index and any("process 0" in f for f in found)
 
 
-def test_session_selects_among_its_earlier_evaluations(tmp_path):
+def test_a_session_selects_among_its_evaluations_whose_statistics_stay_in_shares(monkeypatch, tmp_path):
+    """``session.select``: the exact argmax without noise among all or some of the session's
+    evaluations, charged once per selection; what every process received and opened
+    (:mod:`secure_auc.mpc.audit`): the server opens each evaluation's aggregate and each
+    selection's index, nothing else; no process sees any evaluation's rank statistic D."""
     from secure_auc import Ledger, make_mechanism
     from secure_auc.mpc.session import MPCSession
     from secure_auc.validation import InputError
 
-    y, s, labels, _ = data(m=300, t_count=3, seed=1)
+    y, s, labels, _ = data(m=600, t_count=3, seed=2)
     parts = np.array_split(np.arange(len(y)), 3)
+    audit: dict = {}
+    monkeypatch.setattr(MPCSession, "_audit", audit)
     ledger = Ledger(tmp_path / "l.db")
+    d = doubled_rank_sums(y, s)
+    best = int(np.argmax(d))
+    others = [e for e in range(3) if e != best]
     with MPCSession(labels, make_mechanism("distributed", 1.0, clients=3), ledger=ledger) as session:
         for t in range(3):
             session.evaluate([s[p, t] for p in parts])
-        best = int(np.argmax(doubled_rank_sums(y, s)))
-        res = session.select(epsilon=50.0)  # noise of scale 12 on D_t thousands apart
+        res = session.select(epsilon=50.0)  # noise of scale 24 on D_t thousands apart
         assert res.selected == str(best) and res.candidates == ["0", "1", "2"] and res.epsilon == 50.0
-        others = [e for e in range(3) if e != best]
         res = session.select(others, epsilon=50.0)
-        assert res.selected == str(others[int(np.argmax(doubled_rank_sums(y, s[:, others])))])
+        assert res.selected == str(others[int(np.argmax(d[others]))])
         with pytest.raises(InputError, match="epochs"):
             session.select([0, 5])
         after = session.evaluate([s[p, 0] for p in parts])  # the session goes on
         assert 0 < after.auc < 1
-    releases = ledger.releases()
-    assert [r["mechanism"] for r in releases].count("select-noisy-max") == 2 * 3  # each client, each selection
+    assert [r["mechanism"] for r in ledger.releases()].count("select-noisy-max") == 2 * 3  # per client and selection
+    assert d.min() > 1 << 16 and set(audit) >= {0, 1, 2, -1}
+    opened = [len(r.data) // 8 for r in audit[0] if r.op == "open_to"]
+    assert opened == [2, 2, 2, 1, 1, 2]  # three aggregates (sum, P), two indices, one aggregate
+    assert not any(r.op == "open_to" for who in (1, 2) for r in audit[who])
+    pats = [struct.pack("<q", int(v)) for v in d] + [struct.pack("<q", int(v) // 2) for v in d]
+    for who, records in audit.items():
+        for r in records:
+            assert not any(p in r.data for p in pats), (who, r.op, r.src)
