@@ -26,7 +26,7 @@ import numpy as np
 from .data.io import ClientData
 from .dp.accountant import finishing
 from .dp.selection import (METHODS, SelectionCharge, base_epsilon_for, doubled_rank_sums, noise_share,
-                           repeat_select_epsilon)
+                           repeat_select_epsilon, selection_scale)
 from .validation import InputError, check_binary_labels
 
 __all__ = ["CandidateScores", "SelectionResult", "select", "load_candidates"]
@@ -303,6 +303,10 @@ def select(clients, candidates=None, *, epsilon: float | None = 1.0, release_eps
         raise InputError(f"all {total} labels across all {len(data)} clients are "
                          f"{'negative (0)' if positives == 0 else 'positive (1)'}: AUC is undefined")
     t_count = len(names)
+    if epsilon is not None and method == "noisy-max" and \
+            float(total) * total + 60.0 * selection_scale(total, epsilon) >= 2.0**62:
+        raise InputError(f"eps = {epsilon:g} needs noise of scale {selection_scale(total, epsilon):.1e} on rank sums of "
+                         f"M = {total:,} samples: beyond the 64-bit range the secure argmax compares; use a larger eps")
     extra: dict = {}
     if method == "noisy-max":
         charge = SelectionCharge(math.inf if epsilon is None else epsilon)

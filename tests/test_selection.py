@@ -166,7 +166,8 @@ def test_bad_arguments_are_named():
     data, _, _ = candidates(t_count=2)
     for kwargs, text in [({"epsilon": 0}, "epsilon"), ({"epsilon": math.nan}, "epsilon"),
                          ({"method": "best"}, "method"), ({"protocol": "x"}, "protocol"),
-                         ({"seed": 3}, "seed applies"), ({"mpc_options": {"bogus": 1}}, "unknown option")]:
+                         ({"seed": 3}, "seed applies"), ({"mpc_options": {"bogus": 1}}, "unknown option"),
+                         ({"epsilon": 1e-17}, "64-bit range")]:
         with pytest.raises(InputError, match=text):
             select(data, ["a", "b"], **kwargs)
     with pytest.raises(InputError, match="named twice"):
