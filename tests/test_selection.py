@@ -191,6 +191,7 @@ def test_cli_select_plain_json_and_errors(tmp_path, capsys):
     for argv, text in [([a, b, "--candidates", "e1", "e9", "--epsilon", "1"], "missing column 'e9'"),
                        ([a, b, "--candidates", "e1", "e1", "--epsilon", "1"], "named twice"),
                        ([a, b, "--candidates", "e1", "--epsilon", "1", "--mean", "3"], "--mean applies"),
+                       ([a, b, "--candidates", "e1", "--epsilon", "1", "--delta", "1e-5"], "--delta applies"),
                        ([a, b, "--candidates", "e1", "--epsilon", "1", "--budget", "3"], "needs --ledger"),
                        ([a, a, "--candidates", "e1", "--epsilon", "1"], "")]:
         assert main(["select", *argv, "--protocol", "plain"]) == 2

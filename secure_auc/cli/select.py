@@ -53,7 +53,8 @@ def add_parser(sub) -> None:
                         "(Papernot & Steinke 2022; RDP accounting at --delta)")
     p.add_argument("--mean", type=_positive, default=None,
                    help="repeat-and-select: mean number of evaluations (default: the number of candidates)")
-    p.add_argument("--delta", type=float, default=1e-6, help="repeat-and-select: delta of --epsilon (default 1e-6)")
+    p.add_argument("--delta", type=float, default=None,
+                   help="repeat-and-select: delta of --epsilon (default 1e-6); noisy-max is pure eps-DP")
     p.add_argument("--protocol", choices=("mpc", "plain"), default="mpc",
                    help="mpc (default) or plain: the same mechanism in this process (a reference: it sees every "
                         "statistic)")
@@ -71,8 +72,11 @@ def cmd_select(args) -> int:
     from ..selection import load_candidates, select
     from .ledger import check_ledger_options
 
-    if args.method != "repeat-and-select" and args.mean is not None:
-        raise InputError("--mean applies to --method repeat-and-select only")
+    for option in ("mean", "delta"):
+        if args.method != "repeat-and-select" and getattr(args, option) is not None:
+            raise InputError(f"--{option} applies to --method repeat-and-select only (noisy-max is pure eps-DP)")
+    if args.delta is None:
+        args.delta = 1e-6
     if not 0 < args.delta < 1:
         raise InputError(f"--delta must be in (0, 1), got {args.delta}")
     check_timeout(args.timeout, name="--timeout")
