@@ -155,11 +155,16 @@ def test_repeat_and_select_event_against_dp_accounting():
     assert repeat_select_epsilon(eps0, mean, delta) == pytest.approx(ours.epsilon)
 
 
-def test_repeat_and_select_plain_picks_an_evaluated_candidate():
+def test_repeat_and_select_plain_picks_an_evaluated_candidate(tmp_path):
     data, y, s = candidates(t_count=5, seed=6)
-    res = select(data, list("abcde"), epsilon=1.0, method="repeat-and-select", mean=3, protocol="plain", seed=2)
+    ledger = Ledger(tmp_path / "l.db")
+    res = select(data, list("abcde"), epsilon=1.0, method="repeat-and-select", mean=3, protocol="plain", seed=2,
+                 ledger=ledger)
     assert res.index in res.extra["evaluated"] and res.extra["runs"] == len(res.extra["evaluated"])
-    assert res.epsilon <= 1.0 + 1e-9 and res.delta == 1e-6
+    assert 0.99 < res.epsilon <= 1.0 + 1e-9 and res.delta == 1e-6
+    events = [r["event"] for r in ledger.releases()]
+    assert len(events) == 3 and all(e["kind"] == "repeat_select" and e["mean"] == 3.0 for e in events)
+    assert ledger.spent().epsilon == pytest.approx(res.epsilon, rel=1e-6)  # charged once, not once per run
 
 
 def test_bad_arguments_are_named():
