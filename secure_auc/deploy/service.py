@@ -179,8 +179,11 @@ def _helper(config, pconfig, rank, identity, roster, describe) -> int:
     from ..mpc import input_parties as ip
     from ..mpc.comm import backend
 
+    from ..mpc.selection import party_keep, party_session_select
+
     me = describe(rank).split(" (")[0]
     links, _ = _accept_clients(config, rank, identity, roster, describe)
+    kept = []  # each evaluation's rank statistic in shares, for a selection (never opened)
     try:
         while True:
             msg = backend.broadcast_obj(None, 0)
@@ -195,6 +198,10 @@ def _helper(config, pconfig, rank, identity, roster, describe) -> int:
                 hellos = {h: links[h].recv_obj(ip.CH_HELLO) for h in range(len(links))}
                 backend.reset_communication_stats()
                 ip.compute_evaluation(rank, pconfig, links, describe, False, time.perf_counter(), hellos)
+                kept.append(party_keep(links, rank, pconfig.computing))
+            elif op == "select":
+                hellos = {h: links[h].recv_obj(ip.CH_HELLO) for h in range(len(links))}
+                party_session_select(rank, pconfig.computing, links, hellos, kept, describe)
             elif op == "end":
                 if msg.get("shutdown"):
                     log.info("[%s] %s", me, msg["reason"])
@@ -215,6 +222,7 @@ class _Server:
         self.links: dict = {}
         self.session = None
         self.evaluations = 0
+        self.kept, self.kept_epochs, self.total = [], [], 0  # for selections (mpc.selection)
         self.interval = max(0.5, config.timeout / 3)
 
     # -- keeping the computing world's waits alive
@@ -355,6 +363,8 @@ class _Server:
             op = request.get("op")
             if op == "evaluate":
                 reply = self.evaluate(request.get("epoch"))
+            elif op == "select":
+                reply = self.select(request.get("epochs"), request.get("epsilon"))
             elif op == "shutdown":
                 log.info("[server] the session shut the deployment down after %d evaluation(s)", self.evaluations)
                 self.end("the session shut the deployment down", shutdown=True)
@@ -429,6 +439,11 @@ class _Server:
         hellos = {h: self.links[h].recv_obj(ip.CH_HELLO) for h in range(len(self.links))}
         backend.reset_communication_stats()
         result = ip.compute_evaluation(0, self.pconfig, self.links, self.describe, True, time.perf_counter(), hellos)
+        from ..mpc.selection import party_keep
+
+        self.kept.append(party_keep(self.links, 0, self.pconfig.computing))
+        self.kept_epochs.append(epoch)
+        self.total = sum(int(hello["samples"]) for hello in hellos.values())
         agg = result.aggregate
         log.info("[server] evaluation %d (epoch %s): AUC estimate %.6f, rank step %.3f s, %.3f s in all", n, epoch,
                  float(result.estimate.auc), result.rank_seconds, time.perf_counter() - start)
@@ -438,6 +453,41 @@ class _Server:
                 "seconds": round(time.perf_counter() - start, 4), "scoring_seconds": round(scoring, 4),
                 "rank_step_seconds": round(result.rank_seconds, 4), "server_bytes": int(result.bytes_sent),
                 "computing_parties": self.config.computing_parties}
+
+
+    def select(self, epochs, epsilon) -> dict:
+        """A selection among earlier evaluations (their epochs; default all), as
+        :meth:`secure_auc.mpc.session.MPCSession.select` does locally: each client is asked (it may
+        refuse: its budget), then adds its noise shares; only the index is opened, here."""
+        from ..mpc import input_parties as ip
+        from ..mpc.selection import party_session_select
+
+        if epochs is None:
+            epochs = list(dict.fromkeys(self.kept_epochs))
+        last = {e: i for i, e in enumerate(self.kept_epochs)}  # an epoch evaluated twice: its latest evaluation
+        missing = [e for e in epochs if e not in last]
+        if not epochs or missing or len(set(map(repr, epochs))) != len(epochs):
+            return {"error": f"epochs must be distinct epochs evaluated in this deployment, got {epochs!r}", "refused": True}
+        idx = [last[e] for e in epochs]
+        for link in self.links.values():
+            link.send_obj(CH_CONTROL, {"op": "select", "evaluations": idx, "epsilon": epsilon, "total": self.total})
+        answers = self.wait_answers(self.evaluations, "selection")
+        refusals = [f"client {h} refused: {a['refused']}" for h, a in sorted(answers.items()) if "refused" in a]
+        if refusals:
+            reason = "the selection did not run: " + "; ".join(refusals)
+            for link in self.links.values():
+                link.send_obj(CH_CONTROL, {"op": "cancel", "reason": reason})
+            self.tell_helpers({"op": "cancel", "reason": reason})
+            return {"error": reason, "refused": True}
+        for link in self.links.values():
+            link.send_obj(CH_CONTROL, {"op": "go"})
+        self.tell_helpers({"op": "select"})
+        hellos = {h: self.links[h].recv_obj(ip.CH_HELLO) for h in range(len(self.links))}
+        result = party_session_select(0, self.pconfig.computing, self.links, hellos, self.kept, self.describe)
+        log.info("[server] selection among %d evaluations: epoch %s", len(idx), self.kept_epochs[result.selected])
+        return {"ok": True, "selected": self.kept_epochs[result.selected], "epochs": list(epochs),
+                "argmax_seconds": round(result.argmax_seconds, 4), "argmax_bytes": result.argmax_bytes,
+                "argmax_rounds": result.argmax_rounds, "samples": self.total}
 
 
 def evaluation_result(mechanism, reply: dict, *, startup: dict | None = None, seconds: float | None = None):
@@ -566,6 +616,7 @@ def run_client_service(config: DeployConfig, k: int, identity, inputs: ClientInp
     from ..mpc.comm.inlinks import PartyUnreachable, connect
     from ..mpc.comm.roster import describe_helpers_rank
     from ..mpc.input_parties import host_evaluation
+    from ..mpc.selection import host_keep
 
     me = f"client {k}"
     roster = config.roster()
@@ -608,6 +659,9 @@ def run_client_service(config: DeployConfig, k: int, identity, inputs: ClientInp
                         log.info("[%s] %s", me, msg["reason"])
                         return 0
                     raise ServiceError(f"the deployment ended: {msg['reason']}")
+                if op == "select":  # among earlier evaluations, whose statistics the computing parties kept
+                    _client_select(msg, k, inputs, ledger, links, config, describe_party, me)
+                    continue
                 if op != "open":
                     raise ServiceError(f"the server sent {op!r} where an evaluation was expected")
                 n, epoch = msg["evaluation"], msg["epoch"]
@@ -639,11 +693,39 @@ def run_client_service(config: DeployConfig, k: int, identity, inputs: ClientInp
                         raise ServiceError(f"the deployment ended: {decision['reason']}")
                     raise ServiceError(f"the server sent {decision.get('op')!r} where go or cancel was expected")
                 with finishing(ledger, reservation):
-                    host_evaluation(k, [ClientData(scores, labels)], k, [key], pconfig, links)
+                    out = host_evaluation(k, [ClientData(scores, labels)], k, [key], pconfig, links, True)
+                    host_keep(links, k, [labels], out["ranks"])
                 log.info("[%s] evaluation %d (epoch %s) done in %.3f s", me, n, epoch, time.perf_counter() - start)
     finally:
         for link in links:
             link.close()
+
+
+def _client_select(msg, k, inputs, ledger, links, config, describe_party, me) -> None:
+    """Client ``k``'s part of a selection: charge its ledger (or refuse), then share its noise."""
+    from ..dp.accountant import finishing
+    from ..dp.selection import SelectionCharge
+    from ..mpc.selection import host_session_select
+
+    evaluations, epsilon, total = msg["evaluations"], float(msg["epsilon"]), int(msg["total"])
+    reservation, answer = None, None
+    try:
+        if ledger is not None:
+            reservation = ledger.reserve([inputs.charged], SelectionCharge(epsilon), clients=[k], total=total,
+                                         name=inputs.name, note=f"deployed client {k}, selection")
+    except InputError as exc:
+        answer = {"refused": str(exc)}
+        log.warning("[%s] refused the selection: %s", me, exc)
+    links[0].send_obj(CH_CONTROL, answer or {"ok": True})
+    decision = _next_message(links, config.score_timeout + config.timeout, describe_party)
+    if decision.get("op") != "go":
+        if reservation is not None:
+            ledger.cancel(reservation)
+        if decision.get("op") == "end":
+            raise ServiceError(f"the deployment ended: {decision['reason']}")
+        return
+    with finishing(ledger, reservation):
+        host_session_select(links, k, evaluations, epsilon, len(config.clients), total, [None])
 
 
 def _ready(links, timeout: float, sockets=()) -> list:
