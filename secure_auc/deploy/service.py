@@ -26,8 +26,14 @@ step   server                                             client k
        a refusal: ``cancel`` naming the client and why    :func:`secure_auc.mpc.input_parties.host_evaluation`;
                                                           ``cancel``: the reservation is withdrawn
 3      :func:`secure_auc.mpc.input_parties.compute_evaluation` with the helpers; the aggregate goes to the
-       session
+       session; then each client shares its rank statistic, which the computing parties keep in shares
+       (:func:`secure_auc.mpc.selection.host_keep`)
 =====  =================================================  ============================================
+
+A selection among earlier evaluations (the session's ``select``) runs the same way: ``select``
+(the evaluations, eps), each client charges its ledger and answers, ``go`` or ``cancel``, then
+:mod:`secure_auc.mpc.selection`'s secure argmax on the kept statistics plus the clients' noise
+shares; only the index is opened, to the server, which replies with the epoch.
 
 At connection time every client sends each computing party the options it was
 configured with (:meth:`.config.DeployConfig.agreed`); the server compares them
