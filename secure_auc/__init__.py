@@ -29,6 +29,8 @@ Where things live:
 * :mod:`secure_auc.simulation` — vectorised simulation of the mechanisms.
 * :mod:`secure_auc.evaluate` — one evaluation end to end (:func:`evaluate`) and the
   result every path returns (:class:`EvaluationResult`).
+* :mod:`secure_auc.selection` — the best of T candidates for the privacy cost of one
+  release (:func:`select`: report-noisy-max in MPC, or repeat-and-select).
 * :mod:`secure_auc.training` — the same in a training loop: a metric object
   (:class:`FederatedAUC`: update / compute / reset) and :func:`dp_roc_auc_score`
   (scikit-learn's argument order, a client grouping), locally or on a session.
@@ -57,6 +59,7 @@ from .dp.mechanisms import NoNoise, RandomizedResponse, StatisticsMechanism
 from .dp.registry import FAMILIES, METHODS, make_mechanism
 from .evaluate import EvaluationResult, builtin_clients, evaluate, load_clients
 from .metrics import auc_from_sums, midranks, rank_auc
+from .selection import CandidateScores, SelectionResult, load_candidates, select
 from .training import FederatedAUC, dp_roc_auc_score
 from .mpc import MPCError
 from .validation import InputError
@@ -65,6 +68,10 @@ __version__ = "0.1.0"
 __all__ = [
     "evaluate",
     "EvaluationResult",
+    "select",
+    "SelectionResult",
+    "CandidateScores",
+    "load_candidates",
     "dp_roc_auc_score",
     "FederatedAUC",
     "load_clients",

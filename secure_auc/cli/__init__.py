@@ -214,6 +214,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_simulate_parser(sub)
     add_ledger_parser(sub, add_mechanism_options, planned_mechanism)
 
+    from .select import add_parser as add_select_parser
+
+    add_select_parser(sub)
+
     add_client_parser(sub)
 
     from .deploy import add_parsers as add_deploy_parsers

@@ -26,8 +26,14 @@ step   server                                             client k
        a refusal: ``cancel`` naming the client and why    :func:`secure_auc.mpc.input_parties.host_evaluation`;
                                                           ``cancel``: the reservation is withdrawn
 3      :func:`secure_auc.mpc.input_parties.compute_evaluation` with the helpers; the aggregate goes to the
-       session
+       session; then each client shares its rank statistic, which the computing parties keep in shares
+       (:func:`secure_auc.mpc.selection.host_keep`)
 =====  =================================================  ============================================
+
+A selection among earlier evaluations (the session's ``select``) runs the same way: ``select``
+(the evaluations, eps), each client charges its ledger and answers, ``go`` or ``cancel``, then
+:mod:`secure_auc.mpc.selection`'s secure argmax on the kept statistics plus the clients' noise
+shares; only the index is opened, to the server, which replies with the epoch.
 
 At connection time every client sends each computing party the options it was
 configured with (:meth:`.config.DeployConfig.agreed`); the server compares them
@@ -44,6 +50,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import logging
+import math
 import select
 import sys
 import time
@@ -248,8 +255,11 @@ def _helper(config, pconfig, rank, identity, roster, describe) -> int:
     from ..mpc import input_parties as ip
     from ..mpc.comm import backend
 
+    from ..mpc.selection import party_keep, party_session_select
+
     me = describe(rank).split(" (")[0]
     links, _ = _accept_clients(config, rank, identity, roster, describe)
+    kept = []  # each evaluation's rank statistic in shares, for a selection (never opened)
     try:
         while True:
             msg = backend.broadcast_obj(None, 0)
@@ -264,6 +274,10 @@ def _helper(config, pconfig, rank, identity, roster, describe) -> int:
                 hellos = {h: links[h].recv_obj(ip.CH_HELLO) for h in range(len(links))}
                 backend.reset_communication_stats()
                 ip.compute_evaluation(rank, pconfig, links, describe, False, time.perf_counter(), hellos)
+                kept.append(party_keep(links, rank, pconfig.computing))
+            elif op == "select":
+                hellos = {h: links[h].recv_obj(ip.CH_HELLO) for h in range(len(links))}
+                party_session_select(rank, pconfig.computing, links, hellos, kept, describe)
             elif op == "end":
                 if msg.get("shutdown"):
                     log.info("[%s] %s", me, escape(msg["reason"]))
@@ -284,6 +298,7 @@ class _Server:
         self.links: dict = {}
         self.session = None
         self.evaluations = 0
+        self.kept, self.kept_epochs, self.total = [], [], 0  # for selections (mpc.selection)
         self.interval = max(0.5, config.timeout / 3)
 
     # -- keeping the computing world's waits alive
@@ -468,6 +483,16 @@ class _Server:
                     reply = {"error": str(exc), "refused": True}
                 else:
                     reply = self.evaluate(epoch)
+            elif op == "select":
+                try:
+                    epochs = request.get("epochs")
+                    epochs = None if epochs is None else [check_epoch(e, "an epoch of the selection")
+                                                          for e in (epochs if isinstance(epochs, list) else [epochs])]
+                except InputError as exc:
+                    log.warning("[server] %s", exc)
+                    reply = {"error": str(exc), "refused": True}
+                else:
+                    reply = self.select(epochs, request.get("epsilon"))
             elif op == "shutdown":
                 log.info("[server] the session shut the deployment down after %d evaluation(s)", self.evaluations)
                 self.end("the session shut the deployment down", shutdown=True)
@@ -545,6 +570,11 @@ class _Server:
         hellos = {h: self.links[h].recv_obj(ip.CH_HELLO) for h in range(len(self.links))}
         backend.reset_communication_stats()
         result = ip.compute_evaluation(0, self.pconfig, self.links, self.describe, True, time.perf_counter(), hellos)
+        from ..mpc.selection import party_keep
+
+        self.kept.append(party_keep(self.links, 0, self.pconfig.computing))
+        self.kept_epochs.append(epoch)
+        self.total = sum(int(hello["samples"]) for hello in hellos.values())
         agg = result.aggregate
         log.info("[server] evaluation %d (epoch %s): AUC estimate %.6f, rank step %.3f s, %.3f s in all", n, epoch,
                  float(result.estimate.auc), result.rank_seconds, time.perf_counter() - start)
@@ -555,6 +585,41 @@ class _Server:
                 "rank_step_seconds": round(result.rank_seconds, 4), "server_bytes": int(result.bytes_sent),
                 "computing_parties": self.config.computing_parties} | (
                     {} if result.report is None else {"report": result.report})  # the opened aggregate report vector
+
+
+    def select(self, epochs, epsilon) -> dict:
+        """A selection among earlier evaluations (their epochs; default all), as
+        :meth:`secure_auc.mpc.session.MPCSession.select` does locally: each client is asked (it may
+        refuse: its budget), then adds its noise shares; only the index is opened, here."""
+        from ..mpc import input_parties as ip
+        from ..mpc.selection import party_session_select
+
+        if epochs is None:
+            epochs = list(dict.fromkeys(self.kept_epochs))
+        last = {e: i for i, e in enumerate(self.kept_epochs)}  # an epoch evaluated twice: its latest evaluation
+        missing = [e for e in epochs if e not in last]
+        if not epochs or missing or len(set(map(repr, epochs))) != len(epochs):
+            return {"error": f"epochs must be distinct epochs evaluated in this deployment, got {epochs!r}", "refused": True}
+        idx = [last[e] for e in epochs]
+        for link in self.links.values():
+            link.send_obj(CH_CONTROL, {"op": "select", "evaluations": idx, "epsilon": epsilon, "total": self.total})
+        answers = self.wait_answers(self.evaluations, "selection")
+        refusals = [f"client {h} refused: {describe_refusal(a)}" for h, a in sorted(answers.items()) if "refused" in a]
+        if refusals:
+            reason = "the selection did not run: " + "; ".join(refusals)
+            for link in self.links.values():
+                link.send_obj(CH_CONTROL, {"op": "cancel", "reason": reason})
+            self.tell_helpers({"op": "cancel", "reason": reason})
+            return {"error": reason, "refused": True}
+        for link in self.links.values():
+            link.send_obj(CH_CONTROL, {"op": "go"})
+        self.tell_helpers({"op": "select"})
+        hellos = {h: self.links[h].recv_obj(ip.CH_HELLO) for h in range(len(self.links))}
+        result = party_session_select(0, self.pconfig.computing, self.links, hellos, self.kept, self.describe)
+        log.info("[server] selection among %d evaluations: epoch %s", len(idx), self.kept_epochs[result.selected])
+        return {"ok": True, "selected": self.kept_epochs[result.selected], "epochs": list(epochs),
+                "argmax_seconds": round(result.argmax_seconds, 4), "argmax_bytes": result.argmax_bytes,
+                "argmax_rounds": result.argmax_rounds, "samples": self.total}
 
 
 def evaluation_result(mechanism, reply: dict, *, startup: dict | None = None, seconds: float | None = None,
@@ -757,6 +822,7 @@ def run_client_service(config: DeployConfig, k: int, identity, inputs: ClientInp
     from ..mpc.comm.inlinks import PartyUnreachable, connect
     from ..mpc.comm.roster import describe_helpers_rank
     from ..mpc.input_parties import host_evaluation
+    from ..mpc.selection import host_keep
 
     me = f"client {k}"
     roster = config.roster()
@@ -801,6 +867,9 @@ def run_client_service(config: DeployConfig, k: int, identity, inputs: ClientInp
                         log.info("[%s] %s", me, escape(msg["reason"]))
                         return 0
                     raise ServiceError(f"the deployment ended: {escape(msg['reason'])}")
+                if op == "select":  # among earlier evaluations, whose statistics the computing parties kept
+                    _client_select(msg, k, inputs, ledger, links, config, describe_party, me)
+                    continue
                 if op != "open":
                     raise ServiceError(f"the server sent {escape(repr(op))[:60]} where an evaluation was expected")
                 start = time.perf_counter()
@@ -826,11 +895,43 @@ def run_client_service(config: DeployConfig, k: int, identity, inputs: ClientInp
                 if answer is not None:  # nothing to release: this client refused
                     raise ServiceError("the server sent go to an evaluation this client refused")
                 with finishing(ledger, reservation):
-                    host_evaluation(k, [ClientData(scores, labels)], k, [key], pconfig, links)
+                    out = host_evaluation(k, [ClientData(scores, labels)], k, [key], pconfig, links, True)
+                    host_keep(links, k, [labels], out["ranks"])
                 log.info("[%s] evaluation %d (epoch %s) done in %.3f s", me, n, epoch, time.perf_counter() - start)
     finally:
         for link in links:
             link.close()
+
+
+def _client_select(msg, k, inputs, ledger, links, config, describe_party, me) -> None:
+    """Client ``k``'s part of a selection: charge its ledger (or refuse), then share its noise."""
+    from ..dp.accountant import finishing
+    from ..dp.selection import SelectionCharge
+    from ..mpc.selection import host_session_select
+
+    from ..dp.accountant import BudgetExceeded
+
+    reservation, answer = None, None
+    try:
+        evaluations, epsilon, total = msg["evaluations"], float(msg["epsilon"]), int(msg["total"])
+        if not (math.isfinite(epsilon) and epsilon > 0) or total < 1:
+            raise InputError(f"the server sent eps = {epsilon!r} and {total!r} samples for the selection")
+        if ledger is not None:
+            reservation = ledger.reserve([inputs.charged], SelectionCharge(epsilon), clients=[k], total=total,
+                                         name=inputs.name, note=f"deployed client {k}, selection")
+    except (InputError, KeyError, TypeError, ValueError) as exc:  # the detail stays here; the server gets a code
+        answer = _refusal("budget" if isinstance(exc, BudgetExceeded) else "ledger")
+        log.warning("[%s] refused the selection: %s", me, escape(exc))
+    links[0].send_obj(CH_CONTROL, answer or {"ok": True})
+    decision = _next_message(links, config.score_timeout + config.timeout, describe_party)
+    if decision.get("op") != "go":
+        if reservation is not None:
+            ledger.cancel(reservation)
+        if decision.get("op") == "end":
+            raise ServiceError(f"the deployment ended: {decision['reason']}")
+        return
+    with finishing(ledger, reservation):
+        host_session_select(links, k, evaluations, epsilon, len(config.clients), total, [None])
 
 
 def _ready(links, timeout: float, sockets=()) -> list:

@@ -146,6 +146,35 @@ class DeployedSession:
         return evaluation_result(self.mechanism, reply, startup=startup, seconds=time.perf_counter() - start,
                                  report=self._report)
 
+    def select(self, epochs=None, *, epsilon: float = 1.0):
+        """Select the best of this deployment's earlier evaluations (their ``epochs``; default all),
+        releasing only which (report-noisy-max, eps-DP: :meth:`secure_auc.mpc.session.MPCSession.select`).
+
+        Returns
+        -------
+        secure_auc.SelectionResult
+            ``selected``: the epoch, as a string."""
+        from ..selection import SelectionResult, _check_epsilon
+
+        if self._closed:
+            raise InputError("the session is closed")
+        epsilon = _check_epsilon(epsilon, "epsilon")
+        start = time.perf_counter()
+        self._link.send_obj(_CONTROL, {"op": "select", "epochs": None if epochs is None else list(epochs),
+                                       "epsilon": epsilon})
+        reply = self._reply()
+        if "error" in reply:
+            if reply.get("refused"):
+                raise EvaluationRefused(reply["error"])
+            self._closed = True
+            raise MPCError(reply["error"])
+        names = [str(e) for e in reply["epochs"]]
+        return SelectionResult(selected=str(reply["selected"]), index=names.index(str(reply["selected"])),
+                               candidates=names, method="noisy-max", epsilon=epsilon, delta=0.0, protocol="mpc",
+                               clients=self.clients, samples=int(reply["samples"]), seconds=round(time.perf_counter() - start, 3),
+                               selection_epsilon=epsilon,
+                               extra={k: reply[k] for k in ("argmax_seconds", "argmax_bytes", "argmax_rounds")})
+
     def shutdown(self) -> None:
         """Stop every service of the deployment (the server tells the others, and each ends
         with status 0).

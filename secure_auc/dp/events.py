@@ -17,6 +17,8 @@ kind              mechanism                                              account
 ``ddg``           sum of h discrete Gaussian shares N_Z(0, s^2) on an     PLD (:mod:`.ddg`), RDP
                   integer statistic of sensitivity Delta (distributed
                   discrete Gaussian)
+``repeat_select`` repeat-and-select of one of the above (a random number     RDP
+                  of runs, the best released; Papernot & Steinke 2022)
 ``composed``      several of the above in one evaluation                 as its parts
 ``none``          the exact, non-private computation                     eps = inf
 ``noop``          post-processing of an earlier release (RR flips        free
@@ -174,6 +176,11 @@ def check_event(event) -> dict:
             v = event.get(name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"{name} of a ddg event must be an integer >= 1, got {v!r}")
+    elif kind == "repeat_select":  # repeat-and-select (Papernot & Steinke 2022) of one release
+        check_event(event.get("event"))
+        if _finite_nonneg(event.get("mean"), "mean") == 0:
+            raise ValueError("the mean number of runs of a repeat_select event must be > 0")
+        _finite_nonneg(event.get("shape"), "shape")
     elif kind == "composed":
         parts = event.get("events")
         if not isinstance(parts, list) or not parts:
@@ -230,6 +237,10 @@ def to_dp_event(event: dict, accountant: str = "pld"):
         return dpa.ZCDpEvent(rho=z["rho"], xi=z["xi"])
     if kind == "ddg":
         return _ddg_classes()[0](event["variance"], event["shares"], event["sensitivity"])
+    if kind == "repeat_select":  # dp-accounting's RDP accountant only
+        inner = to_dp_event(event["event"], "rdp")
+        return None if accountant == "pld" or inner is None else \
+            dpa.dp_event.RepeatAndSelectDpEvent(inner, event["mean"], event["shape"])
     raise ValueError(f"unknown privacy event kind {kind!r}")
 
 

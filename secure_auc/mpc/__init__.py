@@ -15,6 +15,8 @@ Stacked like CrypTen's own package, each layer importing only those below it:
 * ``ranks``       — the rank step: shared keys -> sorted -> mid-ranks -> unsorted -> owners.
 * ``party``       — the protocol as one party runs it (server, client), reusing the
   plain protocol's roles and mechanisms.
+* ``selection``   — report-noisy-max over T candidates: the rank statistics in shares, the
+  clients' noise shares, a secure argmax that opens only the index to the server.
 * ``launch``      — local multi-process launcher (the torchrun entry is
   :mod:`secure_auc.cli.party`).
 * ``audit``       — records every buffer a process receives; refuses CrypTen's randomness.

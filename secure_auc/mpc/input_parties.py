@@ -110,7 +110,10 @@ def run_computing_party(rank: int, config: PartyConfig, endpoint: tuple[str, int
         if not config.session:
             hellos = {h: links[h].recv_obj(CH_HELLO) for h in range(len(links))}
             return compute_evaluation(rank, config, links, describe, is_server, start, hellos)
+        from .selection import party_keep, party_session_select
+
         done = 0
+        kept = []  # each evaluation's rank statistic, in shares, for a later selection (never opened)
         if session is not None and is_server:
             session.put(READY)  # every link is up: the session's start-up ends here
         while True:
@@ -118,8 +121,14 @@ def run_computing_party(rank: int, config: PartyConfig, endpoint: tuple[str, int
             if any(hello.get("stop") for hello in hellos.values()):
                 return PartyResult(rank=rank, role=describe(rank).split(" (")[0], seconds=0.0, bytes_sent=0,
                                    rounds=done)
+            if any("select" in hello for hello in hellos.values()):
+                result = party_session_select(rank, w, links, hellos, kept, describe)
+                if session is not None:
+                    session.put((rank, result))
+                continue
             backend.reset_communication_stats()
             result = compute_evaluation(rank, config, links, describe, is_server, time.perf_counter(), hellos)
+            kept.append(party_keep(links, rank, w))
             done += 1
             if session is not None:
                 session.put((rank, result))
@@ -445,8 +454,11 @@ def session_computing_job(rank: int, config: PartyConfig, endpoint, identity_raw
 def session_host_job(h: int, labels, first: int, config: PartyConfig, parties, identity_raw: bytes, timeout: float,
                      tasks, results=None) -> dict:
     """A client host of an :class:`.session.MPCSession`: connect once, then evaluate each
-    ``(clients, noise keys)`` taken from ``tasks`` until None; after each, ``(-(h + 1),
-    {"bytes": ...})`` (sent and received in it) goes to ``results``."""
+    ``(clients, noise keys)`` taken from ``tasks`` until None (after each, its clients' rank
+    statistic is shared with the computing parties, which keep it: :func:`.selection.host_keep`),
+    or select among earlier evaluations for a task ``("select", epochs, eps, h, M, noise keys)``
+    (:func:`.selection.host_session_select`); after each, ``(-(h + 1), {"bytes": ...})`` (sent
+    and received in it) goes to ``results``."""
     from .comm.roster import identity_from_bytes
 
     w = len(parties)
@@ -461,10 +473,18 @@ def session_host_job(h: int, labels, first: int, config: PartyConfig, parties, i
                 for link in links:
                     link.send_obj(CH_HELLO, {"stop": True})
                 return {"evaluations": evaluations, "bytes": int(sum(link.bytes for link in links))}
-            clients, noise_keys = task
             before = sum(link.bytes for link in links)
-            host_evaluation(h, clients, first, noise_keys, config, links, False)
-            evaluations += 1
+            if task[0] == "select":  # a selection among earlier evaluations (.selection)
+                from .selection import host_session_select
+
+                host_session_select(links, h, *task[1:])
+            else:
+                clients, noise_keys = task
+                out = host_evaluation(h, clients, first, noise_keys, config, links, True)
+                from .selection import host_keep
+
+                host_keep(links, h, [c.labels for c in clients], out["ranks"])
+                evaluations += 1
             if results is not None:
                 results.put((-(h + 1), {"bytes": int(sum(link.bytes for link in links) - before)}))
     finally:

@@ -77,6 +77,7 @@ class MPCSession:
     """
 
     deployed = False  # every party on this machine, the scores passed to evaluate()
+    _audit: dict | None = None  # tests: a dict, filled at close() with what every process received (.audit)
 
     def __new__(cls, *args, deploy=None, key=None, **kwargs):
         if deploy is not None:  # one argument switches: deployed services instead of local processes
@@ -173,7 +174,7 @@ class MPCSession:
         def run():
             try:
                 spawn_parties(session_computing_job, per_rank, w, provider=self.config.provider, timeout=self.timeout,
-                              port=port, identities=(roster, world_keys), describe=describe,
+                              port=port, identities=(roster, world_keys), describe=describe, received=self._audit,
                               host_job=session_host_job, per_host=per_host, stop=self._stop)
             except BaseException as exc:  # noqa: BLE001 - handed to the caller of evaluate()
                 self._error = exc
@@ -253,6 +254,7 @@ class MPCSession:
             for h, (a, b) in enumerate(self.groups):
                 self._tasks[h].put((clients[a:b], keys[a:b]))
             done = self._collect()
+        self._evaluations = getattr(self, "_evaluations", 0) + 1
         if reservation is not None:
             extra |= privacy_spent(reservation)
         seconds = time.perf_counter() - start
@@ -265,6 +267,70 @@ class MPCSession:
                                 float(self.mechanism.cost.epsilon)} | plan.eps
             extra["report_seconds"] = round(time.perf_counter() - start, 3)
         return done[0].estimates[0], done[0].aggregates[0], extra, seconds
+
+    def select(self, epochs=None, *, epsilon: float = 1.0, noise_keys: list[int] | None = None):
+        """Select the best of earlier evaluations of this session, releasing only which one
+        (report-noisy-max, eps-DP whatever their number: :mod:`secure_auc.dp.selection`).
+
+        Each evaluation left its rank statistic in shares at the computing parties (never
+        opened); the clients add fresh noise shares, a secure argmax opens only the index to
+        the server (:mod:`.selection`).
+
+        Parameters
+        ----------
+        epochs : list of int, optional
+            The evaluations to choose from, 0 for this session's first :meth:`evaluate`
+            (default: all so far).
+        epsilon : float, default 1.0
+        noise_keys : list of int, optional
+            Each client's noise key (reproducibility); default fresh keys.
+
+        Returns
+        -------
+        secure_auc.SelectionResult
+            ``selected`` is the epoch (as a string; ``index`` its position in ``epochs``).
+        """
+        from ..dp.selection import SelectionCharge
+        from ..selection import SelectionResult, _check_epsilon
+        from ..result import privacy_spent
+
+        if self._closed:
+            raise InputError("the session is closed")
+        if self._error is not None:
+            raise self._error
+        done_evals = getattr(self, "_evaluations", 0)
+        epochs = list(range(done_evals)) if epochs is None else list(epochs)
+        if not epochs or any(isinstance(e, bool) or not isinstance(e, (int, np.integer)) or not 0 <= e < done_evals
+                             for e in epochs) or len(set(epochs)) != len(epochs):
+            raise InputError(f"epochs must be distinct evaluations of this session, 0 to {done_evals - 1}, "
+                             f"got {epochs!r}")
+        epochs = [int(e) for e in epochs]
+        epsilon = _check_epsilon(epsilon, "epsilon")
+        keys = list(noise_keys) if noise_keys is not None else [None] * len(self.sizes)
+        if len(keys) != len(self.sizes):
+            raise InputError(f"expected {len(self.sizes)} noise keys (one per client), got {len(keys)}")
+        charge = SelectionCharge(epsilon)
+        reservation = None
+        if self.ledger is not None:
+            reservation = self.ledger.reserve(self._datasets, charge, total=sum(self.sizes), sizes=self.sizes,
+                                              name=self.dataset_name,
+                                              note=f"mpc session: selection among {len(epochs)} evaluations")
+        start = time.perf_counter()
+        total, k = sum(self.sizes), len(self.sizes)
+        with finishing(self.ledger, reservation):
+            for h, (a, b) in enumerate(self.groups):
+                self._tasks[h].put(("select", epochs, epsilon, k, total, keys[a:b]))
+            done = self._collect()
+        extra = {"argmax_seconds": round(done[0].argmax_seconds, 4),
+                 "argmax_bytes_per_party": [done[r].argmax_bytes for r in range(self.config.computing)],
+                 "argmax_rounds_per_party": [done[r].argmax_rounds for r in range(self.config.computing)]}
+        if reservation is not None:
+            extra |= privacy_spent(reservation)
+        selected = done[0].selected
+        return SelectionResult(selected=str(selected), index=epochs.index(selected), candidates=[str(e) for e in epochs],
+                               method="noisy-max", epsilon=epsilon, delta=0.0, protocol="mpc", clients=k,
+                               samples=total, seconds=round(time.perf_counter() - start, 3),
+                               selection_epsilon=epsilon, extra=extra)
 
     def _run_cost(self, done: dict, seconds: float) -> dict:
         """One evaluation's cost: per computing party the bytes sent and received (the hosts'

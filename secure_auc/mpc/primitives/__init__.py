@@ -7,7 +7,8 @@
 * :mod:`.bits`, :mod:`.circuits`, :mod:`.b2a` — bit slicing, comparison circuits,
   bit-to-arithmetic conversion.
 * :mod:`.inputs` — secret-sharing the sources' rows.
-* :mod:`.shuffle` — secret shuffles; :mod:`.scan` — segmented scans.
+* :mod:`.shuffle` — secret shuffles; :mod:`.scan` — segmented scans;
+  :mod:`.argmax` — the index of the largest of shared values.
 * :mod:`.opening` — opening to one party, to owners, or to everyone.
 * :mod:`.words` — int32 and byte shares carried in int64 messages;
   :mod:`.memory` — freed heap pages back to the OS between rounds.
