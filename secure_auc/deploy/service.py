@@ -131,7 +131,8 @@ def run_computing_service(config: DeployConfig, kind: str, index: int, identity,
     # the start-up may take as long as join_timeout; every wait of the computing world is bounded by it
     # (the server keeps the others' waits alive between evaluations, every third of the timeout)
     init_party(rank=rank, parties=w, master_addr=host, master_port=port, provider=config.provider,
-               timeout=config.join_timeout + config.timeout, identity=identity, roster=roster, roll_call=True)
+               timeout=config.join_timeout + config.timeout, identity=identity, roster=roster, roll_call=True,
+               threads=config.threads)
     if kind == "dealer":
         with forbid_crypten_randomness():
             ending = run_dealer()

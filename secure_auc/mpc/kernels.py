@@ -1,0 +1,524 @@
+r"""Compiled kernels for the rank step's local work (numba, from its wheel: no compiler).
+
+Each kernel fuses what the reference code (:mod:`.sort.radix`, :mod:`.primitives.words`,
+:mod:`.primitives.shuffle`) does in several numpy/torch passes into one or two loops over
+the rows, with the same arithmetic: every value is reduced modulo :math:`2^{32}` (int32
+words) or :math:`2^{64}` (int64 words) exactly as the wrapping numpy/torch operations
+reduce it, so the results are bit-identical (``tests/mpc/test_kernels.py`` checks each
+kernel against the reference over random shares, every digit width and word width).
+
+Compiled code is cached per machine in a folder the user can write
+(:func:`cache_dir`: ``$NUMBA_CACHE_DIR``, else ``$XDG_CACHE_HOME/secure-auc/numba``, else
+``~/.cache/secure-auc/numba``), never next to the installed package.  A computing party
+compiles (or loads from the cache) every kernel in :func:`warm_up`, called when it starts,
+before it joins the others, so no party compiles while the others wait for it.
+
+``SECURE_AUC_KERNELS=numpy`` selects the reference code instead (:func:`enabled`), to
+measure both in one run.  :func:`set_threads` sets the threads of the parallel kernels
+(and torch's): a computing party's ``threads`` option, by default the cores the process
+may use (:func:`default_threads`).
+
+Examples
+--------
+The stable sort destinations of the digits 1, 0, 1, 0 (one party, whose shares are the
+values), as :func:`.sort.radix.sorted_bases` gives them:
+
+>>> import numpy as np
+>>> from secure_auc.mpc import kernels
+>>> e = np.array([[1, 0, 1, 0]], dtype=np.int32)  # the one-hot of r mod 2 (u = 0: I_1 = E_1)
+>>> u = np.zeros(4, dtype=np.int64)
+>>> counts, offsets = kernels.sorted_counts(e, u, None, 1)
+>>> offsets.tolist()  # O_1 = T_0 = 2 zeros before the ones
+[2]
+>>> kernels.default_threads() >= 1
+True
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+
+__all__ = ["cache_dir", "enabled", "warm_up", "set_threads", "check_threads", "default_threads", "sorted_counts",
+           "beaver_round_bases", "beaver_sum", "replicated_round", "split_opened", "inverse_permutation",
+           "low_wire", "low_summed", "sub_pad_wire", "permute_add"]
+
+
+def cache_dir() -> str:
+    """Where compiled kernels are cached: ``$NUMBA_CACHE_DIR``, else
+    ``$XDG_CACHE_HOME/secure-auc/numba``, else ``~/.cache/secure-auc/numba``."""
+    if os.environ.get("NUMBA_CACHE_DIR"):
+        return os.environ["NUMBA_CACHE_DIR"]
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "secure-auc", "numba")
+
+
+os.environ["NUMBA_CACHE_DIR"] = cache_dir()  # read by numba when the kernels below are defined
+
+import numba  # noqa: E402
+from numba import njit, prange  # noqa: E402
+
+numba.config.CACHE_DIR = os.environ["NUMBA_CACHE_DIR"]  # numba imported earlier by someone else
+
+_JIT = {"cache": True, "nogil": True}
+_PAR = {"cache": True, "nogil": True, "parallel": True}
+
+
+def enabled() -> bool:
+    """Whether the compiled kernels run (``SECURE_AUC_KERNELS=numpy``: the reference code)."""
+    return os.environ.get("SECURE_AUC_KERNELS", "numba").lower() != "numpy"
+
+
+def default_threads() -> int:
+    """The cores this process may use (its CPU affinity), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def check_threads(value, where: str = "threads") -> int:
+    """``value`` as a thread count (a whole number, at least 1), else :class:`..validation.InputError`
+    naming ``where``."""
+    from ..validation import InputError
+
+    try:
+        n = int(str(value).strip()) if not isinstance(value, bool) else None
+    except ValueError:
+        n = None
+    if n is None or n < 1 or (isinstance(value, float) and value != n):
+        raise InputError(f"{where}: the threads per computing party must be a whole number at least 1, got {value!r}")
+    return n
+
+
+def set_threads(threads: int | None = None) -> int:
+    """Threads for the parallel kernels and for torch (``None``: :func:`default_threads`);
+    returns the count set."""
+    import torch
+
+    n = default_threads() if threads is None else check_threads(threads)
+    n_numba = min(n, numba.config.NUMBA_NUM_THREADS)  # numba's pool is sized at its start
+    numba.set_num_threads(n_numba)
+    torch.set_num_threads(n)
+    return n
+
+
+# ----------------------------------------------------------------- digit rounds
+
+
+_CHUNK = 4096  # rows per chunk of the parallel loops (their scratch stays in L1/L2)
+
+
+@njit(**_PAR)
+def _onehot_rows(e, u, r0, ind, col):
+    """Shuffled order: ind[j, col + v - 1] = I_v = E_{(v - u) mod V} (E_0 = r0 - sum E_t),
+    from a chunk's scratch copy of the full one-hot (no data-dependent branch)."""
+    v1, m = e.shape
+    mask = v1  # V - 1
+    for chunk in prange((m + _CHUNK - 1) // _CHUNK):
+        lo = chunk * _CHUNK
+        hi = min(m, lo + _CHUNK)
+        full = np.empty((v1 + 1, hi - lo), np.int64)
+        for j in range(lo, hi):
+            full[0, j - lo] = r0
+        for t in range(v1):
+            for j in range(lo, hi):
+                x = np.int64(e[t, j])
+                full[t + 1, j - lo] = x
+                full[0, j - lo] -= x
+        for j in range(lo, hi):
+            uu = u[j]
+            for t in range(v1):
+                ind[j, col + t] = full[(t + 1 - uu) & mask, j - lo]
+
+
+@njit(**_PAR)
+def _gather_rows(x, index, out):
+    """out[j] = x[index[j]] (rows of a 2-D int32 array): a tight loop, many loads in flight."""
+    w = x.shape[1]
+    for j in prange(index.shape[0]):
+        i = index[j]
+        for c in range(w):
+            out[j, c] = x[i, c]
+
+
+@njit(**_JIT)
+def _prefix_counts(ind):
+    """In place, in the order sorted so far: each column's inclusive prefix sums (the counts
+    C_{k,v}, mod 2^32); returns the totals (int64)."""
+    m, w = ind.shape
+    acc = np.zeros(w, np.int64)
+    for k in range(m):
+        for c in range(w):
+            acc[c] += ind[k, c]
+            ind[k, c] = acc[c]
+    return acc
+
+
+def _offsets(totals: np.ndarray, m: int, r0: int) -> np.ndarray:
+    """O_v, v = 1..V-1 (int64, exact mod 2^32): T_0 + ... + T_{v-1}, T_0 = r0 M - sum T_v."""
+    t0 = r0 * m - int(totals.sum())
+    return (t0 + np.cumsum(totals) - totals).astype(np.int64)
+
+
+def _sorted_indicators(es, u, inverse, r0s):
+    """The indicators (M, comps (V - 1)) int32 of each component, in the order sorted so far."""
+    v1, m = es[0].shape
+    ind = np.empty((m, len(es) * v1), np.int32)
+    u = np.ascontiguousarray(u, dtype=np.int64)
+    for c, (e, r0) in enumerate(zip(es, r0s)):
+        _onehot_rows(np.ascontiguousarray(e, dtype=np.int32), u, r0, ind, c * v1)
+    if inverse is None:
+        return ind
+    out = np.empty_like(ind)
+    _gather_rows(ind, np.ascontiguousarray(inverse, dtype=np.int64), out)
+    return out
+
+
+def sorted_counts(e, u, inverse, r0: int):
+    """Counts (M, V - 1) int32 in the order sorted so far (row k: shuffled row inverse[k])
+    and the offsets O_1..O_{V-1} (int64) from the shares ``e`` (V - 1, M) int32 of the
+    one-hot in shuffled order, the opened ``u`` (M,) int64 and ``inverse`` = tau^-1 (None:
+    round 0); ``r0``: 1 for the party (component) that adds the public terms."""
+    counts = _sorted_indicators([e], u, inverse, [r0])
+    totals = _prefix_counts(counts)
+    return counts, _offsets(totals, counts.shape[0], r0)
+
+
+_EMPTY = np.zeros(0, np.int64)
+
+
+@njit(**_PAR)
+def _beaver_round_bases(cs, offsets, u, tau, has_tau, b, r0, diff, d0):
+    """Shuffled order: row j's counts ``cs[j]`` (gathered from position k = tau[j]), the
+    bases B_v = C_v + O_v - r0, B_0 = r0 k - sum C_v, rotated by u."""
+    m = cs.shape[0]
+    v1 = offsets.shape[0]
+    mask = v1
+    for chunk in prange((m + _CHUNK - 1) // _CHUNK):
+        lo = chunk * _CHUNK
+        hi = min(m, lo + _CHUNK)
+        base = np.empty(v1 + 1, np.int64)
+        for j in range(lo, hi):
+            k = tau[j] if has_tau else np.int64(j)
+            s = np.int64(0)
+            for t in range(v1):
+                x = np.int64(cs[j, t])
+                s += x
+                base[t + 1] = x + offsets[t] - r0
+            base[0] = r0 * k - s  # B_0 = sum O - r0 (V - 1) - sum B_v + r0 k = r0 k - sum C_v
+            uu = u[j]
+            z = base[uu & mask]
+            d0[j] = z
+            for t in range(v1):
+                diff[t, j] = base[(t + 1 + uu) & mask] - z - np.int64(b[t, j])
+
+
+def beaver_round_bases(e, u, tau, inverse, b, rank: int):
+    """Among 2 parties (Beaver's products): the differences to open, (V - 1, M) int32
+    D'_t - D'_0 - b_t (t >= 1), and D'_0 (M,) int32, as :func:`.sort.radix.onehot_rows`,
+    :func:`.sort.radix.shuffled_bases` and :func:`.sort.radix.rotate_rows` give them
+    (``tau``/``inverse`` None in round 0)."""
+    r0 = 1 if rank == 0 else 0
+    counts, offsets = sorted_counts(e, u, inverse, r0)
+    m, v1 = counts.shape
+    if tau is not None:
+        tau = np.ascontiguousarray(tau, dtype=np.int64)
+        shuffled = np.empty_like(counts)
+        _gather_rows(counts, tau, shuffled)
+        counts = shuffled
+    diff = np.empty((v1, m), np.int32)
+    d0 = np.empty(m, np.int32)
+    _beaver_round_bases(counts, offsets, np.ascontiguousarray(u, dtype=np.int64), _EMPTY if tau is None else tau,
+                        tau is not None, np.ascontiguousarray(b, dtype=np.int32), r0, diff, d0)
+    return diff, d0
+
+
+@njit(**_PAR)
+def _beaver_sum(d0, e, f, c, out):
+    v1, m = e.shape
+    for j in prange(m):
+        s = np.int64(d0[j]) + np.int64(c[j])
+        for t in range(v1):
+            s += np.int64(e[t, j]) * np.int64(f[t, j])
+        out[j] = s
+
+
+def beaver_sum(d0, e, f, c):
+    """sigma in shuffled order, D'_0 + sum_t f_t E_t + c (int32), as
+    :func:`.sort.radix.digit_permutation`."""
+    out = np.empty(d0.shape[0], np.int32)
+    _beaver_sum(np.ascontiguousarray(d0, dtype=np.int32), np.ascontiguousarray(e, dtype=np.int32),
+                np.ascontiguousarray(f, dtype=np.int32), np.ascontiguousarray(c, dtype=np.int32).reshape(-1), out)
+    return out
+
+
+@njit(**_JIT)
+def _rep_sorted(ind, off0, off1, r00, r01, out):
+    """In the order sorted so far, one pass: each component's counts (prefix sums of its
+    indicators, ind[:, :V-1] and ind[:, V-1:]), bases B_v - B_0 (v >= 1; B_0 = r0 k - sum
+    C_v), and sigma = B_0^(own) + sum_v I^own_v (D^own_v + D^next_v) + I^next_v D^own_v,
+    as :func:`.sort.radix.replicated_sum_of_products`."""
+    m = ind.shape[0]
+    v1 = off0.shape[0]
+    acc0 = np.zeros(v1, np.int64)
+    acc1 = np.zeros(v1, np.int64)
+    for k in range(m):
+        s0 = np.int64(0)
+        s1 = np.int64(0)
+        for t in range(v1):
+            acc0[t] += ind[k, t]
+            acc1[t] += ind[k, v1 + t]
+            s0 += acc0[t]
+            s1 += acc1[t]
+        z0 = r00 * k - s0
+        z1 = r01 * k - s1
+        total = z0
+        for t in range(v1):
+            y0 = np.int32(acc0[t] + off0[t] - r00 - z0)  # B_v - B_0, mod 2^32 as the int32 rows
+            y1 = np.int32(acc1[t] + off1[t] - r01 - z1)
+            total += np.int64(ind[k, t]) * (np.int64(y0) + np.int64(y1)) + np.int64(ind[k, v1 + t]) * np.int64(y0)
+        out[k] = total
+
+
+@njit(**_PAR)
+def _gather_add(x, index, has_index, add, out):
+    """out[j] = x[index[j]] + add[j] (int32, wrapping)."""
+    for j in prange(out.shape[0]):
+        i = index[j] if has_index else np.int64(j)
+        out[j] = np.int64(x[i]) + np.int64(add[j])
+
+
+@njit(**_JIT)
+def _column_sums(ind):
+    m, w = ind.shape
+    acc = np.zeros(w, np.int64)
+    for k in range(m):
+        for c in range(w):
+            acc[c] += ind[k, c]
+    return acc
+
+
+def replicated_round(e_own, e_next, u, tau, inverse, rank: int, zero):
+    """Among 3 parties: party ``rank``'s additive share (M,) int32 of sigma in shuffled order,
+    as :func:`.sort.radix.replicated_digit_permutation` gives it, from its components
+    ``e_own`` = E^(rank) and ``e_next`` = E^(rank+1), each (V - 1, M) int32."""
+    r00, r01 = (1 if rank == 0 else 0), (1 if (rank + 1) % 3 == 0 else 0)
+    v1, m = e_own.shape
+    ind = _sorted_indicators([e_own, e_next], u, inverse, [r00, r01])
+    totals = _column_sums(ind)  # the offsets need the totals before the pass
+    sigma = np.empty(m, np.int32)
+    _rep_sorted(ind, _offsets(totals[:v1], m, r00), _offsets(totals[v1:], m, r01), r00, r01, sigma)
+    out = np.empty(m, np.int32)
+    _gather_add(sigma, _EMPTY if tau is None else np.ascontiguousarray(tau, dtype=np.int64), tau is not None,
+                np.ascontiguousarray(zero, dtype=np.int32).reshape(-1), out)
+    return out
+
+
+@njit(**_JIT)
+def _split_opened(opened, k, tau, u, inverse):
+    m = opened.shape[0]
+    low = (np.int64(1) << k) - 1
+    for j in range(m):
+        inverse[j] = -1
+    ok = True
+    for j in range(m):
+        x = np.int64(opened[j]) & np.int64(0xFFFFFFFF)
+        t = x & low
+        tau[j] = t
+        u[j] = x >> k
+        if t >= m or inverse[t] != -1:
+            ok = False
+        else:
+            inverse[t] = j
+    return ok
+
+
+def split_opened(opened, k: int):
+    """tau = opened mod 2^k, u = opened >> k (the opened word read as unsigned 32 bits, as
+    the reference's int32 ``>>`` of a window below 2^31) and tau^-1, all int64; ``None``
+    for tau^-1 when tau is not a permutation."""
+    o = np.ascontiguousarray(opened, dtype=np.int32)
+    m = o.shape[0]
+    tau, u, inv = np.empty(m, np.int64), np.empty(m, np.int64), np.empty(m, np.int64)
+    ok = _split_opened(o, k, tau, u, inv)
+    return tau, u, (inv if ok else None)
+
+
+@njit(**_JIT)
+def _inverse_permutation(t, out):
+    m = t.shape[0]
+    for j in range(m):
+        out[j] = -1
+    for j in range(m):
+        x = t[j]
+        if x < 0 or x >= m or out[x] != -1:
+            return False
+        out[x] = j
+    return True
+
+
+def inverse_permutation(tau):
+    """tau^-1 (int64), or None when ``tau`` is not a permutation of 0..M-1."""
+    t = np.ascontiguousarray(tau, dtype=np.int64)
+    out = np.empty(t.shape[0], np.int64)
+    return out if _inverse_permutation(t, out) else None
+
+
+# ----------------------------------------------------------------- words on the wire
+
+
+@njit(**_PAR)
+def _low_wire(x, nb, out):
+    n = x.shape[0]
+    for j in prange(n):
+        v = np.int64(x[j])
+        for b in range(nb):
+            out[j * nb + b] = np.uint8((v >> (8 * b)) & 0xFF)
+
+
+@njit(**_PAR)
+def _sub_pad_wire(x, pad, nb, out):
+    n = x.shape[0]
+    for j in prange(n):
+        v = np.int64(x[j]) - np.int64(pad[j])
+        for b in range(nb):
+            out[j * nb + b] = np.uint8((v >> (8 * b)) & 0xFF)
+
+
+def low_wire(x, nb: int) -> np.ndarray:
+    """The low ``nb`` bytes of each int32/int64 word, (n, nb) uint8, as
+    :meth:`.primitives.words.LowBytes.wire`."""
+    x = np.ascontiguousarray(x).reshape(-1)
+    out = np.empty(x.shape[0] * nb, np.uint8)
+    _low_wire(x, nb, out)
+    return out.reshape(-1, nb)
+
+
+def sub_pad_wire(x, pad, nb: int) -> np.ndarray:
+    """:func:`low_wire` of ``x - pad`` (one pass; the difference wraps in the word's ring)."""
+    x = np.ascontiguousarray(x).reshape(-1)
+    out = np.empty(x.shape[0] * nb, np.uint8)
+    _sub_pad_wire(x, np.ascontiguousarray(pad, dtype=x.dtype).reshape(-1), nb, out)
+    return out.reshape(-1, nb)
+
+
+@njit(**_PAR)
+def _low_summed32(raw, nb, out):
+    n = out.shape[0]
+    for j in prange(n):
+        v = np.int64(0)
+        for b in range(nb):
+            v |= np.int64(raw[j * nb + b]) << (8 * b)
+        out[j] = v
+
+
+@njit(**_PAR)
+def _low_summed64(raw, nb, out):
+    n = out.shape[0]
+    for j in prange(n):
+        v = np.uint64(0)
+        for b in range(nb):
+            v |= np.uint64(raw[j * nb + b]) << np.uint64(8 * b)
+        out[j] = np.int64(v)
+
+
+def low_summed(raw, n: int, nb: int, itemsize: int = 4) -> np.ndarray:
+    """Words in [0, 2^(8 nb)) from their low bytes, (n,) int32 (``itemsize`` 4) or int64, as
+    :meth:`.primitives.words.LowBytes.summed`."""
+    raw = np.ascontiguousarray(raw).reshape(-1).view(np.uint8)
+    if itemsize == 4:
+        out = np.empty(n, np.int32)
+        _low_summed32(raw, nb, out)
+    else:
+        out = np.empty(n, np.int64)
+        _low_summed64(raw, nb, out)
+    return out
+
+
+@njit(**_JIT)
+def _permute_add(x, has_x, got, nb, p, inverse, delta, dnb, out):
+    """out = (x + sum of the received low-byte words)[p] + delta (row-wise, int32 or int64
+    words; ``inverse``: out[p] = ..., i.e. (...)[p^-1]); ``got``: (senders, M * c * nb)
+    uint8, ``delta``: (M * c * dnb) uint8 (dnb 0: ``delta`` holds whole words as bytes)."""
+    m, c = out.shape
+    senders = got.shape[0]
+    size = out.itemsize
+    for j in range(m):
+        src = np.int64(j) if inverse else p[j]
+        dst = p[j] if inverse else np.int64(j)
+        for col in range(c):
+            w = src * c + col
+            v = np.int64(x[src, col]) if has_x else np.int64(0)
+            for s in range(senders):
+                g = np.uint64(0)
+                for b in range(nb):
+                    g |= np.uint64(got[s, w * nb + b]) << np.uint64(8 * b)
+                v += np.int64(g)
+            d = dst * c + col
+            g = np.uint64(0)
+            width = dnb if dnb > 0 else size
+            for b in range(width):
+                g |= np.uint64(delta[d * width + b]) << np.uint64(8 * b)
+            v += np.int64(g)
+            out[dst, col] = v
+
+
+def permute_add(x, got: list, nb: int, p, inverse: bool, delta, dnb: int, dtype, cols: int) -> np.ndarray:
+    """A permuter's pass in one loop (:meth:`.primitives.shuffle.Shuffle._run`): its share
+    ``x`` (M, cols) (None: zeros) plus the senders' messages ``got`` (each the low ``nb``
+    bytes per word; nb = the word size for whole words), permuted by ``p`` (``inverse``:
+    scattered, ``out[p] = ...``), plus the correction ``delta`` (the low ``dnb`` bytes per
+    word; 0: whole words).  int32 or int64 words (``dtype``), wrapping in their ring."""
+    p = np.ascontiguousarray(p, dtype=np.int64)
+    m = p.shape[0]
+    out = np.empty((m, cols), dtype=dtype)
+    xa = np.zeros((0, cols), dtype=dtype) if x is None else np.ascontiguousarray(x, dtype=dtype).reshape(m, cols)
+    stack = np.stack([np.ascontiguousarray(g).reshape(-1).view(np.uint8) for g in got]) if got else \
+        np.zeros((0, 0), np.uint8)
+    _permute_add(xa, x is not None, stack, nb, p, bool(inverse), np.ascontiguousarray(delta).reshape(-1).view(np.uint8),
+                 dnb, out)
+    return out
+
+
+# ----------------------------------------------------------------- start-up
+
+
+def warm_up() -> float:
+    """Compile (or load from the cache) every kernel for the types the rank step uses;
+    returns the seconds it took.  Called by a computing party when it starts, before it
+    joins the others."""
+    start = time.perf_counter()
+    if not enabled():
+        return 0.0
+    m = 8
+    rng = np.random.default_rng(0)
+    for v in (2, 4, 8, 16):
+        e = rng.integers(0, 2, (v - 1, m)).astype(np.int32)
+        u = rng.integers(0, v, m).astype(np.int64)
+        tau = rng.permutation(m).astype(np.int64)
+        inv = np.argsort(tau)
+        for t, i in ((None, None), (tau, inv)):
+            d, d0 = beaver_round_bases(e, u, t, i, e, 0)
+            beaver_sum(d0, e, d, d0)
+            replicated_round(e, e, u, t, i, 0, d0)
+    split_opened(np.arange(m, dtype=np.int32), 3)
+    inverse_permutation(np.arange(m, dtype=np.int64))
+    for dtype, size in ((np.int32, 4), (np.int64, 8)):
+        x = np.arange(m, dtype=dtype)
+        for nb in range(1, size + 1):
+            w = low_wire(x, nb)
+            sub_pad_wire(x, x, nb)
+            low_summed(w, m, nb, size)
+        x2 = x.reshape(m, 1)
+        p = np.arange(m, dtype=np.int64)
+        for nb in range(1, size + 1):
+            for dnb in (0, nb):
+                delta = low_wire(x, dnb) if dnb else x
+                for got in ([], [low_wire(x, nb)], [low_wire(x, nb)] * 2):
+                    for xx in (x2, None):
+                        for inverse in (False, True):
+                            permute_add(xx, got, nb, p, inverse, delta, dnb, dtype, 1)
+    return time.perf_counter() - start
