@@ -1,11 +1,16 @@
 r"""Compiled kernels for the rank step's local work (numba, from its wheel: no compiler).
 
-Each kernel fuses what the reference code (:mod:`.sort.radix`, :mod:`.primitives.words`,
-:mod:`.primitives.shuffle`) does in several numpy/torch passes into one or two loops over
-the rows, with the same arithmetic: every value is reduced modulo :math:`2^{32}` (int32
-words) or :math:`2^{64}` (int64 words) exactly as the wrapping numpy/torch operations
-reduce it, so the results are bit-identical (``tests/mpc/test_kernels.py`` checks each
-kernel against the reference over random shares, every digit width and word width).
+Each kernel fuses what the reference code of a digit round (:mod:`.sort.radix`: the
+one-hot's rotation, the scatter to the order sorted so far, the prefix counts, the bases,
+their gather back and rotation, the products) does in many numpy/torch passes into a few
+loops over the rows, with the same arithmetic: every value is reduced modulo
+:math:`2^{32}` exactly as the wrapping int32 operations reduce it, so the results are
+bit-identical (``tests/mpc/test_kernels.py`` checks each kernel against the reference
+over random shares, every digit width and every party).  Random accesses (the gathers by
+tau and tau^-1) are tight loops of their own, so that many loads are in flight.
+
+The shuffles' passes and the low-byte codecs are left to numpy: they are one gather or
+one strided copy each, already at memory speed (a fused compiled pass measured slower).
 
 Compiled code is cached per machine in a folder the user can write
 (:func:`cache_dir`: ``$NUMBA_CACHE_DIR``, else ``$XDG_CACHE_HOME/secure-auc/numba``, else
@@ -30,6 +35,8 @@ values), as :func:`.sort.radix.sorted_bases` gives them:
 >>> counts, offsets = kernels.sorted_counts(e, u, None, 1)
 >>> offsets.tolist()  # O_1 = T_0 = 2 zeros before the ones
 [2]
+>>> (counts[:, 0] + offsets[0] - 1).tolist()  # B_1 = O_1 + C_1 - 1: where each 1 goes
+[2, 2, 3, 3]
 >>> kernels.default_threads() >= 1
 True
 """
@@ -42,8 +49,7 @@ import time
 import numpy as np
 
 __all__ = ["cache_dir", "enabled", "warm_up", "set_threads", "check_threads", "default_threads", "sorted_counts",
-           "beaver_round_bases", "beaver_sum", "replicated_round", "split_opened", "inverse_permutation",
-           "low_wire", "low_summed", "sub_pad_wire", "permute_add"]
+           "beaver_round_bases", "beaver_sum", "replicated_round", "split_opened", "inverse_permutation"]
 
 
 def cache_dir() -> str:
@@ -367,122 +373,6 @@ def inverse_permutation(tau):
     return out if _inverse_permutation(t, out) else None
 
 
-# ----------------------------------------------------------------- words on the wire
-
-
-@njit(**_PAR)
-def _low_wire(x, nb, out):
-    n = x.shape[0]
-    for j in prange(n):
-        v = np.int64(x[j])
-        for b in range(nb):
-            out[j * nb + b] = np.uint8((v >> (8 * b)) & 0xFF)
-
-
-@njit(**_PAR)
-def _sub_pad_wire(x, pad, nb, out):
-    n = x.shape[0]
-    for j in prange(n):
-        v = np.int64(x[j]) - np.int64(pad[j])
-        for b in range(nb):
-            out[j * nb + b] = np.uint8((v >> (8 * b)) & 0xFF)
-
-
-def low_wire(x, nb: int) -> np.ndarray:
-    """The low ``nb`` bytes of each int32/int64 word, (n, nb) uint8, as
-    :meth:`.primitives.words.LowBytes.wire`."""
-    x = np.ascontiguousarray(x).reshape(-1)
-    out = np.empty(x.shape[0] * nb, np.uint8)
-    _low_wire(x, nb, out)
-    return out.reshape(-1, nb)
-
-
-def sub_pad_wire(x, pad, nb: int) -> np.ndarray:
-    """:func:`low_wire` of ``x - pad`` (one pass; the difference wraps in the word's ring)."""
-    x = np.ascontiguousarray(x).reshape(-1)
-    out = np.empty(x.shape[0] * nb, np.uint8)
-    _sub_pad_wire(x, np.ascontiguousarray(pad, dtype=x.dtype).reshape(-1), nb, out)
-    return out.reshape(-1, nb)
-
-
-@njit(**_PAR)
-def _low_summed32(raw, nb, out):
-    n = out.shape[0]
-    for j in prange(n):
-        v = np.int64(0)
-        for b in range(nb):
-            v |= np.int64(raw[j * nb + b]) << (8 * b)
-        out[j] = v
-
-
-@njit(**_PAR)
-def _low_summed64(raw, nb, out):
-    n = out.shape[0]
-    for j in prange(n):
-        v = np.uint64(0)
-        for b in range(nb):
-            v |= np.uint64(raw[j * nb + b]) << np.uint64(8 * b)
-        out[j] = np.int64(v)
-
-
-def low_summed(raw, n: int, nb: int, itemsize: int = 4) -> np.ndarray:
-    """Words in [0, 2^(8 nb)) from their low bytes, (n,) int32 (``itemsize`` 4) or int64, as
-    :meth:`.primitives.words.LowBytes.summed`."""
-    raw = np.ascontiguousarray(raw).reshape(-1).view(np.uint8)
-    if itemsize == 4:
-        out = np.empty(n, np.int32)
-        _low_summed32(raw, nb, out)
-    else:
-        out = np.empty(n, np.int64)
-        _low_summed64(raw, nb, out)
-    return out
-
-
-@njit(**_JIT)
-def _permute_add(x, has_x, got, nb, p, inverse, delta, dnb, out):
-    """out = (x + sum of the received low-byte words)[p] + delta (row-wise, int32 or int64
-    words; ``inverse``: out[p] = ..., i.e. (...)[p^-1]); ``got``: (senders, M * c * nb)
-    uint8, ``delta``: (M * c * dnb) uint8 (dnb 0: ``delta`` holds whole words as bytes)."""
-    m, c = out.shape
-    senders = got.shape[0]
-    size = out.itemsize
-    for j in range(m):
-        src = np.int64(j) if inverse else p[j]
-        dst = p[j] if inverse else np.int64(j)
-        for col in range(c):
-            w = src * c + col
-            v = np.int64(x[src, col]) if has_x else np.int64(0)
-            for s in range(senders):
-                g = np.uint64(0)
-                for b in range(nb):
-                    g |= np.uint64(got[s, w * nb + b]) << np.uint64(8 * b)
-                v += np.int64(g)
-            d = dst * c + col
-            g = np.uint64(0)
-            width = dnb if dnb > 0 else size
-            for b in range(width):
-                g |= np.uint64(delta[d * width + b]) << np.uint64(8 * b)
-            v += np.int64(g)
-            out[dst, col] = v
-
-
-def permute_add(x, got: list, nb: int, p, inverse: bool, delta, dnb: int, dtype, cols: int) -> np.ndarray:
-    """A permuter's pass in one loop (:meth:`.primitives.shuffle.Shuffle._run`): its share
-    ``x`` (M, cols) (None: zeros) plus the senders' messages ``got`` (each the low ``nb``
-    bytes per word; nb = the word size for whole words), permuted by ``p`` (``inverse``:
-    scattered, ``out[p] = ...``), plus the correction ``delta`` (the low ``dnb`` bytes per
-    word; 0: whole words).  int32 or int64 words (``dtype``), wrapping in their ring."""
-    p = np.ascontiguousarray(p, dtype=np.int64)
-    m = p.shape[0]
-    out = np.empty((m, cols), dtype=dtype)
-    xa = np.zeros((0, cols), dtype=dtype) if x is None else np.ascontiguousarray(x, dtype=dtype).reshape(m, cols)
-    stack = np.stack([np.ascontiguousarray(g).reshape(-1).view(np.uint8) for g in got]) if got else \
-        np.zeros((0, 0), np.uint8)
-    _permute_add(xa, x is not None, stack, nb, p, bool(inverse), np.ascontiguousarray(delta).reshape(-1).view(np.uint8),
-                 dnb, out)
-    return out
-
-
 # ----------------------------------------------------------------- start-up
 
 
@@ -506,19 +396,4 @@ def warm_up() -> float:
             replicated_round(e, e, u, t, i, 0, d0)
     split_opened(np.arange(m, dtype=np.int32), 3)
     inverse_permutation(np.arange(m, dtype=np.int64))
-    for dtype, size in ((np.int32, 4), (np.int64, 8)):
-        x = np.arange(m, dtype=dtype)
-        for nb in range(1, size + 1):
-            w = low_wire(x, nb)
-            sub_pad_wire(x, x, nb)
-            low_summed(w, m, nb, size)
-        x2 = x.reshape(m, 1)
-        p = np.arange(m, dtype=np.int64)
-        for nb in range(1, size + 1):
-            for dnb in (0, nb):
-                delta = low_wire(x, dnb) if dnb else x
-                for got in ([], [low_wire(x, nb)], [low_wire(x, nb)] * 2):
-                    for xx in (x2, None):
-                        for inverse in (False, True):
-                            permute_add(xx, got, nb, p, inverse, delta, dnb, dtype, 1)
     return time.perf_counter() - start

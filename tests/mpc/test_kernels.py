@@ -1,7 +1,6 @@
 """The compiled kernels (secure_auc.mpc.kernels) against the numpy/torch reference code they
 replace, bit for bit, over random shares, every digit width (1 to 4 bits), every party's
-rank, round 0 (no tau) and later rounds; the words on the wire at every width; where the
-compiled code is cached; that a party compiles nothing once warmed up; and the threads
+rank, round 0 (no tau) and later rounds; where the compiled code is cached; that a party compiles nothing once warmed up; and the threads
 option in each place it is given (API, command line, deployment file)."""
 
 from __future__ import annotations
@@ -11,7 +10,6 @@ import pytest
 import torch
 
 from secure_auc.mpc import MPC_OPTIONS, kernels
-from secure_auc.mpc.primitives.words import LowBytes
 from secure_auc.mpc.sort import radix
 from secure_auc.validation import InputError
 
@@ -77,53 +75,6 @@ def test_the_opened_window_splits_into_tau_u_and_the_inverse():
             assert kernels.inverse_permutation(bad) is None
             bad[0] = m
             assert kernels.inverse_permutation(bad) is None
-
-
-@pytest.mark.parametrize("itemsize", [4, 8])
-def test_low_bytes_on_the_wire_are_the_reference_codec(itemsize):
-    rng = np.random.default_rng(itemsize)
-    dtype = np.int32 if itemsize == 4 else np.int64
-    info = np.iinfo(dtype)
-    for nb in range(1, itemsize + 1):
-        for n in (1, 3, 17, 1000):
-            x = rng.integers(info.min, info.max, n, dtype=dtype, endpoint=True)
-            pad = rng.integers(info.min, info.max, n, dtype=dtype, endpoint=True)
-            codec = LowBytes(nb, itemsize)
-            wire = codec.wire(torch.from_numpy(x)).numpy()
-            assert np.array_equal(kernels.low_wire(x, nb), wire.view(np.uint8).reshape(n, nb))
-            assert np.array_equal(kernels.sub_pad_wire(x, pad, nb),
-                                  codec.wire(torch.from_numpy(x - pad)).numpy().view(np.uint8).reshape(n, nb))
-            assert np.array_equal(kernels.low_summed(wire, n, nb, itemsize), codec.summed(torch.from_numpy(wire)).numpy())
-
-
-@pytest.mark.parametrize("dtype", [np.int32, np.int64])
-def test_a_permuters_pass_is_the_reference_pass(dtype):
-    from secure_auc.mpc.primitives.shuffle import permute_rows
-
-    rng = np.random.default_rng(7)
-    info, size = np.iinfo(dtype), np.dtype(dtype).itemsize
-    for m, cols in ((1, 1), (50, 1), (50, 3)):
-        for nb in sorted({1, 3, size}):
-            x = rng.integers(info.min, info.max, (m, cols), dtype=dtype, endpoint=True)
-            delta = rng.integers(info.min, info.max, (m, cols), dtype=dtype, endpoint=True)
-            got = [rng.integers(info.min, info.max, m * cols, dtype=dtype, endpoint=True) for _ in range(2)]
-            codec = LowBytes(nb, size)
-            wires = [codec.wire(torch.from_numpy(g)).numpy() for g in got]
-            p = rng.permutation(m)
-            for senders in (0, 1, 2):
-                for has_x in (True, False):
-                    for inverse in (False, True):
-                        for dnb in (0, nb):
-                            total = (x.copy() if has_x else np.zeros((m, cols), dtype))
-                            for w in wires[:senders]:
-                                total += codec.summed(torch.from_numpy(w)).numpy().reshape(m, cols)
-                            d = delta if dnb == 0 else codec.summed(codec.wire(torch.from_numpy(delta.reshape(-1)))) \
-                                .numpy().reshape(m, cols)
-                            want = permute_rows(torch.from_numpy(total), torch.from_numpy(p), inverse).numpy() + d
-                            dwire = delta if dnb == 0 else codec.wire(torch.from_numpy(delta.reshape(-1))).numpy()
-                            out = kernels.permute_add(x if has_x else None, wires[:senders], nb, p, inverse, dwire,
-                                                      dnb, dtype, cols)
-                            assert np.array_equal(out, want), (m, cols, nb, senders, has_x, inverse, dnb)
 
 
 def test_the_cache_is_in_a_user_folder_and_nothing_compiles_after_the_warm_up(tmp_path, monkeypatch):
