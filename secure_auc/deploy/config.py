@@ -10,6 +10,8 @@ entry under ``[[clients]]``; those entries hold paths on that client's host)::
     timeout = 30                 # seconds a party waits for another during an evaluation
     join_timeout = 120           # seconds the services wait for each other at start-up
     score_timeout = 600          # seconds a client's scoring hook may take
+    threads = 8                  # optional: each computing party's threads for its local work
+                                 # (default: the cores its process may use)
     roster = "roster.json"       # written by: secure-auc roster
 
     [mechanism]                  # agreed at connection time: a difference is named

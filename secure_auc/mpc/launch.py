@@ -663,7 +663,8 @@ def spawn_parties(job, per_rank: dict[int, tuple], parties: int, *, provider: st
     process per host, outside the computing world; its result is under key
     ``-(h + 1)``.  ``describe(key)`` names a process in errors.  ``threads``: each
     computing party's threads for its local work (:func:`.kernels.set_threads`; default:
-    the cores it may use).
+    the cores this process may use divided among the processes started, at least 1, as
+    they all run on this machine).
     """
     if provider not in ("tfp", "ttp"):
         raise InputError(f"provider must be 'tfp' or 'ttp', got {provider!r}")
@@ -672,11 +673,14 @@ def spawn_parties(job, per_rank: dict[int, tuple], parties: int, *, provider: st
     run = functools.partial(_spawn, job, per_rank, parties, provider=provider, timeout=timeout, deadline=deadline,
                             after_dealer=after_dealer, received=received, record_ranks=record_ranks,
                             insecure_links=insecure_links, identities=identities, describe=describe,
-                            host_job=host_job, per_host=per_host, threads=threads)
-    if threads is not None:
-        from .kernels import check_threads
+                            host_job=host_job, per_host=per_host)
+    from .kernels import check_threads, default_threads
 
+    if threads is not None:
         check_threads(threads)
+    else:  # every process of a local run shares this machine's cores
+        threads = max(1, default_threads() // (parties + (provider == "ttp") + len(per_host or [])))
+    run = functools.partial(run, threads=threads)
     if port is not None:
         if port >= 65535:
             raise InputError(f"port {port}: a local run uses --port and the next one; choose one below 65535")
