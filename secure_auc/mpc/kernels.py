@@ -325,21 +325,24 @@ def replicated_round(e_own, e_next, u, tau, inverse, rank: int, zero):
 
 @njit(**_JIT)
 def _split_opened(opened, k, tau, u, inverse):
+    """tau, u and tau^-1 in three loops: no load waits on a random store (the check that tau
+    is a permutation: every destination in range and, after the m writes, no slot left unset)."""
     m = opened.shape[0]
     low = (np.int64(1) << k) - 1
     for j in range(m):
         inverse[j] = -1
-    ok = True
     for j in range(m):
         x = np.int64(opened[j]) & np.int64(0xFFFFFFFF)
         t = x & low
+        if t >= m:
+            return False
         tau[j] = t
         u[j] = x >> k
-        if t >= m or inverse[t] != -1:
-            ok = False
-        else:
-            inverse[t] = j
-    return ok
+        inverse[t] = j
+    for j in range(m):
+        if inverse[j] < 0:
+            return False
+    return True
 
 
 def split_opened(opened, k: int):
@@ -360,9 +363,12 @@ def _inverse_permutation(t, out):
         out[j] = -1
     for j in range(m):
         x = t[j]
-        if x < 0 or x >= m or out[x] != -1:
+        if x < 0 or x >= m:
             return False
         out[x] = j
+    for j in range(m):
+        if out[j] < 0:
+            return False
     return True
 
 

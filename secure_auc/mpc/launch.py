@@ -674,8 +674,9 @@ def spawn_parties(job, per_rank: dict[int, tuple], parties: int, *, provider: st
                             after_dealer=after_dealer, received=received, record_ranks=record_ranks,
                             insecure_links=insecure_links, identities=identities, describe=describe,
                             host_job=host_job, per_host=per_host)
-    from .kernels import check_threads, default_threads
+    from .kernels import check_threads, default_threads, warm_up
 
+    warm_up()  # compiled once here, into the user's cache: the parties then only load the kernels
     if threads is not None:
         check_threads(threads)
     else:  # every process of a local run shares this machine's cores

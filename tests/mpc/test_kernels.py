@@ -135,3 +135,21 @@ def test_threads_in_the_deployment_file(tmp_path):
         path.write_text(CONFIG.replace("timeout = 30", f"timeout = 30\nthreads = {bad}"))
         with pytest.raises(InputError, match="deployment.threads must be a whole number at least 1"):
             load_config(path)
+
+
+def _threads_job(rank):
+    import numba
+
+    return torch.get_num_threads(), numba.get_num_threads(), kernels.enabled()
+
+
+def test_a_launched_party_gets_its_threads():
+    import numba
+
+    from secure_auc.mpc.launch import spawn_parties
+
+    want = min(2, numba.config.NUMBA_NUM_THREADS)  # numba's pool has as many threads as the machine's cores
+    done = spawn_parties(_threads_job, {0: (), 1: ()}, 2, provider="tfp", timeout=60, deadline=120, threads=2)
+    assert [done[r] for r in (0, 1)] == [(2, want, True)] * 2
+    with pytest.raises(InputError, match="threads"):
+        spawn_parties(_threads_job, {0: (), 1: ()}, 2, provider="tfp", timeout=60, threads=0)
