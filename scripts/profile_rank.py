@@ -74,7 +74,8 @@ def _job(rank, part, sizes, kernels="numba", threads=None):
     from secure_auc.mpc.comm import backend
 
     os.environ["SECURE_AUC_KERNELS"] = kernels  # read at each call; the processes come from a fork server
-    compiled.set_threads(threads)
+    if threads is not None:  # else the launcher's default (the cores divided among the processes)
+        compiled.set_threads(threads)
     from secure_auc.mpc.ranks import rank_step
 
     backend.comm().barrier()
@@ -139,7 +140,7 @@ def main() -> int:
     ap.add_argument("--kernels", nargs="+", choices=["numba", "numpy"], default=["numba"],
                     help="the compiled kernels, the numpy/torch reference code, or both in turn (default numba)")
     ap.add_argument("--threads", type=int, nargs="+", default=[None],
-                    help="threads per computing party (default: the cores each may use)")
+                    help="threads per computing party (default: the launcher's, the cores divided among the processes)")
     ap.add_argument("--json", action="store_true", help="print JSON instead of the table")
     ap.add_argument("--top", type=int, default=0, metavar="N", help="also list each run's N costliest functions")
     args = ap.parse_args()

@@ -44,6 +44,7 @@ True
 from __future__ import annotations
 
 import os
+import threading
 import time
 
 import numpy as np
@@ -67,6 +68,11 @@ import numba  # noqa: E402
 from numba import njit, prange  # noqa: E402
 
 numba.config.CACHE_DIR = os.environ["NUMBA_CACHE_DIR"]  # numba imported earlier by someone else
+if not os.environ.get("NUMBA_THREADING_LAYER"):
+    # numba's own pool: unlike GNU OpenMP's (torch's libgomp, numba's default here), a process that has
+    # run a parallel kernel can still fork (multiprocessing's fork start method); it takes one caller at a
+    # time, hence the lock of warm_up (a launcher may start parties from several threads)
+    numba.config.THREADING_LAYER = "workqueue"
 
 _JIT = {"cache": True, "nogil": True}
 _PAR = {"cache": True, "nogil": True, "parallel": True}
@@ -382,6 +388,9 @@ def inverse_permutation(tau):
 # ----------------------------------------------------------------- start-up
 
 
+_WARM = threading.Lock()
+
+
 def warm_up() -> float:
     """Compile (or load from the cache) every kernel for the types the rank step uses;
     returns the seconds it took.  Called by a computing party when it starts, before it
@@ -389,6 +398,12 @@ def warm_up() -> float:
     start = time.perf_counter()
     if not enabled():
         return 0.0
+    with _WARM:
+        _warm_up()
+    return time.perf_counter() - start
+
+
+def _warm_up() -> None:
     m = 8
     rng = np.random.default_rng(0)
     for v in (2, 4, 8, 16):
@@ -402,4 +417,3 @@ def warm_up() -> float:
             replicated_round(e, e, u, t, i, 0, d0)
     split_opened(np.arange(m, dtype=np.int32), 3)
     inverse_permutation(np.arange(m, dtype=np.int64))
-    return time.perf_counter() - start

@@ -153,3 +153,18 @@ def test_a_launched_party_gets_its_threads():
     assert [done[r] for r in (0, 1)] == [(2, want, True)] * 2
     with pytest.raises(InputError, match="threads"):
         spawn_parties(_threads_job, {0: (), 1: ()}, 2, provider="tfp", timeout=60, threads=0)
+
+
+def test_a_process_that_ran_the_kernels_can_still_fork():
+    import os
+
+    import numba
+
+    kernels.warm_up()
+    assert numba.threading_layer() == "workqueue"  # GNU OpenMP's pool aborts a forked child
+    pid = os.fork()
+    if pid == 0:  # the child runs a parallel kernel too
+        e = np.ones((3, 50_000), np.int32)
+        ok = kernels.beaver_round_bases(e, np.zeros(50_000, np.int64), None, None, e, 0)[1][0] == -3
+        os._exit(0 if ok else 1)
+    assert os.waitpid(pid, 0)[1] == 0
