@@ -107,6 +107,11 @@ the parties, :func:`.primitives.dealer.corrected_party`, :func:`.primitives.deal
 :math:`\lceil 32\,\text{limbs} / d \rceil` rounds.  Time grows as :math:`M`
 per round.
 
+A round's local work (steps 2 and 3 up to the opening, and sigma after it; the split of the
+opened window) runs in the compiled kernels of :mod:`secure_auc.mpc.kernels`, which give
+the same words as the functions below (kept as the reference, and run instead with
+``SECURE_AUC_KERNELS=numpy``).
+
 Examples
 --------
 The stable sort destinations of digits, from one party's shares (one party:
