@@ -194,3 +194,11 @@ def test_the_report_options_of_the_torchrun_entry_and_the_client_command_are_che
               "--identity", "k.pem"]
     assert main(client + ["--rank-bands", "5"]) == 2
     assert capsys.readouterr().err.strip().endswith("--rank-bands does not apply without --metrics")
+
+
+def test_a_deployed_session_takes_its_metrics_from_the_configuration(tmp_path):
+    from secure_auc.mpc.session import MPCSession
+
+    with pytest.raises(InputError, match=r"the configuration holds the mechanism, the layout and the metrics: its "
+                                         r"\[report\] table"):
+        MPCSession(deploy=tmp_path / "deploy.toml", key=tmp_path / "server.pem", metrics=["roc"])
