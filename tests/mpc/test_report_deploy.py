@@ -150,7 +150,8 @@ def test_torchrun_and_client_commands_take_the_report_options(tmp_path):
     compute = subprocess.Popen(
         [str(BIN / "torchrun"), "--nnodes", "1", "--nproc-per-node", "3", "--master-addr", "127.0.0.1",
          "--master-port", str(master), "-m", "secure_auc.cli.compute", *common,
-         "--identity-template", str(keys / "{role}.pem"), "--client-port", str(base), "--json"],
+         "--identity-template", str(keys / "{role}.pem"), "--client-port", str(base), "--json",
+         "--csv", str(tmp_path / "tables")],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     procs = [subprocess.Popen(
         [sys.executable, "-m", "secure_auc", "client", str(files[k]), "--client", str(k), *common,
@@ -175,6 +176,11 @@ def test_torchrun_and_client_commands_take_the_report_options(tmp_path):
     assert report["auc"] == pytest.approx(roc_auc_score(np.concatenate([c.labels for c in clients]),
                                                         np.concatenate([c.scores for c in clients])))
     assert len(report["precision_at"]) == 2 and report["epsilon"] is None
+    # --csv: the tables of each evaluation in a folder of its own, as `evaluate --csv` writes them
+    written = sorted(p.name for p in (tmp_path / "tables" / "epoch-0").iterdir())
+    assert written == ["calibration.csv", "lift.csv", "pr.csv", "roc.csv", "summary.csv"]
+    roc = np.loadtxt(tmp_path / "tables" / "epoch-0" / "roc.csv", delimiter=",", skiprows=1)
+    assert np.array_equal(roc[:, 2], report["roc"]["tpr"])
 
 
 def test_the_report_options_of_the_torchrun_entry_and_the_client_command_are_checked(monkeypatch, tmp_path, capsys):
@@ -189,6 +195,10 @@ def test_the_report_options_of_the_torchrun_entry_and_the_client_command_are_che
     args = compute.build_parser().parse_args(["--clients", "2", "--roster", "r.json", "--identity-template", "x",
                                               "--metrics", "roc", "f1"])
     with pytest.raises(InputError, match="unknown metric 'f1'"):
+        compute._run_computing(args, 0.0)
+    args = compute.build_parser().parse_args(["--clients", "2", "--roster", "r.json", "--identity-template", "x",
+                                              "--csv", str(tmp_path)])
+    with pytest.raises(InputError, match=r"--csv needs a report: --metrics, or a \[report\] table"):
         compute._run_computing(args, 0.0)
     client = ["client", "x.csv", "--client", "0", "--clients", "2", "--roster", "r.json", "--parties", "a:1", "b:2",
               "--identity", "k.pem"]
