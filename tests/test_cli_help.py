@@ -148,7 +148,7 @@ def test_ledger_plan_shows_no_progress_off_a_terminal(capsys):
     (('rendezvous = "10.0.0.1:29500"', 'rendezvous = "10.0.0.1:295x0"'), r"deploy.toml: server.rendezvous: expected"),
     (("[[helpers]]\nclients = \"10.0.0.3:29600\"\n", "[[helper]]\nclients = \"10.0.0.3:29600\"\n"),
      r"deploy.toml: unknown table \[\[helper\]\] \(known: \[deployment\], \[mechanism\], \[server\], \[\[helpers\]\], "
-     r"\[\[clients\]\]\)"),
+     r"\[\[clients\]\], \[report\]\)"),
     (("[server]", "[servers]"), r"deploy.toml: unknown table \[servers\]"),
 ])
 def test_a_configuration_error_names_the_file_and_what_is_valid(tmp_path, edit, message):

@@ -295,6 +295,9 @@ def add_client_parser(sub) -> None:
     add_column_options(c, "the file")
     c.add_argument("--client", type=int, required=True, help="this client's index (0..K-1), its place in the roster")
     add_helpers_options(c)
+    from .report import add_report_spec_options
+
+    add_report_spec_options(c)
     c.add_argument("--parties", nargs="+", required=True, metavar="HOST:PORT",
                    help="the computing parties' client addresses in rank order (server, helpers)")
     c.add_argument("--identity", metavar="KEY.pem", required=True, help="this client's identity key")
@@ -323,6 +326,7 @@ def cmd_client(args) -> int:
     from ..dp.rng import read_noise_key_file
     from ..mpc.comm.roster import read_identity
     from .ledger import reserve_client_ledger
+    from .report import report_table
 
     w = len(args.parties)
     if w not in (2, 3):
@@ -333,7 +337,8 @@ def cmd_client(args) -> int:
         raise InputError(f"--client must be in 0..{args.clients - 1}, got {args.client}")
     config = options_config(computing_parties=w, clients=args.clients, mechanism=mechanism_options(args, args.clients),
                             roster=args.roster, client_addresses=[_address(a) for a in args.parties],
-                            provider=args.provider, sort=args.sort, timeout=args.timeout)
+                            provider=args.provider, sort=args.sort, timeout=args.timeout,
+                            report=report_table(args))
     roster = config.roster()
     identity = read_identity(args.identity)
     if identity.public_key().public_bytes_raw() != roster.clients[args.client]:
@@ -341,7 +346,7 @@ def cmd_client(args) -> int:
     data = read_client_file(args.file, score_column=args.score_column or "score",
                             label_column=args.label_column or "label", id_column=args.id_column)
     key = read_noise_key_file(args.noise_key_file, args.client)
-    mechanism = config.mechanism()
+    mechanism = config.charged()  # with --metrics: the AUC's and the report's releases composed
     try:  # the client's own budget, checked before it joins (each evaluation is charged when it is asked for)
         ledger, reservation = reserve_client_ledger(args, mechanism, data, args.client, args.clients, key,
                                                     via="secure-auc client")

@@ -32,6 +32,7 @@ import os
 import sys
 
 from . import add_helpers_options, mechanism_options, print_report, setup_logging
+from .report import add_report_options, print_report_tables, report_table, split_report
 from .output import OneLineParser
 from ..validation import InputError
 
@@ -45,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "ranks 1..w-1 = helpers, last rank = dealer with --provider ttp): the deployment's service "
                     "for that role, configured by the options below or by --config.")
     add_helpers_options(p, required=False)
+    add_report_options(p)
     p.add_argument("--config", metavar="DEPLOY.toml", default=None,
                    help="a deployment's configuration file instead of the options (its mechanism, layout, "
                         "addresses and timeouts; torchrun's MASTER_ADDR:MASTER_PORT is the rendezvous)")
@@ -101,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 _FILE_OPTIONS = ("clients", "roster", "mechanism", "epsilon", "delta", "allocation", "sensitivity", "alpha", "beta",
-                 "honest_fraction", "split", "provider", "sort", "timeout", "client_port", "listen")
+                 "honest_fraction", "split", "provider", "sort", "timeout", "client_port", "listen", "metrics",
+                 "metric_split", "rank_bands", "top_fractions")
 
 
 def _config(args, world: int, master: str):
@@ -133,7 +136,7 @@ def _config(args, world: int, master: str):
     listen = args.listen or listen_address(master)
     return options_config(computing_parties=w, clients=args.clients, mechanism=mechanism_options(args, args.clients),
                           roster=args.roster, client_addresses=[(listen, args.client_port + r) for r in range(w)],
-                          provider=args.provider, sort=args.sort, timeout=args.timeout,
+                          provider=args.provider, sort=args.sort, timeout=args.timeout, report=report_table(args),
                           threads=getattr(args, "threads", None))
 
 
@@ -147,6 +150,15 @@ def _run_computing(args, started: float) -> int:
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     master = os.environ["MASTER_ADDR"]
     config = _config(args, world, master)
+    folders = [f for f in (args.csv, args.plot) if f is not None]
+    if folders and config.report() is None:
+        raise InputError(f"--{'csv' if args.csv is not None else 'plot'} needs a report: --metrics, or a [report] "
+                         "table in the configuration")
+    if rank == 0:
+        from .output import check_writable_dir
+
+        for folder in folders:
+            check_writable_dir(folder)
     w = config.computing_parties
     epochs = args.epochs if args.epochs is not None else (None if args.config else 1)
     if epochs is not None and epochs < 1:
@@ -157,7 +169,20 @@ def _run_computing(args, started: float) -> int:
     source = f"{len(config.clients)} clients, server of {w} computing parties"
 
     def report(result):
+        from pathlib import Path
+
+        from ..report.output import write_figures, write_tables
+
+        epoch = f"epoch-{result.extra['epoch']}"  # one folder per evaluation
+        if args.csv is not None:
+            write_tables(result.extra, Path(args.csv) / epoch)
+        if args.plot is not None:
+            write_figures(result.extra, Path(args.plot) / epoch)
+        # the report's entries as their own table after the AUC's (JSON: one object, as evaluate --json)
+        tables = split_report(result) if config.report() is not None and not args.json else None
         print_report(result, source, args.json)
+        if tables:
+            print_report_tables(tables)
         sys.stdout.flush()
 
     return run_computing_service(config, kind, index, identity, rendezvous=(master, int(os.environ["MASTER_PORT"])),

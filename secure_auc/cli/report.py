@@ -6,11 +6,19 @@ import argparse
 
 from ..validation import InputError
 
-__all__ = ["add_report_options", "report_arguments", "check_report_options", "write_report_files",
-           "split_report"]
+__all__ = ["add_report_options", "add_report_spec_options", "report_arguments", "report_table",
+           "check_report_options", "write_report_files", "split_report", "print_report_tables"]
 
 
 def add_report_options(p: argparse.ArgumentParser) -> None:
+    g = add_report_spec_options(p)
+    g.add_argument("--plot", default=None, metavar="DIR", help="write roc.png, pr.png, lift.png, calibration.png there")
+    g.add_argument("--csv", default=None, metavar="DIR", help="write the report's tables as CSV files there")
+
+
+def add_report_spec_options(p: argparse.ArgumentParser):
+    """--metrics, --metric-split, --rank-bands, --top-fractions (every party of a deployment
+    started from options gives the same: they are compared at connection time)."""
     from ..report.spec import METRICS
 
     g = p.add_argument_group("the whole evaluation")
@@ -23,8 +31,37 @@ def add_report_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--rank-bands", type=int, default=None, help="equal-frequency rank bands of the curves (default 100)")
     g.add_argument("--top-fractions", type=float, nargs="+", default=None, metavar="FRACTION",
                    help="top fractions for precision and recall at k (default 0.01 0.05 0.1 0.2)")
-    g.add_argument("--plot", default=None, metavar="DIR", help="write roc.png, pr.png, lift.png, calibration.png there")
-    g.add_argument("--csv", default=None, metavar="DIR", help="write the report's tables as CSV files there")
+    return g
+
+
+def report_table(args) -> dict:
+    """The report options as a deployment configuration's ``[report]`` table (empty without
+    --metrics; the options without --metrics refused), checked now."""
+    from .output import check_not_given
+
+    if args.metrics is None:
+        check_not_given(args, ["metric_split", "rank_bands", "top_fractions"], "without --metrics")
+        return {}
+    spec, _ = report_arguments(args)
+    table = {"metrics": list(args.metrics)}
+    if args.metric_split:
+        table["split"] = dict(spec.budget)
+    if args.rank_bands is not None:
+        table["bands"] = int(args.rank_bands)
+    if args.top_fractions is not None:
+        table["top_fractions"] = [float(f) for f in args.top_fractions]
+    return table
+
+
+def print_report_tables(report: dict) -> None:
+    """The report's table (its entries as :func:`split_report` takes them out of a result)."""
+    from ..report.output import summary_rows
+
+    if report:
+        rows = summary_rows(report)
+        width = max(len(k) for k, _ in rows)
+        for k, v in rows:
+            print(f"{k:<{width}}  {v}")
 
 
 def check_report_options(args) -> None:

@@ -403,14 +403,16 @@ def check_report(config: DeployConfig, where) -> None:
 
 def options_config(*, computing_parties: int, clients: int, mechanism: dict, roster, client_addresses,
                    provider: str = "ttp", sort: str = "radix", timeout: float = 60.0, listen=None,
-                   rendezvous: tuple[str, int] = ("127.0.0.1", 0), threads: int | None = None) -> DeployConfig:
+                   rendezvous: tuple[str, int] = ("127.0.0.1", 0), report: dict | None = None,
+                   threads: int | None = None) -> DeployConfig:
     """The deployment that command-line options describe (``python -m secure_auc.cli.compute``
     under torchrun, ``secure-auc client``): the same :class:`DeployConfig` a file gives, so
     both run the services' code and agree on it at connection time.
 
     ``mechanism``: the options of :data:`MECHANISM_KEYS` (None values left out);
     ``client_addresses``: computing party r's (host, port) for the clients; every wait, the
-    start-up's and the scoring's included, is bounded by ``timeout``.  No client entry holds
+    start-up's and the scoring's included, is bounded by ``timeout``; ``report``: a ``[report]``
+    table (:data:`REPORT_KEYS`; default: the AUC only).  No client entry holds
     paths: a client hands its inputs to :func:`.service.run_client_service` itself."""
     timeout = check_timeout(timeout)
     mech = {k: (float(v) if isinstance(v, int) and not isinstance(v, bool) else v)
@@ -418,8 +420,10 @@ def options_config(*, computing_parties: int, clients: int, mechanism: dict, ros
     addresses = tuple(tuple(a) for a in client_addresses)
     hosts = listen if listen is not None else [a[0] for a in addresses]
     entry = ClientEntry(labels=None, label_column="label", scores=None, ledger=None, budget=None, budget_delta=0.0)
-    return DeployConfig(path=Path("<command line>"), computing_parties=computing_parties, provider=provider,
-                        sort=sort, timeout=float(timeout), join_timeout=float(timeout), score_timeout=float(timeout),
-                        roster_path=Path(roster), mechanism_options=mech, rendezvous=tuple(rendezvous),
-                        session_address=("127.0.0.1", 0), client_addresses=addresses, listen=tuple(hosts),
-                        clients=(entry,) * clients, threads=threads)
+    config = DeployConfig(path=Path("<command line>"), computing_parties=computing_parties, provider=provider,
+                          sort=sort, timeout=float(timeout), join_timeout=float(timeout), score_timeout=float(timeout),
+                          roster_path=Path(roster), mechanism_options=mech, rendezvous=tuple(rendezvous),
+                          session_address=("127.0.0.1", 0), client_addresses=addresses, listen=tuple(hosts),
+                          clients=(entry,) * clients, report_options=dict(report or {}), threads=threads)
+    check_report(config, "the command line")
+    return config

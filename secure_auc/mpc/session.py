@@ -83,7 +83,7 @@ class MPCSession:
         if deploy is not None:  # one argument switches: deployed services instead of local processes
             if args or kwargs:
                 raise InputError("with deploy=, a session takes only key= (the clients hold the labels; the "
-                                 "configuration holds the mechanism and the layout)")
+                                 "configuration holds the mechanism, the layout and the metrics: its [report] table)")
             return cls.connect(deploy, key=key)
         return super().__new__(cls)
 

@@ -11,7 +11,9 @@ starts the processes); the change happens inside the party's process only:
 * :func:`unmasked_keys_host_job`: a client host sends its correction party its
   encoded keys unmasked;
 * :func:`ranks_to_everyone_job`: the ranks are opened to every computing party
-  (``open_all``) instead of each client's slice to that client only.
+  (``open_all``) instead of each client's slice to that client only;
+* :func:`one_report_opened_job`: the computing parties open client host 0's shares of
+  the report vector to the server in place of the sum of every host's.
 
 The reduce-based opening (CrypTen's ``get_plain_text(dst)``) is
 ``test_leakage._reduce_opening_job``.
@@ -92,3 +94,24 @@ def ranks_to_everyone_job(rank, *args, **kwargs):
 
     ranks.open_to_owners = open_to_owners
     return run_party(rank, *args, **kwargs)
+
+
+def one_report_opened_job(rank, *args, **kwargs):
+    """The statistics step opens, in the report's columns, host 0's shares alone (one
+    client's noisy report vector) to the server instead of the sum over the hosts; the
+    AUC's statistics are summed as before.  Deterministic: the same keys give the same
+    opened values, whatever the shares."""
+    import secure_auc.mpc.input_parties as ip
+    from secure_auc.mpc.primitives.opening import open_to
+
+    def open_statistics(links, shares, mine, mechanisms, dst=0, report_width=0):
+        width = 2 * len(mechanisms) + int(report_width)
+        corr = {h: links[h].recv_array(ip.CH_STATS, (1, width)) for h in mine}
+        rows = shares.shares("statistics", [1] * len(links), width, corr)
+        opened = rows.sum(dim=0)
+        opened[2 * len(mechanisms):] = rows[0, 2 * len(mechanisms):]
+        out = open_to(opened, dst)
+        return None if out is None else out.numpy().astype(np.int64)
+
+    ip.open_statistics = open_statistics
+    return ip.computing_job(rank, *args, **kwargs)
