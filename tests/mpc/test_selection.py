@@ -95,6 +95,7 @@ def test_a_session_selects_among_its_evaluations_whose_statistics_stay_in_shares
     (:mod:`secure_auc.mpc.audit`): the server opens each evaluation's aggregate and each
     selection's index, nothing else; no process sees any evaluation's rank statistic D."""
     from secure_auc import Ledger, make_mechanism
+    from secure_auc.metrics import rank_auc
     from secure_auc.mpc.session import MPCSession
     from secure_auc.validation import InputError
 
@@ -115,12 +116,20 @@ def test_a_session_selects_among_its_evaluations_whose_statistics_stay_in_shares
         assert res.selected == str(others[int(np.argmax(d[others]))])
         with pytest.raises(InputError, match="epochs"):
             session.select([0, 5])
+        before = session.select(others, epsilon=50.0, release_epsilon=None).extra["total_epsilon_spent"]
+        rel = session.select(others, epsilon=50.0, release_epsilon=20.0)  # and the selected's DP AUC
+        exact = rank_auc(y, s[:, int(rel.selected)])
+        assert rel.selected == str(others[int(np.argmax(d[others]))]) and rel.release_epsilon == 20.0
+        assert rel.epsilon == 70.0 and rel.extra["total_epsilon_spent"] == before + 70.0  # charged once, composed
+        assert 0 < rel.std < 2e-3 and rel.ci_low < rel.auc < rel.ci_high and abs(rel.auc - exact) < 5 * rel.std
+        assert 3 * rel.std < rel.ci_high - rel.ci_low < 5 * rel.std  # a 95 % interval
         after = session.evaluate([s[p, 0] for p in parts])  # the session goes on
         assert 0 < after.auc < 1
-    assert [r["mechanism"] for r in ledger.releases()].count("select-noisy-max") == 2 * 3  # per client and selection
+    mechs = [r["mechanism"] for r in ledger.releases()]
+    assert mechs.count("select-noisy-max") == 3 * 3 and mechs.count("select-noisy-max+distributed") == 3
     assert d.min() > 1 << 16 and set(audit) >= {0, 1, 2, -1}
     opened = [len(r.data) // 8 for r in audit[0] if r.op == "open_to"]
-    assert opened == [2, 2, 2, 1, 1, 2]  # three aggregates (sum, P), two indices, one aggregate
+    assert opened == [2, 2, 2, 1, 1, 1, 1, 2, 2]  # 3 aggregates (sum, P), 4 indices, the release, one aggregate
     assert not any(r.op == "open_to" for who in (1, 2) for r in audit[who])
     pats = [struct.pack("<q", int(v)) for v in d] + [struct.pack("<q", int(v) // 2) for v in d]
     for who, records in audit.items():
