@@ -207,7 +207,7 @@ def _helper(config, pconfig, rank, identity, roster, describe) -> int:
                 kept.append(party_keep(links, rank, pconfig.computing))
             elif op == "select":
                 hellos = {h: links[h].recv_obj(ip.CH_HELLO) for h in range(len(links))}
-                party_session_select(rank, pconfig.computing, links, hellos, kept, describe)
+                party_session_select(rank, pconfig.computing, links, hellos, kept, describe, pconfig.mechanisms[0])
             elif op == "end":
                 if msg.get("shutdown"):
                     log.info("[%s] %s", me, msg["reason"])
@@ -370,7 +370,7 @@ class _Server:
             if op == "evaluate":
                 reply = self.evaluate(request.get("epoch"))
             elif op == "select":
-                reply = self.select(request.get("epochs"), request.get("epsilon"))
+                reply = self.select(request.get("epochs"), request.get("epsilon"), request.get("release_epsilon"))
             elif op == "shutdown":
                 log.info("[server] the session shut the deployment down after %d evaluation(s)", self.evaluations)
                 self.end("the session shut the deployment down", shutdown=True)
@@ -450,6 +450,7 @@ class _Server:
         self.kept.append(party_keep(self.links, 0, self.pconfig.computing))
         self.kept_epochs.append(epoch)
         self.total = sum(int(hello["samples"]) for hello in hellos.values())
+        self.sizes = [int(hello["samples"]) for _, hello in sorted(hellos.items())]
         agg = result.aggregate
         log.info("[server] evaluation %d (epoch %s): AUC estimate %.6f, rank step %.3f s, %.3f s in all", n, epoch,
                  float(result.estimate.auc), result.rank_seconds, time.perf_counter() - start)
@@ -461,10 +462,12 @@ class _Server:
                 "computing_parties": self.config.computing_parties}
 
 
-    def select(self, epochs, epsilon) -> dict:
+    def select(self, epochs, epsilon, release_epsilon=None) -> dict:
         """A selection among earlier evaluations (their epochs; default all), as
         :meth:`secure_auc.mpc.session.MPCSession.select` does locally: each client is asked (it may
-        refuse: its budget), then adds its noise shares; only the index is opened, here."""
+        refuse: its budget), then adds its noise shares; only the index is opened, here.  With
+        ``release_epsilon``: the clients then share their statistics of the selected evaluation at
+        that eps (the configured mechanism), opened here (``release``: the aggregate)."""
         from ..mpc import input_parties as ip
         from ..mpc.selection import party_session_select
 
@@ -476,7 +479,8 @@ class _Server:
             return {"error": f"epochs must be distinct epochs evaluated in this deployment, got {epochs!r}", "refused": True}
         idx = [last[e] for e in epochs]
         for link in self.links.values():
-            link.send_obj(CH_CONTROL, {"op": "select", "evaluations": idx, "epsilon": epsilon, "total": self.total})
+            link.send_obj(CH_CONTROL, {"op": "select", "evaluations": idx, "epsilon": epsilon, "total": self.total,
+                                       "release_epsilon": release_epsilon})
         answers = self.wait_answers(self.evaluations, "selection")
         refusals = [f"client {h} refused: {a['refused']}" for h, a in sorted(answers.items()) if "refused" in a]
         if refusals:
@@ -489,11 +493,16 @@ class _Server:
             link.send_obj(CH_CONTROL, {"op": "go"})
         self.tell_helpers({"op": "select"})
         hellos = {h: self.links[h].recv_obj(ip.CH_HELLO) for h in range(len(self.links))}
-        result = party_session_select(0, self.pconfig.computing, self.links, hellos, self.kept, self.describe)
+        result = party_session_select(0, self.pconfig.computing, self.links, hellos, self.kept, self.describe,
+                                      self.pconfig.mechanisms[0])
         log.info("[server] selection among %d evaluations: epoch %s", len(idx), self.kept_epochs[result.selected])
-        return {"ok": True, "selected": self.kept_epochs[result.selected], "epochs": list(epochs),
-                "argmax_seconds": round(result.argmax_seconds, 4), "argmax_bytes": result.argmax_bytes,
-                "argmax_rounds": result.argmax_rounds, "samples": self.total}
+        reply = {"ok": True, "selected": self.kept_epochs[result.selected], "epochs": list(epochs),
+                 "argmax_seconds": round(result.argmax_seconds, 4), "argmax_bytes": result.argmax_bytes,
+                 "argmax_rounds": result.argmax_rounds, "samples": self.total, "sizes": self.sizes}
+        if result.release is not None:
+            agg = result.release[1]
+            reply["release"] = [int(agg.global_sum_fixed), int(agg.positives_fixed), int(agg.total)]
+        return reply
 
 
 def evaluation_result(mechanism, reply: dict, *, startup: dict | None = None, seconds: float | None = None):
@@ -631,6 +640,7 @@ def run_client_service(config: DeployConfig, k: int, identity, inputs: ClientInp
         inputs = client_inputs(config, k)
     mechanism, pconfig = config.mechanism(), config.party_config()
     w = config.computing_parties
+    kept = []  # per evaluation: ([labels], own rows' 2 x mid-ranks), for a release after a selection
 
     def describe_party(p):
         return describe_helpers_rank(p, w - 1).split(" (")[0]
@@ -666,7 +676,7 @@ def run_client_service(config: DeployConfig, k: int, identity, inputs: ClientInp
                         return 0
                     raise ServiceError(f"the deployment ended: {msg['reason']}")
                 if op == "select":  # among earlier evaluations, whose statistics the computing parties kept
-                    _client_select(msg, k, inputs, ledger, links, config, describe_party, me)
+                    _client_select(msg, k, inputs, ledger, links, config, describe_party, me, kept)
                     continue
                 if op != "open":
                     raise ServiceError(f"the server sent {op!r} where an evaluation was expected")
@@ -701,23 +711,32 @@ def run_client_service(config: DeployConfig, k: int, identity, inputs: ClientInp
                 with finishing(ledger, reservation):
                     out = host_evaluation(k, [ClientData(scores, labels)], k, [key], pconfig, links, True)
                     host_keep(links, k, [labels], out["ranks"])
+                    kept.append(([labels], out["ranks"][0].astype(np.int32)))  # for a release after a selection
                 log.info("[%s] evaluation %d (epoch %s) done in %.3f s", me, n, epoch, time.perf_counter() - start)
     finally:
         for link in links:
             link.close()
 
 
-def _client_select(msg, k, inputs, ledger, links, config, describe_party, me) -> None:
-    """Client ``k``'s part of a selection: charge its ledger (or refuse), then share its noise."""
+def _client_select(msg, k, inputs, ledger, links, config, describe_party, me, kept) -> None:
+    """Client ``k``'s part of a selection: charge its ledger (or refuse), then share its noise
+    (and with a release, its statistics of the selected evaluation from ``kept``: each
+    evaluation's labels and own rows' ranks)."""
     from ..dp.accountant import finishing
-    from ..dp.selection import SelectionCharge
+    from ..dp.selection import SelectAndRelease, SelectionCharge, release_mechanism
     from ..mpc.selection import host_session_select
 
     evaluations, epsilon, total = msg["evaluations"], float(msg["epsilon"]), int(msg["total"])
-    reservation, answer = None, None
+    release_eps = msg.get("release_epsilon")
+    reservation, answer, release = None, None, None
     try:
+        charge = SelectionCharge(epsilon)
+        if release_eps is not None:
+            mechanism = config.party_config().mechanisms[0]
+            charge = SelectAndRelease(charge, release_mechanism(mechanism, float(release_eps)))
+            release = (float(release_eps), mechanism, k, kept)
         if ledger is not None:
-            reservation = ledger.reserve([inputs.charged], SelectionCharge(epsilon), clients=[k], total=total,
+            reservation = ledger.reserve([inputs.charged], charge, clients=[k], total=total,
                                          name=inputs.name, note=f"deployed client {k}, selection")
     except InputError as exc:
         answer = {"refused": str(exc)}
@@ -731,7 +750,7 @@ def _client_select(msg, k, inputs, ledger, links, config, describe_party, me) ->
             raise ServiceError(f"the deployment ended: {decision['reason']}")
         return
     with finishing(ledger, reservation):
-        host_session_select(links, k, evaluations, epsilon, len(config.clients), total, [None])
+        host_session_select(links, k, evaluations, epsilon, len(config.clients), total, [None], release)
 
 
 def _ready(links, timeout: float, sockets=()) -> list:

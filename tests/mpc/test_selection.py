@@ -173,8 +173,14 @@ def test_a_deployed_session_selects_among_its_evaluations(tmp_path):
             assert res.selected == str(int(np.argmax(aucs)))
             with pytest.raises(EvaluationRefused, match="epochs must be distinct epochs evaluated"):
                 session.select([7])
+            rel = session.select(epsilon=500.0, release_epsilon=50.0)  # and the selected's DP AUC
+            exact = aucs[int(np.argmax(aucs))]
+            assert rel.selected == str(int(np.argmax(aucs))) and rel.epsilon == 550.0 and rel.release_epsilon == 50.0
+            assert 0 < rel.std < 0.05 and rel.ci_low < rel.auc < rel.ci_high and abs(rel.auc - exact) < 5 * rel.std
             session.shutdown()
-        for k in range(3):  # 3 evaluations and 2 selections, each charged once to the client's ledger
-            assert Ledger(tmp_path / f"ledger-{k}.db").spent(label_commitment(data["labels"][k])).releases == 5
+        for k in range(3):  # 3 evaluations and 3 selections, each charged once to the client's ledger
+            ledger = Ledger(tmp_path / f"ledger-{k}.db")
+            assert ledger.spent(label_commitment(data["labels"][k])).releases == 6
+            assert [r["mechanism"] for r in ledger.releases()][-1] == "select-noisy-max+laplace"
     finally:
         bench.stop(procs)
