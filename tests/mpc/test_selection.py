@@ -1,7 +1,8 @@
 """DP selection in MPC (:mod:`secure_auc.mpc.selection`): the selected index against the plain
 reference, and what every process receives and opens (:mod:`secure_auc.mpc.audit`): the
 server opens exactly one value, the index; no process receives or opens any candidate's
-statistic, noisy or not.  A canary that opens the noisy statistics to the server is caught."""
+statistic, noisy or not.  A canary that opens the noisy statistics to the server is caught.
+The deployed session's selection is tested with the deployed services (tests/mpc/test_services.py)."""
 
 from __future__ import annotations
 
@@ -135,52 +136,3 @@ def test_a_session_selects_among_its_evaluations_whose_statistics_stay_in_shares
     for who, records in audit.items():
         for r in records:
             assert not any(p in r.data for p in pats), (who, r.op, r.src)
-
-
-def test_a_deployed_session_selects_among_its_evaluations(tmp_path):
-    """The deployed services (``secure-auc serve``, every role a process on this machine): after
-    three evaluations, ``select`` returns the epoch with the highest exact AUC (the noise far
-    below the gaps), charged once to every client's own ledger."""
-    import importlib.util
-    from pathlib import Path
-
-    from secure_auc import Ledger
-    from secure_auc.deploy.session import EvaluationRefused
-    from secure_auc.dp.accountant import label_commitment
-    from secure_auc.metrics import rank_auc
-    from secure_auc.mpc.launch import free_port
-    from secure_auc.mpc.session import MPCSession
-
-    root = Path(__file__).resolve().parents[2]
-    spec = importlib.util.spec_from_file_location("bench_deploy", root / "scripts" / "bench_deploy.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    sizes = [150, 90, 61]
-    ports = (free_port(), free_port(span=3), free_port())
-    data = bench.write_deployment(tmp_path, sizes, epochs=3, ports=ports, timeout=20.0)
-    procs = [bench.start_service(tmp_path, role) for role in bench.ROLES]
-    try:
-        y = np.concatenate(data["labels"])
-        aucs = [rank_auc(y, np.concatenate([bench.model_scores(tmp_path, k, e) for k in range(3)])) for e in range(3)]
-        with MPCSession.connect(tmp_path / "deploy.toml", key=tmp_path / "keys" / "server.pem") as session:
-            for epoch in range(3):
-                session.evaluate(epoch=epoch)
-            res = session.select(epsilon=500.0)
-            assert res.selected == str(int(np.argmax(aucs))) and res.candidates == ["0", "1", "2"]
-            assert res.samples == sum(sizes) and res.extra["argmax_rounds"] > 0
-            worst = int(np.argmin(aucs))
-            res = session.select([e for e in range(3) if e != worst][::-1], epsilon=500.0)
-            assert res.selected == str(int(np.argmax(aucs)))
-            with pytest.raises(EvaluationRefused, match="epochs must be distinct epochs evaluated"):
-                session.select([7])
-            rel = session.select(epsilon=500.0, release_epsilon=50.0)  # and the selected's DP AUC
-            exact = aucs[int(np.argmax(aucs))]
-            assert rel.selected == str(int(np.argmax(aucs))) and rel.epsilon == 550.0 and rel.release_epsilon == 50.0
-            assert 0 < rel.std < 0.05 and rel.ci_low < rel.auc < rel.ci_high and abs(rel.auc - exact) < 5 * rel.std
-            session.shutdown()
-        for k in range(3):  # 3 evaluations and 3 selections, each charged once to the client's ledger
-            ledger = Ledger(tmp_path / f"ledger-{k}.db")
-            assert ledger.spent(label_commitment(data["labels"][k])).releases == 6
-            assert [r["mechanism"] for r in ledger.releases()][-1] == "select-noisy-max+laplace"
-    finally:
-        bench.stop(procs)
