@@ -98,6 +98,7 @@ def test_a_session_selects_among_its_evaluations_whose_statistics_stay_in_shares
     from secure_auc import Ledger, make_mechanism
     from secure_auc.metrics import rank_auc
     from secure_auc.mpc.session import MPCSession
+    from secure_auc.training import FederatedAUC
     from secure_auc.validation import InputError
 
     y, s, labels, _ = data(m=600, t_count=3, seed=2)
@@ -117,15 +118,20 @@ def test_a_session_selects_among_its_evaluations_whose_statistics_stay_in_shares
         assert res.selected == str(others[int(np.argmax(d[others]))])
         with pytest.raises(InputError, match="epochs"):
             session.select([0, 5])
-        before = session.select(others, epsilon=50.0, release_epsilon=None).extra["total_epsilon_spent"]
+        metric = FederatedAUC(session=session)  # the metric object delegates to the session
+        res = metric.select(others, epsilon=50.0)
+        assert res.selected == str(others[int(np.argmax(d[others]))])
+        before = res.extra["total_epsilon_spent"]
         rel = session.select(others, epsilon=50.0, release_epsilon=20.0)  # and the selected's DP AUC
         exact = rank_auc(y, s[:, int(rel.selected)])
         assert rel.selected == str(others[int(np.argmax(d[others]))]) and rel.release_epsilon == 20.0
         assert rel.epsilon == 70.0 and rel.extra["total_epsilon_spent"] == before + 70.0  # charged once, composed
         assert 0 < rel.std < 2e-3 and rel.ci_low < rel.auc < rel.ci_high and abs(rel.auc - exact) < 5 * rel.std
         assert 3 * rel.std < rel.ci_high - rel.ci_low < 5 * rel.std  # a 95 % interval
-        after = session.evaluate([s[p, 0] for p in parts])  # the session goes on
-        assert 0 < after.auc < 1
+        for k, p in enumerate(parts):  # the session goes on
+            metric.update(s[p, 0], client=k)
+        after = metric.compute()
+        assert abs(after.auc - rank_auc(y, s[:, 0])) < 0.05 and after.samples == len(y)
     mechs = [r["mechanism"] for r in ledger.releases()]
     assert mechs.count("select-noisy-max") == 3 * 3 and mechs.count("select-noisy-max+distributed") == 3
     assert d.min() > 1 << 16 and set(audit) >= {0, 1, 2, -1}
