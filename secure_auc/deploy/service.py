@@ -64,7 +64,7 @@ from .config import DeployConfig, parse_role
 log = logging.getLogger(__name__)
 
 __all__ = ["ServiceError", "ClientInputs", "serve", "run_computing_service", "run_client_service", "client_inputs",
-           "evaluation_result", "load_hook", "read_labels", "CH_JOIN", "CH_CONTROL"]
+           "evaluation_result", "selection_result", "load_hook", "read_labels", "CH_JOIN", "CH_CONTROL"]
 
 CH_JOIN, CH_CONTROL = 20, 21  # beyond the evaluation's channels (secure_auc.mpc.input_parties)
 SESSION_HOST = 0  # the session's id among the server's session links (it authenticates with the server's key)
@@ -111,14 +111,15 @@ def _differences(theirs: dict, mine: dict) -> list[str]:
 
 def run_computing_service(config: DeployConfig, kind: str, index: int, identity, *,
                           rendezvous: tuple[str, int] | None = None, epochs: int | None = None,
-                          on_result=None) -> int:
+                          on_result=None, select: tuple | None = None) -> int:
     """The server, a helper or the dealer (see the module docstring).
 
     ``rendezvous`` replaces ``server.rendezvous`` (under torchrun: its ``MASTER_ADDR`` and
     ``MASTER_PORT``).  With ``epochs`` = N the server asks for N evaluations itself
     (epochs 0..N-1), with no session, hands each :class:`secure_auc.EvaluationResult` to
     ``on_result``, then shuts the deployment down; a refusal then ends it, naming the
-    client and its reason."""
+    client and its reason.  ``select`` = (eps, release eps or None) with ``epochs``: then a
+    selection among the N evaluations, its :class:`secure_auc.SelectionResult` to ``on_result``."""
     from ..mpc.audit import forbid_crypten_randomness
     from ..mpc.comm.roster import describe_helpers_rank
     from ..mpc.comm.runtime import init_party, shutdown_party
@@ -154,7 +155,9 @@ def run_computing_service(config: DeployConfig, kind: str, index: int, identity,
         agree_public(pconfig, rank, describe)
         try:
             if rank == 0:
-                return _Server(config, pconfig, identity, roster, describe, started, epochs, on_result).run()
+                server = _Server(config, pconfig, identity, roster, describe, started, epochs, on_result)
+                server.selection = select
+                return server.run()
             return _helper(config, pconfig, rank, identity, roster, describe)
         finally:
             shutdown_party()
@@ -277,6 +280,13 @@ class _Server:
             if epoch == 0:
                 startup = {"startup_seconds": round(self.first_request - self.started, 3)}
             self.on_result(evaluation_result(mechanism, reply, startup=startup))
+        if getattr(self, "selection", None):  # a selection among them (secure-auc compute --select-epsilon)
+            start = time.perf_counter()
+            reply = self.select(list(range(self.epochs)), *self.selection)
+            if "error" in reply:
+                raise ServiceError(reply["error"])
+            self.on_result(selection_result(self.pconfig.mechanisms[0], reply, *self.selection,
+                                            clients=len(self.config.clients), seconds=time.perf_counter() - start))
         log.info("[server] %d evaluation(s) done; ending the deployment", self.epochs)
         self.end(f"the server ran its {self.epochs} evaluation(s)", shutdown=True)
         return 0
@@ -522,6 +532,33 @@ def evaluation_result(mechanism, reply: dict, *, startup: dict | None = None, se
               "computing_parties": reply["computing_parties"]} | (startup or {})
     return make_result(mechanism, estimate, aggregate, list(reply["sizes"]), protocol="mpc",
                        seconds=reply["seconds"] if seconds is None else seconds, extra=extra)
+
+
+def selection_result(mechanism, reply: dict, epsilon: float, release_epsilon: float | None = None, *,
+                     clients: int, seconds: float):
+    """The :class:`secure_auc.SelectionResult` of the server's ``reply`` to a selection (``selected``:
+    the epoch, as a string); with ``release_epsilon``, the selected's DP AUC from the opened
+    aggregate under ``mechanism`` at that eps."""
+    from ..dp.selection import release_mechanism
+    from ..selection import SelectionResult, release_result
+
+    names = [str(e) for e in reply["epochs"]]
+    out = SelectionResult(selected=str(reply["selected"]), index=names.index(str(reply["selected"])),
+                          candidates=names, method="noisy-max", epsilon=epsilon, delta=0.0, protocol="mpc",
+                          clients=clients, samples=int(reply["samples"]), seconds=round(seconds, 3),
+                          selection_epsilon=epsilon,
+                          extra={k: reply[k] for k in ("argmax_seconds", "argmax_bytes", "argmax_rounds")})
+    if release_epsilon is not None:
+        from ..protocol.messages import Aggregate
+        from ..protocol.server import Server
+        from ..result import make_result
+
+        release = release_mechanism(mechanism, release_epsilon)
+        aggregate = Aggregate(*reply["release"])
+        res = make_result(release, Server(release).estimate(aggregate), aggregate, list(reply["sizes"]),
+                          protocol="mpc", seconds=out.seconds)
+        release_result(out, res, release_epsilon)
+    return out
 
 
 # --------------------------------------------------------------------------- clients

@@ -144,13 +144,15 @@ class DeployedSession:
         secure_auc.SelectionResult
             ``selected``: the epoch, as a string."""
         from ..dp.selection import release_mechanism
-        from ..selection import SelectionResult, _check_epsilon, release_result
+        from ..selection import _check_epsilon
+        from .service import selection_result
 
         if self._closed:
             raise InputError("the session is closed")
         epsilon = _check_epsilon(epsilon, "epsilon")
         release_epsilon = _check_epsilon(release_epsilon, "release_epsilon", allow_none=True)
-        release = None if release_epsilon is None else release_mechanism(self.mechanism, release_epsilon)
+        if release_epsilon is not None:
+            release_mechanism(self.mechanism, release_epsilon)  # refused before anything is sent
         start = time.perf_counter()
         self._link.send_obj(_CONTROL, {"op": "select", "epochs": None if epochs is None else list(epochs),
                                        "epsilon": epsilon, "release_epsilon": release_epsilon})
@@ -160,22 +162,8 @@ class DeployedSession:
                 raise EvaluationRefused(reply["error"])
             self._closed = True
             raise MPCError(reply["error"])
-        names = [str(e) for e in reply["epochs"]]
-        out = SelectionResult(selected=str(reply["selected"]), index=names.index(str(reply["selected"])),
-                              candidates=names, method="noisy-max", epsilon=epsilon, delta=0.0, protocol="mpc",
-                              clients=self.clients, samples=int(reply["samples"]),
-                              seconds=round(time.perf_counter() - start, 3), selection_epsilon=epsilon,
-                              extra={k: reply[k] for k in ("argmax_seconds", "argmax_bytes", "argmax_rounds")})
-        if release is not None:
-            from ..protocol.messages import Aggregate
-            from ..protocol.server import Server
-            from ..result import make_result
-
-            aggregate = Aggregate(*reply["release"])
-            res = make_result(release, Server(release).estimate(aggregate), aggregate, list(reply["sizes"]),
-                              protocol="mpc", seconds=out.seconds)
-            release_result(out, res, release_epsilon)
-        return out
+        return selection_result(self.mechanism, reply, epsilon, release_epsilon, clients=self.clients,
+                                seconds=time.perf_counter() - start)
 
     def shutdown(self) -> None:
         """Stop every service of the deployment (the server tells the others)."""
