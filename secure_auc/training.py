@@ -258,7 +258,7 @@ class FederatedAUC:
         >>> FederatedAUC(make_mechanism("laplace", 1.0), protocol="plain").select(epsilon=1.0)
         Traceback (most recent call last):
             ...
-        secure_auc.validation.InputError: select() needs a session, whose computing parties keep each evaluation's statistics; without one, secure_auc.select() chooses among candidates' scores
+        secure_auc.validation.InputError: select() needs a session, whose computing parties keep each ...
         """
         if self.session is None:
             raise InputError("select() needs a session, whose computing parties keep each evaluation's statistics; "

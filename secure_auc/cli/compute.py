@@ -21,9 +21,10 @@ Or by a deployment's configuration file (``--config deploy.toml``): without ``--
 the server then waits for the platform's sessions (``MPCSession(deploy=...)``), as
 ``secure-auc serve --role server`` does; with ``--epochs N`` it asks for N evaluations
 itself, and with ``--select-epsilon E`` (``--release-epsilon E2``) then selects the best of
-them (:meth:`secure_auc.deploy.session.DeployedSession.select`).  Every party must be configured alike (mechanism, ``--clients``, ``--provider``,
-``--sort``); a difference is named at connection time.  Only the server prints the
-report of each evaluation.
+them (:meth:`secure_auc.deploy.session.DeployedSession.select`).  Every party must be
+configured alike (mechanism, ``--clients``, ``--provider``, ``--sort``); a difference is
+named at connection time.  Only the server prints the report of each evaluation (and of the
+selection).
 """
 
 from __future__ import annotations
