@@ -400,6 +400,13 @@ def _release(out: SelectionResult, data, index, release_epsilon, protocol, seed,
     res = evaluate([c.candidate(index) for c in data], mech, protocol=protocol,
                    seed=None if seed is None else seed + 1, mpc_options=opts, ledger=ledger,
                    dataset_name=dataset_name)
+    release_result(out, res, release_epsilon)
+
+
+def release_result(out: SelectionResult, res, release_epsilon: float) -> None:
+    """Fill ``out`` (a selection) with ``res``, the selected candidate's released
+    :class:`~secure_auc.EvaluationResult` at ``release_epsilon``: the AUC, std, interval and
+    the privacy spent in all."""
     out.release_epsilon = release_epsilon
     out.auc, out.std, out.ci_low, out.ci_high = res.auc, res.std, res.ci_low, res.ci_high
     out.epsilon = out.selection_epsilon + float(res.epsilon)

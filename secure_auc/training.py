@@ -268,3 +268,33 @@ class FederatedAUC:
         self.releases += 1
         self._result = result
         return result
+
+    def select(self, epochs=None, *, epsilon: float = 1.0, release_epsilon: float | None = None):
+        """Select the best of the session's earlier evaluations, releasing only which one
+        (report-noisy-max, eps-DP whatever their number), and with ``release_epsilon`` its DP
+        AUC: the session's :meth:`~secure_auc.mpc.session.MPCSession.select`.
+
+        Parameters
+        ----------
+        epochs : list, optional
+            The session's evaluations, 0 for its first (for a session this metric alone
+            evaluates on, the n-th :meth:`compute`), default all.
+        epsilon : float, default 1.0
+        release_epsilon : float, optional
+
+        Returns
+        -------
+        secure_auc.SelectionResult
+
+        Examples
+        --------
+        >>> from secure_auc import make_mechanism
+        >>> FederatedAUC(make_mechanism("laplace", 1.0), protocol="plain").select(epsilon=1.0)
+        Traceback (most recent call last):
+            ...
+        secure_auc.validation.InputError: select() needs a session, whose computing parties keep each ...
+        """
+        if self.session is None:
+            raise InputError("select() needs a session, whose computing parties keep each evaluation's statistics; "
+                             "without one, secure_auc.select() chooses among candidates' scores")
+        return self.session.select(epochs, epsilon=epsilon, release_epsilon=release_epsilon)

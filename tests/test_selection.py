@@ -216,3 +216,37 @@ def test_examples_of_the_selection_modules_run(name):
 
     result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_a_selection_with_its_release_is_one_composed_charge_and_the_release_mechanism_is_the_sessions():
+    """``session.select(release_epsilon=E2)``'s charge: the selection's pure eps event composed with
+    the session's mechanism at E2, which equals the mechanism made afresh at E2 for every family;
+    its eps at delta = 1e-6 against dp-accounting's PLD accountant on the two events."""
+    import dataclasses
+
+    import dp_accounting as dpa
+    from dp_accounting.pld import PLDAccountant
+
+    from secure_auc import make_mechanism
+    from secure_auc.dp.events import compose
+    from secure_auc.dp.selection import SelectAndRelease, SelectionCharge, release_mechanism
+
+    for family, kw in [("distributed", {"clients": 3}), ("distributed", {"clients": 3, "delta": 1e-6}),
+                       ("laplace", {"allocation": "adaptive"}), ("rr", {}), ("gaussian", {"delta": 1e-6}),
+                       ("orthogonal", {})]:
+        session = make_mechanism(family, 1.0, **kw).for_clients(3)
+        assert release_mechanism(session, 0.3) == make_mechanism(family, 0.3, **kw).for_clients(3), family
+        assert dataclasses.replace(session) == session
+    with pytest.raises(InputError, match="release_epsilon needs a private session mechanism"):
+        release_mechanism(make_mechanism("none"), 1.0)
+    charge = SelectAndRelease(SelectionCharge(1.0), make_mechanism("distributed", 0.5, clients=3).for_clients(3))
+    assert (charge.cost.epsilon, charge.cost.delta) == (1.5, 0.0) and charge.name == "select-noisy-max+distributed"
+    event = charge.privacy_event(100)
+    assert event["kind"] == "composed" and event["events"][0] == pure_event(1.0)
+    leaves = [1.0] + [e["epsilon"] for e in event["events"][1]["events"]]  # the release's two noises
+    assert sum(leaves) == pytest.approx(1.5)
+    acc = PLDAccountant()
+    acc.compose(dpa.ComposedDpEvent([dpa.dp_event.DiscreteLaplaceDpEvent(noise_parameter=e, sensitivity=1)
+                                     for e in leaves]))
+    ours = compose([event], 1e-6).epsilon
+    assert ours <= 1.5 + 1e-9 and ours == pytest.approx(min(1.5, acc.get_epsilon(1e-6)), abs=1e-3)

@@ -20,9 +20,11 @@ Each client (its own process, on its own machine)::
 Or by a deployment's configuration file (``--config deploy.toml``): without ``--epochs``
 the server then waits for the platform's sessions (``MPCSession(deploy=...)``), as
 ``secure-auc serve --role server`` does; with ``--epochs N`` it asks for N evaluations
-itself.  Every party must be configured alike (mechanism, ``--clients``, ``--provider``,
-``--sort``); a difference is named at connection time.  Only the server prints the
-report of each evaluation.
+itself, and with ``--select-epsilon E`` (``--release-epsilon E2``) then selects the best of
+them (:meth:`secure_auc.deploy.session.DeployedSession.select`).  Every party must be
+configured alike (mechanism, ``--clients``, ``--provider``, ``--sort``); a difference is
+named at connection time.  Only the server prints the report of each evaluation (and of the
+selection).
 """
 
 from __future__ import annotations
@@ -55,6 +57,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--epochs", type=int, default=None, metavar="N",
                    help="the server asks for N evaluations (epochs 0..N-1), prints each, then ends the deployment "
                         "(default 1; with --config: none, the server waits for sessions)")
+    p.add_argument("--select-epsilon", type=float, default=None, metavar="E",
+                   help="with --epochs N: then select the best of the N evaluations (report-noisy-max at eps = E, "
+                        "only the epoch released) and print it")
+    p.add_argument("--release-epsilon", type=float, default=None, metavar="E2",
+                   help="with --select-epsilon: also release the selected epoch's DP AUC at eps = E2")
     p.add_argument("--client-port", type=int, default=29600,
                    help="computing party r accepts the clients' links on this port + r (default 29600)")
     p.add_argument("--listen", default=None,
@@ -149,6 +156,16 @@ def _run_computing(args, started: float) -> int:
             raise InputError(f"environment variable {key} is not set: start this module with torchrun")
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     master = os.environ["MASTER_ADDR"]
+    select = None
+    if args.select_epsilon is not None or args.release_epsilon is not None:
+        from ..selection import _check_epsilon
+
+        if args.select_epsilon is None:
+            raise InputError("--release-epsilon needs --select-epsilon")
+        if args.epochs is None:
+            raise InputError("--select-epsilon needs --epochs N (the evaluations to select among)")
+        select = (_check_epsilon(args.select_epsilon, "--select-epsilon"),
+                  _check_epsilon(args.release_epsilon, "--release-epsilon", allow_none=True))
     config = _config(args, world, master)
     folders = [f for f in (args.csv, args.plot) if f is not None]
     if folders and config.report() is None:
@@ -163,12 +180,23 @@ def _run_computing(args, started: float) -> int:
     epochs = args.epochs if args.epochs is not None else (None if args.config else 1)
     if epochs is not None and epochs < 1:
         raise InputError(f"--epochs must be at least 1, got {epochs}")
+    if select is not None and select[1] is not None:
+        from ..dp.selection import release_mechanism
+
+        release_mechanism(config.mechanism(), select[1])  # a private mechanism, before anything starts
     kind, index = ("server", 0) if rank == 0 else (("dealer", 0) if rank == w else ("helper", rank))
     role = {"server": "server", "dealer": "dealer"}.get(kind, f"helper{index}")
     identity = read_identity(args.identity_template.replace("{role}", role))
     source = f"{len(config.clients)} clients, server of {w} computing parties"
 
     def report(result):
+        from ..selection import SelectionResult
+        from .select import print_selection
+
+        if isinstance(result, SelectionResult):
+            print_selection(result, args.json, indent=None)
+            sys.stdout.flush()
+            return
         from pathlib import Path
 
         from ..report.output import write_figures, write_tables
@@ -186,7 +214,7 @@ def _run_computing(args, started: float) -> int:
         sys.stdout.flush()
 
     return run_computing_service(config, kind, index, identity, rendezvous=(master, int(os.environ["MASTER_PORT"])),
-                                 epochs=epochs, on_result=report)
+                                 epochs=epochs, on_result=report, select=select)
 
 
 if __name__ == "__main__":

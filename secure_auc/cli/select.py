@@ -98,19 +98,24 @@ def cmd_select(args) -> int:
     res = select(clients, args.candidates, epsilon=args.epsilon, release_epsilon=args.release_epsilon,
                  method=args.method, mean=args.mean, delta=args.delta, protocol=args.protocol, ledger=ledger,
                  dataset_name=args.dataset, mpc_options=opts)
-    if args.json:
-        print(json.dumps(json_safe(res.to_dict()), indent=2))
-        return 0
+    print_selection(res, args.json)
+    return 0
+
+
+def print_selection(res, as_json: bool, indent: int | None = 2) -> None:
+    """Print a :class:`secure_auc.SelectionResult`: JSON (``indent``; None: one line) or text."""
+    if as_json:
+        print(json.dumps(json_safe(res.to_dict()), indent=indent))
+        return
     print(f"selected: {res.selected} (candidate {res.index + 1} of {len(res.candidates)}, {res.method})")
     print(f"privacy spent: eps = {res.epsilon:.6g}" + (f", delta = {res.delta:g}" if res.delta else ""))
     if res.auc is not None:
         print(f"DP AUC of {res.selected}: {res.auc:.6f} (std {res.std:.2e}, 95% interval "
               f"[{res.ci_low:.6f}, {res.ci_high:.6f}], eps = {res.release_epsilon:g})")
-    if "argmax_seconds" in res.extra:
+    if "mpc_seconds" in res.extra:
         e = res.extra
         print(f"cost: {e['mpc_seconds']:.1f} s in all, rank steps {e['rank_step_seconds']:.1f} s, secure argmax "
               f"{e['argmax_seconds']:.3f} s, {max(e['argmax_rounds_per_party'])} rounds, "
               f"{max(e['argmax_bytes_per_party']):,} bytes per party")
     if "privacy_spent" in res.extra:
         print(f"ledger: {res.extra['privacy_spent']}")
-    return 0

@@ -67,7 +67,7 @@ from .untrusted import REASONS, check_epoch, check_private_code, describe_refusa
 log = logging.getLogger(__name__)
 
 __all__ = ["ServiceError", "ClientInputs", "serve", "run_computing_service", "run_client_service", "client_inputs",
-           "evaluation_result", "load_hook", "read_labels", "CH_JOIN", "CH_CONTROL"]
+           "evaluation_result", "selection_result", "load_hook", "read_labels", "CH_JOIN", "CH_CONTROL"]
 
 CH_JOIN, CH_CONTROL = 20, 21  # beyond the evaluation's channels (secure_auc.mpc.input_parties)
 SESSION_HOST = 0  # the session's id among the server's session links (it authenticates with the server's key)
@@ -168,14 +168,15 @@ def _differences(theirs: dict, mine: dict) -> list[str]:
 
 def run_computing_service(config: DeployConfig, kind: str, index: int, identity, *,
                           rendezvous: tuple[str, int] | None = None, epochs: int | None = None,
-                          on_result=None) -> int:
+                          on_result=None, select: tuple | None = None) -> int:
     """The server, a helper or the dealer (see the module docstring).
 
     ``rendezvous`` replaces ``server.rendezvous`` (under torchrun: its ``MASTER_ADDR`` and
     ``MASTER_PORT``).  With ``epochs`` = N the server asks for N evaluations itself
     (epochs 0..N-1), with no session, hands each :class:`secure_auc.EvaluationResult` to
     ``on_result``, then shuts the deployment down; a refusal then ends it, naming the
-    client and its reason."""
+    client and its reason.  ``select`` = (eps, release eps or None) with ``epochs``: then a
+    selection among the N evaluations, its :class:`secure_auc.SelectionResult` to ``on_result``."""
     from ..mpc.audit import forbid_crypten_randomness
     from ..mpc.comm.roster import describe_helpers_rank
     from ..mpc.comm.runtime import init_party, shutdown_party
@@ -224,7 +225,9 @@ def run_computing_service(config: DeployConfig, kind: str, index: int, identity,
         agree_public(pconfig, rank, describe)
         try:
             if rank == 0:
-                return _Server(config, pconfig, identity, roster, describe, started, epochs, on_result).run()
+                server = _Server(config, pconfig, identity, roster, describe, started, epochs, on_result)
+                server.selection = select
+                return server.run()
             return _helper(config, pconfig, rank, identity, roster, describe)
         finally:
             shutdown_party()
@@ -277,7 +280,7 @@ def _helper(config, pconfig, rank, identity, roster, describe) -> int:
                 kept.append(party_keep(links, rank, pconfig.computing))
             elif op == "select":
                 hellos = {h: links[h].recv_obj(ip.CH_HELLO) for h in range(len(links))}
-                party_session_select(rank, pconfig.computing, links, hellos, kept, describe)
+                party_session_select(rank, pconfig.computing, links, hellos, kept, describe, pconfig.mechanisms[0])
             elif op == "end":
                 if msg.get("shutdown"):
                     log.info("[%s] %s", me, escape(msg["reason"]))
@@ -354,6 +357,13 @@ class _Server:
             if epoch == 0:
                 startup = {"startup_seconds": round(self.first_request - self.started, 3)}
             self.on_result(evaluation_result(mechanism, reply, startup=startup, report=report))
+        if getattr(self, "selection", None):  # a selection among them (secure-auc compute --select-epsilon)
+            start = time.perf_counter()
+            reply = self.select(list(range(self.epochs)), *self.selection)
+            if "error" in reply:
+                raise ServiceError(reply["error"])
+            self.on_result(selection_result(self.pconfig.mechanisms[0], reply, *self.selection,
+                                            clients=len(self.config.clients), seconds=time.perf_counter() - start))
         log.info("[server] %d evaluation(s) done; ending the deployment", self.epochs)
         self.end(f"the server ran its {self.epochs} evaluation(s)", shutdown=True)
         return 0
@@ -492,7 +502,7 @@ class _Server:
                     log.warning("[server] %s", exc)
                     reply = {"error": str(exc), "refused": True}
                 else:
-                    reply = self.select(epochs, request.get("epsilon"))
+                    reply = self.select(epochs, request.get("epsilon"), request.get("release_epsilon"))
             elif op == "shutdown":
                 log.info("[server] the session shut the deployment down after %d evaluation(s)", self.evaluations)
                 self.end("the session shut the deployment down", shutdown=True)
@@ -575,6 +585,7 @@ class _Server:
         self.kept.append(party_keep(self.links, 0, self.pconfig.computing))
         self.kept_epochs.append(epoch)
         self.total = sum(int(hello["samples"]) for hello in hellos.values())
+        self.sizes = [int(hello["samples"]) for _, hello in sorted(hellos.items())]
         agg = result.aggregate
         log.info("[server] evaluation %d (epoch %s): AUC estimate %.6f, rank step %.3f s, %.3f s in all", n, epoch,
                  float(result.estimate.auc), result.rank_seconds, time.perf_counter() - start)
@@ -587,10 +598,12 @@ class _Server:
                     {} if result.report is None else {"report": result.report})  # the opened aggregate report vector
 
 
-    def select(self, epochs, epsilon) -> dict:
+    def select(self, epochs, epsilon, release_epsilon=None) -> dict:
         """A selection among earlier evaluations (their epochs; default all), as
         :meth:`secure_auc.mpc.session.MPCSession.select` does locally: each client is asked (it may
-        refuse: its budget), then adds its noise shares; only the index is opened, here."""
+        refuse: its budget), then adds its noise shares; only the index is opened, here.  With
+        ``release_epsilon``: the clients then share their statistics of the selected evaluation at
+        that eps (the configured mechanism), opened here (``release``: the aggregate)."""
         from ..mpc import input_parties as ip
         from ..mpc.selection import party_session_select
 
@@ -602,7 +615,8 @@ class _Server:
             return {"error": f"epochs must be distinct epochs evaluated in this deployment, got {epochs!r}", "refused": True}
         idx = [last[e] for e in epochs]
         for link in self.links.values():
-            link.send_obj(CH_CONTROL, {"op": "select", "evaluations": idx, "epsilon": epsilon, "total": self.total})
+            link.send_obj(CH_CONTROL, {"op": "select", "evaluations": idx, "epsilon": epsilon, "total": self.total,
+                                       "release_epsilon": release_epsilon})
         answers = self.wait_answers(self.evaluations, "selection")
         refusals = [f"client {h} refused: {describe_refusal(a)}" for h, a in sorted(answers.items()) if "refused" in a]
         if refusals:
@@ -615,11 +629,16 @@ class _Server:
             link.send_obj(CH_CONTROL, {"op": "go"})
         self.tell_helpers({"op": "select"})
         hellos = {h: self.links[h].recv_obj(ip.CH_HELLO) for h in range(len(self.links))}
-        result = party_session_select(0, self.pconfig.computing, self.links, hellos, self.kept, self.describe)
+        result = party_session_select(0, self.pconfig.computing, self.links, hellos, self.kept, self.describe,
+                                      self.pconfig.mechanisms[0])
         log.info("[server] selection among %d evaluations: epoch %s", len(idx), self.kept_epochs[result.selected])
-        return {"ok": True, "selected": self.kept_epochs[result.selected], "epochs": list(epochs),
-                "argmax_seconds": round(result.argmax_seconds, 4), "argmax_bytes": result.argmax_bytes,
-                "argmax_rounds": result.argmax_rounds, "samples": self.total}
+        reply = {"ok": True, "selected": self.kept_epochs[result.selected], "epochs": list(epochs),
+                 "argmax_seconds": round(result.argmax_seconds, 4), "argmax_bytes": result.argmax_bytes,
+                 "argmax_rounds": result.argmax_rounds, "samples": self.total, "sizes": self.sizes}
+        if result.release is not None:
+            agg = result.release[1]
+            reply["release"] = [int(agg.global_sum_fixed), int(agg.positives_fixed), int(agg.total)]
+        return reply
 
 
 def evaluation_result(mechanism, reply: dict, *, startup: dict | None = None, seconds: float | None = None,
@@ -651,6 +670,33 @@ def evaluation_result(mechanism, reply: dict, *, startup: dict | None = None, se
         result.epsilon = float(report[2].cost.epsilon) if finite else None
         result.delta = float(report[2].cost.delta) if finite else None
     return result
+
+
+def selection_result(mechanism, reply: dict, epsilon: float, release_epsilon: float | None = None, *,
+                     clients: int, seconds: float):
+    """The :class:`secure_auc.SelectionResult` of the server's ``reply`` to a selection (``selected``:
+    the epoch, as a string); with ``release_epsilon``, the selected's DP AUC from the opened
+    aggregate under ``mechanism`` at that eps."""
+    from ..dp.selection import release_mechanism
+    from ..selection import SelectionResult, release_result
+
+    names = [str(e) for e in reply["epochs"]]
+    out = SelectionResult(selected=str(reply["selected"]), index=names.index(str(reply["selected"])),
+                          candidates=names, method="noisy-max", epsilon=epsilon, delta=0.0, protocol="mpc",
+                          clients=clients, samples=int(reply["samples"]), seconds=round(seconds, 3),
+                          selection_epsilon=epsilon,
+                          extra={k: reply[k] for k in ("argmax_seconds", "argmax_bytes", "argmax_rounds")})
+    if release_epsilon is not None:
+        from ..protocol.messages import Aggregate
+        from ..protocol.server import Server
+        from ..result import make_result
+
+        release = release_mechanism(mechanism, release_epsilon)
+        aggregate = Aggregate(*reply["release"])
+        res = make_result(release, Server(release).estimate(aggregate), aggregate, list(reply["sizes"]),
+                          protocol="mpc", seconds=out.seconds)
+        release_result(out, res, release_epsilon)
+    return out
 
 
 # --------------------------------------------------------------------------- clients
@@ -831,6 +877,7 @@ def run_client_service(config: DeployConfig, k: int, identity, inputs: ClientInp
         inputs = client_inputs(config, k)
     mechanism, pconfig = config.charged(), config.party_config()  # with a report: the composed cost is charged
     w = config.computing_parties
+    kept = []  # per evaluation: ([labels], own rows' 2 x mid-ranks), for a release after a selection
 
     def describe_party(p):
         return describe_helpers_rank(p, w - 1).split(" (")[0]
@@ -868,7 +915,7 @@ def run_client_service(config: DeployConfig, k: int, identity, inputs: ClientInp
                         return 0
                     raise ServiceError(f"the deployment ended: {escape(msg['reason'])}")
                 if op == "select":  # among earlier evaluations, whose statistics the computing parties kept
-                    _client_select(msg, k, inputs, ledger, links, config, describe_party, me)
+                    _client_select(msg, k, inputs, ledger, links, config, describe_party, me, kept)
                     continue
                 if op != "open":
                     raise ServiceError(f"the server sent {escape(repr(op))[:60]} where an evaluation was expected")
@@ -897,41 +944,53 @@ def run_client_service(config: DeployConfig, k: int, identity, inputs: ClientInp
                 with finishing(ledger, reservation):
                     out = host_evaluation(k, [ClientData(scores, labels)], k, [key], pconfig, links, True)
                     host_keep(links, k, [labels], out["ranks"])
+                    kept.append(([labels], out["ranks"][0].astype(np.int32)))  # for a release after a selection
                 log.info("[%s] evaluation %d (epoch %s) done in %.3f s", me, n, epoch, time.perf_counter() - start)
     finally:
         for link in links:
             link.close()
 
 
-def _client_select(msg, k, inputs, ledger, links, config, describe_party, me) -> None:
-    """Client ``k``'s part of a selection: charge its ledger (or refuse), then share its noise."""
+def _client_select(msg, k, inputs, ledger, links, config, describe_party, me, kept) -> None:
+    """Client ``k``'s part of a selection: charge its ledger (or refuse), then share its noise
+    (and with a release, its statistics of the selected evaluation from ``kept``: each
+    evaluation's labels and own rows' ranks)."""
     from ..dp.accountant import finishing
-    from ..dp.selection import SelectionCharge
+    from ..dp.selection import SelectAndRelease, SelectionCharge, release_mechanism
     from ..mpc.selection import host_session_select
 
     from ..dp.accountant import BudgetExceeded
 
-    reservation, answer = None, None
+    reservation, answer, release, evaluations, epsilon = None, None, None, None, None
     try:
         evaluations, epsilon, total = msg["evaluations"], float(msg["epsilon"]), int(msg["total"])
         if not (math.isfinite(epsilon) and epsilon > 0) or total < 1:
             raise InputError(f"the server sent eps = {epsilon!r} and {total!r} samples for the selection")
+        release_eps = msg.get("release_epsilon")
+        charge = SelectionCharge(epsilon)
+        if release_eps is not None:
+            release_eps = float(release_eps)
+            if not (math.isfinite(release_eps) and release_eps > 0):
+                raise InputError(f"the server sent release eps = {release_eps!r} for the selection")
+            mechanism = config.party_config().mechanisms[0]
+            charge = SelectAndRelease(charge, release_mechanism(mechanism, release_eps))
+            release = (release_eps, mechanism, k, kept)
         if ledger is not None:
-            reservation = ledger.reserve([inputs.charged], SelectionCharge(epsilon), clients=[k], total=total,
+            reservation = ledger.reserve([inputs.charged], charge, clients=[k], total=total,
                                          name=inputs.name, note=f"deployed client {k}, selection")
     except (InputError, KeyError, TypeError, ValueError) as exc:  # the detail stays here; the server gets a code
         answer = _refusal("budget" if isinstance(exc, BudgetExceeded) else "ledger")
         log.warning("[%s] refused the selection: %s", me, escape(exc))
     links[0].send_obj(CH_CONTROL, answer or {"ok": True})
     decision = _next_message(links, config.score_timeout + config.timeout, describe_party)
-    if decision.get("op") != "go":
+    if decision.get("op") != "go" or answer is not None:  # a refusal stands, whatever the server says
         if reservation is not None:
             ledger.cancel(reservation)
         if decision.get("op") == "end":
-            raise ServiceError(f"the deployment ended: {decision['reason']}")
+            raise ServiceError(f"the deployment ended: {escape(decision.get('reason'))}")
         return
     with finishing(ledger, reservation):
-        host_session_select(links, k, evaluations, epsilon, len(config.clients), total, [None])
+        host_session_select(links, k, evaluations, epsilon, len(config.clients), total, [None], release)
 
 
 def _ready(links, timeout: float, sockets=()) -> list:

@@ -146,34 +146,37 @@ class DeployedSession:
         return evaluation_result(self.mechanism, reply, startup=startup, seconds=time.perf_counter() - start,
                                  report=self._report)
 
-    def select(self, epochs=None, *, epsilon: float = 1.0):
+    def select(self, epochs=None, *, epsilon: float = 1.0, release_epsilon: float | None = None):
         """Select the best of this deployment's earlier evaluations (their ``epochs``; default all),
-        releasing only which (report-noisy-max, eps-DP: :meth:`secure_auc.mpc.session.MPCSession.select`).
+        releasing only which (report-noisy-max, eps-DP: :meth:`secure_auc.mpc.session.MPCSession.select`);
+        with ``release_epsilon``, also the selected evaluation's DP AUC, std and 95 % interval
+        (the configured mechanism at that eps; each client's ledger charged eps + E2 once).
 
         Returns
         -------
         secure_auc.SelectionResult
             ``selected``: the epoch, as a string."""
-        from ..selection import SelectionResult, _check_epsilon
+        from ..dp.selection import release_mechanism
+        from ..selection import _check_epsilon
+        from .service import selection_result
 
         if self._closed:
             raise InputError("the session is closed")
         epsilon = _check_epsilon(epsilon, "epsilon")
+        release_epsilon = _check_epsilon(release_epsilon, "release_epsilon", allow_none=True)
+        if release_epsilon is not None:
+            release_mechanism(self.mechanism, release_epsilon)  # refused before anything is sent
         start = time.perf_counter()
         self._link.send_obj(_CONTROL, {"op": "select", "epochs": None if epochs is None else list(epochs),
-                                       "epsilon": epsilon})
+                                       "epsilon": epsilon, "release_epsilon": release_epsilon})
         reply = self._reply()
         if "error" in reply:
             if reply.get("refused"):
                 raise EvaluationRefused(reply["error"])
             self._closed = True
             raise MPCError(reply["error"])
-        names = [str(e) for e in reply["epochs"]]
-        return SelectionResult(selected=str(reply["selected"]), index=names.index(str(reply["selected"])),
-                               candidates=names, method="noisy-max", epsilon=epsilon, delta=0.0, protocol="mpc",
-                               clients=self.clients, samples=int(reply["samples"]), seconds=round(time.perf_counter() - start, 3),
-                               selection_epsilon=epsilon,
-                               extra={k: reply[k] for k in ("argmax_seconds", "argmax_bytes", "argmax_rounds")})
+        return selection_result(self.mechanism, reply, epsilon, release_epsilon, clients=self.clients,
+                                seconds=time.perf_counter() - start)
 
     def shutdown(self) -> None:
         """Stop every service of the deployment (the server tells the others, and each ends

@@ -69,7 +69,7 @@ from .events import pure_event
 
 __all__ = ["METHODS", "selection_sensitivity", "selection_scale", "doubled_rank_sums", "noise_share",
            "report_noisy_max", "selection_pmf", "SelectionCharge", "repeat_select_event",
-           "repeat_select_epsilon", "base_epsilon_for"]
+           "repeat_select_epsilon", "base_epsilon_for", "release_mechanism", "SelectAndRelease"]
 
 METHODS = ("noisy-max", "repeat-and-select")
 
@@ -215,3 +215,50 @@ def base_epsilon_for(epsilon: float, mean: float, delta: float, shape: float = 1
     while repeat_select_epsilon(eps0, mean, delta, shape) > epsilon:
         eps0 *= 0.999
     return eps0
+
+
+def release_mechanism(mechanism, epsilon: float):
+    """The session's ``mechanism`` at ``epsilon``: what releases the selected evaluation's DP AUC
+    (``release_epsilon`` of a session's selection), everything else as configured.
+
+    >>> from secure_auc import make_mechanism
+    >>> release_mechanism(make_mechanism("distributed", 1.0, clients=3), 0.25).describe()["epsilon"]
+    0.25
+    """
+    import dataclasses
+
+    from ..validation import InputError
+
+    if not mechanism.cost.epsilon < math.inf:
+        raise InputError(f"release_epsilon needs a private session mechanism, not {mechanism.name!r}")
+    return dataclasses.replace(mechanism, epsilon=float(epsilon))
+
+
+@dataclass(frozen=True)
+class SelectAndRelease:
+    """One charge for a selection and the release of the selected's DP AUC: the two events
+    composed (report-noisy-max's pure eps, then the release mechanism's event), reserved once
+    before either runs (:meth:`secure_auc.Ledger.reserve` takes it as its ``mechanism``).
+
+    >>> from secure_auc import make_mechanism
+    >>> c = SelectAndRelease(SelectionCharge(1.0), make_mechanism("distributed", 0.5, clients=2))
+    >>> c.cost.epsilon, [e["kind"] for e in c.privacy_event(100)["events"]]
+    (1.5, ['pure', 'composed'])
+    """
+
+    selection: SelectionCharge
+    release: object  # a Mechanism
+
+    @property
+    def name(self) -> str:
+        return f"{self.selection.name}+{self.release.name}"
+
+    @property
+    def cost(self) -> PrivacyCost:
+        r = self.release.cost
+        return PrivacyCost(self.selection.epsilon + r.epsilon, self.selection.delta + r.delta)
+
+    def privacy_event(self, total: int | None = None) -> dict:
+        from .events import composed_event
+
+        return composed_event([self.selection.privacy_event(total), self.release.privacy_event(total)])

@@ -122,7 +122,7 @@ def run_computing_party(rank: int, config: PartyConfig, endpoint: tuple[str, int
                 return PartyResult(rank=rank, role=describe(rank).split(" (")[0], seconds=0.0, bytes_sent=0,
                                    rounds=done)
             if any("select" in hello for hello in hellos.values()):
-                result = party_session_select(rank, w, links, hellos, kept, describe)
+                result = party_session_select(rank, w, links, hellos, kept, describe, config.mechanisms[0])
                 if session is not None:
                     session.put((rank, result))
                 continue
@@ -456,7 +456,8 @@ def session_host_job(h: int, labels, first: int, config: PartyConfig, parties, i
     """A client host of an :class:`.session.MPCSession`: connect once, then evaluate each
     ``(clients, noise keys)`` taken from ``tasks`` until None (after each, its clients' rank
     statistic is shared with the computing parties, which keep it: :func:`.selection.host_keep`),
-    or select among earlier evaluations for a task ``("select", epochs, eps, h, M, noise keys)``
+    or select among earlier evaluations for a task ``("select", epochs, eps, k, M, noise keys,
+    release eps or None)``
     (:func:`.selection.host_session_select`); after each, ``(-(h + 1), {"bytes": ...})`` (sent
     and received in it) goes to ``results``."""
     from .comm.roster import identity_from_bytes
@@ -466,6 +467,7 @@ def session_host_job(h: int, labels, first: int, config: PartyConfig, parties, i
     links = connect(h, identity_from_bytes(identity_raw), parties, timeout=timeout,
                     describe_party=lambda p: describe_helpers_rank(p, w - 1), describe_me=me)
     evaluations = 0
+    kept = []  # per evaluation: its clients' labels and the host's rows' 2 x mid-ranks (4 bytes a row)
     try:
         while True:
             task = tasks.get()
@@ -477,13 +479,17 @@ def session_host_job(h: int, labels, first: int, config: PartyConfig, parties, i
             if task[0] == "select":  # a selection among earlier evaluations (.selection)
                 from .selection import host_session_select
 
-                host_session_select(links, h, *task[1:])
+                _, epochs, eps, honest, total, keys, release_eps = task
+                release = None if release_eps is None else (release_eps, config.mechanisms[0], first, kept)
+                host_session_select(links, h, epochs, eps, honest, total, keys, release)
             else:
                 clients, noise_keys = task
                 out = host_evaluation(h, clients, first, noise_keys, config, links, True)
                 from .selection import host_keep
 
                 host_keep(links, h, [c.labels for c in clients], out["ranks"])
+                # the host's own rows' ranks (it received them), for a release after a selection
+                kept.append(([c.labels for c in clients], np.concatenate(out["ranks"]).astype(np.int32)))
                 evaluations += 1
             if results is not None:
                 results.put((-(h + 1), {"bytes": int(sum(link.bytes for link in links) - before)}))

@@ -88,6 +88,7 @@ class SelectionPartyResult:
     client_bytes: int = 0
     selected: int | None = None  # the server only
     sizes: list | None = None
+    release: tuple | None = None  # the server, with a release: (estimate, aggregate) of the selected
 
 
 # --------------------------------------------------------------------------- computing parties
@@ -327,23 +328,52 @@ def party_keep(links, rank: int, w: int):
     return OutsideShares(rank, w, seeds).shares("kept", [1] * len(links), 1, corr).sum(dim=0)
 
 
-def host_session_select(links, h: int, epochs: list[int], epsilon: float, honest: int, total: int, noise_keys) -> None:
+def host_session_select(links, h: int, epochs: list[int], epsilon: float, honest: int, total: int, noise_keys,
+                        release=None) -> None:
     """A session's selection at host ``h``: announce it with fresh seeds, share the sum of its
-    clients' noise shares for the ``epochs`` (one per candidate, each from its client's key)."""
+    clients' noise shares for the ``epochs`` (one per candidate, each from its client's key).
+
+    ``release``: ``(release_epsilon, mechanism, first, kept)`` to release the selected
+    evaluation's DP AUC too: the server names the selected evaluation (the selection's output),
+    and the host shares its clients' statistics of it (:func:`.input_parties.release_statistics`
+    with ``mechanism`` at ``release_epsilon``, fresh noise) from ``kept[e]``, that evaluation's
+    ``(labels of each client, 2 x mid-ranks of the host's rows)``; opened to the server only."""
+    from ..dp.selection import release_mechanism
+
     sharing = HostSharing(h, len(links))
     for p, link in enumerate(links):
-        link.send_obj(CH_HELLO, {"select": list(epochs), "epsilon": epsilon, "honest": honest,
+        link.send_obj(CH_HELLO, {"select": list(epochs), "epsilon": epsilon, "honest": honest, "total": int(total),
+                                 "release": None if release is None else float(release[0]),
                                  "seed": sharing.seeds[p].hex() if p in sharing.seeds else None})
     noise = np.zeros(len(epochs), dtype=np.int64)
     for key in noise_keys:
         noise += noise_share(ClientRngs.from_key(key).stream("select"), len(epochs), total, epsilon, honest)
     links[sharing.corrector].send_array(CH_KEEP, sharing.correction(noise.reshape(1, -1), "selection noise"))
+    if release is None:
+        return
+    from ..data.io import ClientData
+    from .input_parties import release_statistics
+
+    release_epsilon, mechanism, first, kept = release
+    e = links[0].recv_obj(CH_KEEP).get("release")
+    if e not in epochs:
+        raise ProtocolError(f"the server asked for the release of evaluation {e!r}, not among {epochs}")
+    labels, twice = kept[e]
+    datas = [ClientData(np.zeros(len(y), dtype=np.float32), y) for y in labels]
+    keys = list(noise_keys) if len(noise_keys) == len(datas) else [None] * len(datas)
+    release_statistics(datas, first, keys, [release_mechanism(mechanism, release_epsilon)],
+                       np.asarray(twice, dtype=np.int64), total, sharing, links)
 
 
-def party_session_select(rank: int, w: int, links, hellos: dict, kept: list, describe) -> SelectionPartyResult:
+def party_session_select(rank: int, w: int, links, hellos: dict, kept: list, describe,
+                         mechanism=None) -> SelectionPartyResult:
     """A session's selection at computing party ``rank``: the kept statistics of the announced
     evaluations plus the hosts' noise shares, permuted by the server's priority order, the
-    secure argmax, the index opened to the server only."""
+    secure argmax, the index opened to the server only.
+
+    With a release (the hosts' ``release`` eps): the server names the selected evaluation to
+    the hosts, which share its statistics under ``mechanism`` (the session's) at that eps;
+    added in shares and opened to the server only (``result.release``: estimate, aggregate)."""
     import torch
 
     from .primitives.outside import OutsideShares, correction_party
@@ -351,8 +381,8 @@ def party_session_select(rank: int, w: int, links, hellos: dict, kept: list, des
     first = hellos[0]
     epochs = first.get("select")
     for h, hello in hellos.items():
-        if (hello.get("select"), hello.get("epsilon"), hello.get("honest")) != (epochs, first.get("epsilon"),
-                                                                                first.get("honest")):
+        if (hello.get("select"), hello.get("epsilon"), hello.get("honest"), hello.get("release")) != \
+                (epochs, first.get("epsilon"), first.get("honest"), first.get("release")):
             raise ProtocolError(f"{describe_host(h)} announced another selection than {describe_host(0)}")
     if not epochs or not all(isinstance(e, int) and 0 <= e < len(kept) for e in epochs):
         raise ProtocolError(f"a selection of evaluations {epochs} among the session's {len(kept)}")
@@ -376,4 +406,21 @@ def party_session_select(rank: int, w: int, links, hellos: dict, kept: list, des
         if not 0 <= position < len(epochs):
             raise ProtocolError(f"the secure argmax opened position {position} of {len(epochs)} candidates")
         result.selected = int(epochs[order[position]])
+    if first.get("release") is not None:
+        from ..dp.selection import release_mechanism
+        from .input_parties import estimates_from, open_statistics
+
+        if mechanism is None:
+            raise ProtocolError("a release was asked of a selection, but this party has no mechanism")
+        if rank == 0:
+            for h in range(len(links)):
+                links[h].send_obj(CH_KEEP, {"release": result.selected})
+        release = release_mechanism(mechanism, float(first["release"]))
+        opened = open_statistics(links, shares, shares.corrected_hosts(), [release], 0)
+        if rank == 0:
+            estimates, aggregates = estimates_from(opened, [release], int(first["total"]))
+            result.release = (estimates[0], aggregates[0])
+        stats = backend.communication_stats()
+        result.bytes_sent, result.rounds = int(stats["bytes"]), int(stats["rounds"])
+        result.seconds = time.perf_counter() - start
     return result

@@ -270,7 +270,8 @@ class MPCSession:
             extra["report_seconds"] = round(time.perf_counter() - start, 3)
         return done[0].estimates[0], done[0].aggregates[0], extra, seconds
 
-    def select(self, epochs=None, *, epsilon: float = 1.0, noise_keys: list[int] | None = None):
+    def select(self, epochs=None, *, epsilon: float = 1.0, release_epsilon: float | None = None,
+               noise_keys: list[int] | None = None):
         """Select the best of earlier evaluations of this session, releasing only which one
         (report-noisy-max, eps-DP whatever their number: :mod:`secure_auc.dp.selection`).
 
@@ -284,16 +285,23 @@ class MPCSession:
             The evaluations to choose from, 0 for this session's first :meth:`evaluate`
             (default: all so far).
         epsilon : float, default 1.0
+        release_epsilon : float, optional
+            Also release the selected evaluation's DP AUC, its std and 95 % interval, with the
+            session's mechanism at this eps: each client adds fresh noise to its statistics of
+            that evaluation (from its own rows' ranks, which it received in the evaluation; the
+            clients learn which evaluation was selected), opened to the server only.  The
+            ledger charges eps + ``release_epsilon`` once, the two events composed.
         noise_keys : list of int, optional
             Each client's noise key (reproducibility); default fresh keys.
 
         Returns
         -------
         secure_auc.SelectionResult
-            ``selected`` is the epoch (as a string; ``index`` its position in ``epochs``).
+            ``selected`` is the epoch (as a string; ``index`` its position in ``epochs``);
+            with ``release_epsilon``, ``auc``, ``std``, ``ci_low``, ``ci_high``.
         """
-        from ..dp.selection import SelectionCharge
-        from ..selection import SelectionResult, _check_epsilon
+        from ..dp.selection import SelectAndRelease, SelectionCharge, release_mechanism
+        from ..selection import SelectionResult, _check_epsilon, release_result
         from ..result import privacy_spent
 
         if self._closed:
@@ -308,20 +316,25 @@ class MPCSession:
                              f"got {epochs!r}")
         epochs = [int(e) for e in epochs]
         epsilon = _check_epsilon(epsilon, "epsilon")
+        release_epsilon = _check_epsilon(release_epsilon, "release_epsilon", allow_none=True)
+        release = None if release_epsilon is None else release_mechanism(self.mechanism, release_epsilon)
         keys = list(noise_keys) if noise_keys is not None else [None] * len(self.sizes)
         if len(keys) != len(self.sizes):
             raise InputError(f"expected {len(self.sizes)} noise keys (one per client), got {len(keys)}")
         charge = SelectionCharge(epsilon)
+        if release is not None:
+            charge = SelectAndRelease(charge, release)
         reservation = None
         if self.ledger is not None:
             reservation = self.ledger.reserve(self._datasets, charge, total=sum(self.sizes), sizes=self.sizes,
                                               name=self.dataset_name,
-                                              note=f"mpc session: selection among {len(epochs)} evaluations")
+                                              note=f"mpc session: selection among {len(epochs)} evaluations"
+                                                   + ("" if release is None else ", the selected's AUC released"))
         start = time.perf_counter()
         total, k = sum(self.sizes), len(self.sizes)
         with finishing(self.ledger, reservation):
             for h, (a, b) in enumerate(self.groups):
-                self._tasks[h].put(("select", epochs, epsilon, k, total, keys[a:b]))
+                self._tasks[h].put(("select", epochs, epsilon, k, total, keys[a:b], release_epsilon))
             done = self._collect()
         extra = {"argmax_seconds": round(done[0].argmax_seconds, 4),
                  "argmax_bytes_per_party": [done[r].argmax_bytes for r in range(self.config.computing)],
@@ -329,10 +342,16 @@ class MPCSession:
         if reservation is not None:
             extra |= privacy_spent(reservation)
         selected = done[0].selected
-        return SelectionResult(selected=str(selected), index=epochs.index(selected), candidates=[str(e) for e in epochs],
-                               method="noisy-max", epsilon=epsilon, delta=0.0, protocol="mpc", clients=k,
-                               samples=total, seconds=round(time.perf_counter() - start, 3),
-                               selection_epsilon=epsilon, extra=extra)
+        out = SelectionResult(selected=str(selected), index=epochs.index(selected), candidates=[str(e) for e in epochs],
+                              method="noisy-max", epsilon=epsilon, delta=0.0, protocol="mpc", clients=k,
+                              samples=total, seconds=round(time.perf_counter() - start, 3),
+                              selection_epsilon=epsilon, extra=extra)
+        if release is not None:
+            from ..result import make_result
+
+            res = make_result(release, *done[0].release, self.sizes, protocol="mpc", seconds=out.seconds)
+            release_result(out, res, release_epsilon)
+        return out
 
     def _run_cost(self, done: dict, seconds: float) -> dict:
         """One evaluation's cost: per computing party the bytes sent and received (the hosts'

@@ -100,13 +100,15 @@ def test_torchrun_runs_the_services_of_a_configuration_for_several_epochs(tmp_pa
     """torchrun starts the server, the helpers and the dealer from a deployment's file (the services'
     code, torchrun's rendezvous); the clients are `secure-auc serve` services scoring each epoch with
     their hook. `--epochs 2`: two reports, each the plain protocol's bit for bit with the same noise
-    keys; then every process ends by itself, each client's ledger charged twice."""
+    keys; `--select-epsilon --release-epsilon`: then the best of the two and its DP AUC; then every
+    process ends by itself, each client's ledger charged three times."""
     import importlib.util
 
     from secure_auc.data import ClientData
     from secure_auc.dp import StatisticsMechanism
     from secure_auc.dp.accountant import Ledger, label_commitment
     from secure_auc.dp.rng import ClientRngs, client_key, release_key
+    from secure_auc.metrics import rank_auc
     from secure_auc.protocol import Client, Server
     from secure_auc.protocol.plain import run_plain
 
@@ -123,7 +125,8 @@ def test_torchrun_runs_the_services_of_a_configuration_for_several_epochs(tmp_pa
     compute = subprocess.Popen(
         [str(BIN / "torchrun"), "--nnodes", "1", "--nproc-per-node", "4", "--master-addr", "127.0.0.1",
          "--master-port", str(master), "-m", "secure_auc.cli.compute", "--config", str(tmp_path / "deploy.toml"),
-         "--identity-template", str(tmp_path / "keys" / "{role}.pem"), "--epochs", "2", "--json"],
+         "--identity-template", str(tmp_path / "keys" / "{role}.pem"), "--epochs", "2", "--json",
+         "--select-epsilon", "50", "--release-epsilon", "20"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     clients = [bench.start_service(tmp_path, f"client-{k}") for k in range(len(sizes))]
     try:
@@ -134,7 +137,14 @@ def test_torchrun_runs_the_services_of_a_configuration_for_several_epochs(tmp_pa
     assert compute.returncode == 0, err[-3000:]
     assert all(c.returncode == 0 for c in clients), [e[-1500:] for e in client_err]
     reports = [json.loads(line) for line in out.strip().splitlines() if line.startswith("{")]
+    selection = reports.pop()  # then the best of the two epochs (noise of scale 5 on rank sums 2,500 apart)
     assert [r["extra"]["epoch"] if "extra" in r else r["epoch"] for r in reports] == [0, 1]
+    y = np.concatenate(data["labels"])
+    aucs = [rank_auc(y, np.concatenate([bench.model_scores(tmp_path, k, e) for k in range(3)])) for e in range(2)]
+    assert selection["selected"] == str(int(np.argmax(aucs))) and selection["candidates"] == ["0", "1"]
+    assert selection["epsilon"] == 70.0 and selection["release_epsilon"] == 20.0
+    assert selection["ci_low"] < selection["auc"] < selection["ci_high"]
+    assert abs(selection["auc"] - max(aucs)) < 5 * selection["std"]
     mechanism = StatisticsMechanism(1.0, allocation="adaptive")
     for epoch, report in enumerate(reports):
         roles = [Client(k, ClientData(bench.model_scores(tmp_path, k, epoch), y), mechanism,
@@ -145,14 +155,17 @@ def test_torchrun_runs_the_services_of_a_configuration_for_several_epochs(tmp_pa
         assert report["estimated_positives"] == float(aggregate.positives)
         assert report["std"] > 0 and report["ci_low"] < report["auc"] < report["ci_high"]
     assert "startup_seconds" in json.dumps(reports[0]) and "startup_seconds" not in json.dumps(reports[1])
-    for k, y in enumerate(data["labels"]):
-        assert Ledger(tmp_path / f"ledger-{k}.db").spent(label_commitment(y)).releases == 2
+    for k, y in enumerate(data["labels"]):  # two evaluations, one selection with its release
+        assert Ledger(tmp_path / f"ledger-{k}.db").spent(label_commitment(y)).releases == 3
 
 
 @pytest.mark.parametrize("extra, message", [
     (["--epsilon", "2"], "--epsilon does not apply with --config"),
     (["--clients", "3"], "--clients does not apply with --config"),
     (["--client-port", "30000"], "--client-port does not apply with --config"),
+    (["--release-epsilon", "1"], "--release-epsilon needs --select-epsilon"),
+    (["--select-epsilon", "1"], "--select-epsilon needs --epochs N"),
+    (["--epochs", "2", "--select-epsilon", "0"], "--select-epsilon must be a finite number > 0, got 0.0"),
 ])
 def test_the_torchrun_entry_refuses_options_a_configuration_file_replaces(monkeypatch, tmp_path, extra, message):
     from secure_auc.cli import compute

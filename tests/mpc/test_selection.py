@@ -1,7 +1,8 @@
 """DP selection in MPC (:mod:`secure_auc.mpc.selection`): the selected index against the plain
 reference, and what every process receives and opens (:mod:`secure_auc.mpc.audit`): the
 server opens exactly one value, the index; no process receives or opens any candidate's
-statistic, noisy or not.  A canary that opens the noisy statistics to the server is caught."""
+statistic, noisy or not.  A canary that opens the noisy statistics to the server is caught.
+The deployed session's selection is tested with the deployed services (tests/mpc/test_services.py)."""
 
 from __future__ import annotations
 
@@ -95,7 +96,9 @@ def test_a_session_selects_among_its_evaluations_whose_statistics_stay_in_shares
     (:mod:`secure_auc.mpc.audit`): the server opens each evaluation's aggregate and each
     selection's index, nothing else; no process sees any evaluation's rank statistic D."""
     from secure_auc import Ledger, make_mechanism
+    from secure_auc.metrics import rank_auc
     from secure_auc.mpc.session import MPCSession
+    from secure_auc.training import FederatedAUC
     from secure_auc.validation import InputError
 
     y, s, labels, _ = data(m=600, t_count=3, seed=2)
@@ -115,57 +118,27 @@ def test_a_session_selects_among_its_evaluations_whose_statistics_stay_in_shares
         assert res.selected == str(others[int(np.argmax(d[others]))])
         with pytest.raises(InputError, match="epochs"):
             session.select([0, 5])
-        after = session.evaluate([s[p, 0] for p in parts])  # the session goes on
-        assert 0 < after.auc < 1
-    assert [r["mechanism"] for r in ledger.releases()].count("select-noisy-max") == 2 * 3  # per client and selection
+        metric = FederatedAUC(session=session)  # the metric object delegates to the session
+        res = metric.select(others, epsilon=50.0)
+        assert res.selected == str(others[int(np.argmax(d[others]))])
+        before = res.extra["total_epsilon_spent"]
+        rel = session.select(others, epsilon=50.0, release_epsilon=20.0)  # and the selected's DP AUC
+        exact = rank_auc(y, s[:, int(rel.selected)])
+        assert rel.selected == str(others[int(np.argmax(d[others]))]) and rel.release_epsilon == 20.0
+        assert rel.epsilon == 70.0 and rel.extra["total_epsilon_spent"] == before + 70.0  # charged once, composed
+        assert 0 < rel.std < 2e-3 and rel.ci_low < rel.auc < rel.ci_high and abs(rel.auc - exact) < 5 * rel.std
+        assert 3 * rel.std < rel.ci_high - rel.ci_low < 5 * rel.std  # a 95 % interval
+        for k, p in enumerate(parts):  # the session goes on
+            metric.update(s[p, 0], client=k)
+        after = metric.compute()
+        assert abs(after.auc - rank_auc(y, s[:, 0])) < 0.05 and after.samples == len(y)
+    mechs = [r["mechanism"] for r in ledger.releases()]
+    assert mechs.count("select-noisy-max") == 3 * 3 and mechs.count("select-noisy-max+distributed") == 3
     assert d.min() > 1 << 16 and set(audit) >= {0, 1, 2, -1}
     opened = [len(r.data) // 8 for r in audit[0] if r.op == "open_to"]
-    assert opened == [2, 2, 2, 1, 1, 2]  # three aggregates (sum, P), two indices, one aggregate
+    assert opened == [2, 2, 2, 1, 1, 1, 1, 2, 2]  # 3 aggregates (sum, P), 4 indices, the release, one aggregate
     assert not any(r.op == "open_to" for who in (1, 2) for r in audit[who])
     pats = [struct.pack("<q", int(v)) for v in d] + [struct.pack("<q", int(v) // 2) for v in d]
     for who, records in audit.items():
         for r in records:
             assert not any(p in r.data for p in pats), (who, r.op, r.src)
-
-
-def test_a_deployed_session_selects_among_its_evaluations(tmp_path):
-    """The deployed services (``secure-auc serve``, every role a process on this machine): after
-    three evaluations, ``select`` returns the epoch with the highest exact AUC (the noise far
-    below the gaps), charged once to every client's own ledger."""
-    import importlib.util
-    from pathlib import Path
-
-    from secure_auc import Ledger
-    from secure_auc.deploy.session import EvaluationRefused
-    from secure_auc.dp.accountant import label_commitment
-    from secure_auc.metrics import rank_auc
-    from secure_auc.mpc.launch import free_port
-    from secure_auc.mpc.session import MPCSession
-
-    root = Path(__file__).resolve().parents[2]
-    spec = importlib.util.spec_from_file_location("bench_deploy", root / "scripts" / "bench_deploy.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    sizes = [150, 90, 61]
-    ports = (free_port(), free_port(span=3), free_port())
-    data = bench.write_deployment(tmp_path, sizes, epochs=3, ports=ports, timeout=20.0)
-    procs = [bench.start_service(tmp_path, role) for role in bench.ROLES]
-    try:
-        y = np.concatenate(data["labels"])
-        aucs = [rank_auc(y, np.concatenate([bench.model_scores(tmp_path, k, e) for k in range(3)])) for e in range(3)]
-        with MPCSession.connect(tmp_path / "deploy.toml", key=tmp_path / "keys" / "server.pem") as session:
-            for epoch in range(3):
-                session.evaluate(epoch=epoch)
-            res = session.select(epsilon=500.0)
-            assert res.selected == str(int(np.argmax(aucs))) and res.candidates == ["0", "1", "2"]
-            assert res.samples == sum(sizes) and res.extra["argmax_rounds"] > 0
-            worst = int(np.argmin(aucs))
-            res = session.select([e for e in range(3) if e != worst][::-1], epsilon=500.0)
-            assert res.selected == str(int(np.argmax(aucs)))
-            with pytest.raises(EvaluationRefused, match="epochs must be distinct epochs evaluated"):
-                session.select([7])
-            session.shutdown()
-        for k in range(3):  # 3 evaluations and 2 selections, each charged once to the client's ledger
-            assert Ledger(tmp_path / f"ledger-{k}.db").spent(label_commitment(data["labels"][k])).releases == 5
-    finally:
-        bench.stop(procs)

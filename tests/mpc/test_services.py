@@ -3,7 +3,8 @@ each in its own network namespace (a host of its own), and the platform's sessio
 
 One deployment evaluates three epochs (each client scoring its samples with the epoch's model
 file through its hook) and must give the local session's and the plain protocol's results bit for
-bit with the same noise keys; then a client over its budget refuses an evaluation (named at the
+bit with the same noise keys; a selection among the three epochs (and the selected's DP AUC);
+then a client over its budget refuses an evaluation (named at the
 server, at the session and at the client; the deployment goes on), then a client is killed
 between epochs (named by every service, the dealer too, and every service stops). A second
 deployment has a client configured with another mechanism: named with the option by every
@@ -42,6 +43,7 @@ _spec.loader.exec_module(bench)
 TAG = f"{os.getpid() % 100000}"
 SIZES = [150, 90, 61]
 TIMEOUT = 20.0
+BUDGET = 53.5  # client 2's: three evaluations at eps = 1, two selections (eps 20, then 20 + 10), then refusals
 
 
 def _netns_unavailable():
@@ -143,6 +145,31 @@ def _expected(folder, labels, mechanism, epoch):
     return scores, keys, estimate, aggregate
 
 
+def _select(session, folder, labels, spend):
+    """The deployed session's selection (:meth:`secure_auc.deploy.session.DeployedSession.select`)
+    among the epochs evaluated so far, whose statistics the services kept: the exact argmax (noise
+    of scale 2 (M - 1) / eps < 31 on rank sums 2,000 apart), a subset in another order, an unknown
+    epoch refused before any charge, and the selected's DP AUC at ``release_epsilon``; each client
+    charged eps (+ E2) once per selection, ``spend`` in all."""
+    from secure_auc.deploy.session import EvaluationRefused
+    from secure_auc.metrics import rank_auc
+
+    y = np.concatenate(labels)
+    aucs = [rank_auc(y, np.concatenate([bench.model_scores(folder, k, e) for k in range(3)])) for e in range(3)]
+    best, worst = int(np.argmax(aucs)), int(np.argmin(aucs))
+    eps = (spend - 10.0) / 2
+    res = session.select([e for e in range(3) if e != worst][::-1], epsilon=eps)
+    assert res.selected == str(best) and res.samples == sum(SIZES) and res.extra["argmax_rounds"] > 0
+    with pytest.raises(EvaluationRefused, match="epochs must be distinct epochs evaluated"):
+        session.select([7])
+    res = session.select(epsilon=eps, release_epsilon=10.0)
+    assert res.selected == str(best) and res.candidates == ["0", "1", "2"] and res.epsilon == eps + 10.0
+    assert 0 < res.std < 0.05 and res.ci_low < res.auc < res.ci_high and abs(res.auc - aucs[best]) < 5 * res.std
+    for k in range(3):
+        ledger = Ledger(folder / f"ledger-{k}.db")
+        assert [r["mechanism"] for r in ledger.releases()][-2:] == ["select-noisy-max", "select-noisy-max+laplace"]
+
+
 def test_deployed_services_across_epochs_and_their_faults(tmp_path, hosts):
     from secure_auc.mpc import MPCError
     from secure_auc.mpc.session import MPCSession
@@ -151,9 +178,9 @@ def test_deployed_services_across_epochs_and_their_faults(tmp_path, hosts):
     addresses = [f"10.233.0.{i + 1}" for i in range(14)]
     main, other = tmp_path / "main", tmp_path / "other"
     data = bench.write_deployment(main, SIZES, epochs=4, addresses=addresses[:7], ports=(29510, 29610, 29710),
-                                  budgets={2: 3.5}, timeout=TIMEOUT)
+                                  budgets={2: BUDGET}, timeout=TIMEOUT)
     bench.write_deployment(main, SIZES, epochs=4, addresses=addresses[:7], ports=(29510, 29610, 29710),
-                           budgets={2: 3.5}, timeout=TIMEOUT, config_name="session-eps2.toml",
+                           budgets={2: BUDGET}, timeout=TIMEOUT, config_name="session-eps2.toml",
                            mechanism='name = "laplace"\nepsilon = 2.0\nallocation = "adaptive"')
     # the second deployment: client 2 was given eps = 2
     bench.write_deployment(other, SIZES, epochs=1, addresses=addresses[7:], ports=(29510, 29610, 29710),
@@ -210,8 +237,10 @@ def test_deployed_services_across_epochs_and_their_faults(tmp_path, hosts):
                 check_listeners(load_config(main / "deploy.toml"), deployed.procs, dict(zip(bench.ROLES, addresses)))
         for k in range(3):  # each client charged its own ledger once per evaluation
             assert Ledger(main / f"ledger-{k}.db").spent(label_commitment(data["labels"][k])).releases == 3
+        _select(session, main, data["labels"], BUDGET - 3.5)  # among the three epochs, over both sessions
 
-        # client 2 is over its budget (3.5, each evaluation eps = 1): refused before anything is released
+        # client 2 is over its budget (3 evaluations at eps = 1, two selections: 0.5 left): refused before
+        # anything is released
         asked = time.monotonic()
         with pytest.raises(EvaluationRefused,
                            match=r"client 2 refused: its privacy budget would be exceeded \(budget\)$"):
@@ -222,7 +251,7 @@ def test_deployed_services_across_epochs_and_their_faults(tmp_path, hosts):
         for role in ("helper-1", "helper-2", "client-0", "client-1"):
             assert deployed.first(role, "did not run: client 2 refused", asked), deployed.text(role)
         for k in range(3):  # the others' reservations were withdrawn
-            assert Ledger(main / f"ledger-{k}.db").spent(label_commitment(data["labels"][k])).releases == 3
+            assert Ledger(main / f"ledger-{k}.db").spent(label_commitment(data["labels"][k])).releases == 5
         with pytest.raises(EvaluationRefused, match=r"did not run: client 2 refused: its privacy budget .*") as again:
             session.evaluate(epoch=3)  # the deployment goes on; only client 2 refuses
         assert "client 0" not in str(again.value) and "client 1" not in str(again.value)
