@@ -17,6 +17,7 @@ import numpy as np
 
 from .dp.mechanisms import NoNoise
 from .local_stats import LocalStatistics
+from .validation import InputError
 
 __all__ = ["EvaluationResult", "make_result", "privacy_spent", "describe", "error_bars", "error_interval",
            "interval_note", "interval_bounds", "Z95"]
@@ -485,3 +486,87 @@ def make_result(mechanism, estimate, aggregate, sizes, *, protocol: str, seconds
         extra=extra,
         **describe(mechanism),
     )
+
+
+@dataclass
+class SelectionResult:
+    """What :func:`select` returns (and ``secure-auc select --json`` prints).
+
+    Attributes
+    ----------
+    selected : str
+        The selected candidate's name; ``index`` its position in ``candidates``.
+    epsilon, delta : float
+        The privacy spent in all: the selection's plus the release's.
+    method : str
+        ``noisy-max`` or ``repeat-and-select``.
+    auc, std, ci_low, ci_high : float or None
+        With ``release_epsilon``: the selected candidate's DP AUC, its std and 95 % interval.
+    selection_epsilon, release_epsilon : float or None
+        The two parts of ``epsilon``.
+    reference_aucs : list of float or None
+        With ``reference=True`` (local experiments only): every candidate's exact AUC.
+    extra : dict
+        Cost (MPC: the rank steps, the argmax's seconds, bytes and rounds) and ledger details.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from secure_auc import select
+    >>> y = [np.array([0, 1, 1, 0])]
+    >>> res = select(y, {"a": [np.array([.1, .8, .9, .2])], "b": [np.array([.9, .1, .2, .8])]}, epsilon=1.0,
+    ...              protocol="plain", seed=0)
+    >>> res.selected in ("a", "b"), res.to_dict()["epsilon"], res.delta
+    (True, 1.0, 0.0)
+    """
+
+    selected: str
+    index: int
+    candidates: list
+    method: str
+    epsilon: float
+    delta: float
+    protocol: str
+    clients: int
+    samples: int
+    seconds: float
+    selection_epsilon: float | None = None
+    release_epsilon: float | None = None
+    auc: float | None = None
+    std: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    reference_aucs: list | None = None
+    extra: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        for k in ("epsilon", "selection_epsilon"):
+            if out[k] is not None and math.isinf(out[k]):
+                out[k] = None  # JSON has no infinity: the exact (non-private) selection
+        return out
+
+
+def check_epsilon(value, what: str, allow_none: bool = False):
+    """``value`` as a float if it is a finite number > 0 (None too with ``allow_none``), else an
+    :class:`~secure_auc.validation.InputError` naming ``what``."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)) \
+            or not math.isfinite(float(value)) or not float(value) > 0:
+        raise InputError(f"{what} must be a finite number > 0, got {value!r}")
+    return float(value)
+
+
+def release_result(out: SelectionResult, res, release_epsilon: float) -> None:
+    """Fill ``out`` (a selection) with ``res``, the selected candidate's released
+    :class:`~secure_auc.EvaluationResult` at ``release_epsilon``: the AUC, std, interval and
+    the privacy spent in all."""
+    out.release_epsilon = release_epsilon
+    out.auc, out.std, out.ci_low, out.ci_high = res.auc, res.std, res.ci_low, res.ci_high
+    out.epsilon = out.selection_epsilon + float(res.epsilon)
+    out.delta = out.delta + float(res.delta or 0.0)
+    out.extra["release"] = {"mechanism": res.mechanism, "epsilon": res.epsilon, "seconds": res.seconds}
+    for key in ("privacy_spent", "total_epsilon_spent", "total_delta_spent", "privacy_spent_per_client"):
+        if key in res.extra:
+            out.extra[key] = res.extra[key]

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import secrets
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +27,7 @@ from .data.io import ClientData
 from .dp.accountant import finishing
 from .dp.selection import (METHODS, SelectionCharge, base_epsilon_for, doubled_rank_sums, noise_share,
                            repeat_select_epsilon, selection_scale)
+from .result import SelectionResult, check_epsilon, release_result  # noqa: F401 - part of this API
 from .validation import InputError, check_binary_labels
 
 __all__ = ["CandidateScores", "SelectionResult", "select", "load_candidates"]
@@ -68,65 +69,6 @@ class CandidateScores:
     def candidate(self, t: int) -> ClientData:
         """The client's data for candidate ``t`` (a :class:`~secure_auc.ClientData`)."""
         return ClientData(self.scores[:, t], self.labels, self.source, ids=self.ids)
-
-
-@dataclass
-class SelectionResult:
-    """What :func:`select` returns (and ``secure-auc select --json`` prints).
-
-    Attributes
-    ----------
-    selected : str
-        The selected candidate's name; ``index`` its position in ``candidates``.
-    epsilon, delta : float
-        The privacy spent in all: the selection's plus the release's.
-    method : str
-        ``noisy-max`` or ``repeat-and-select``.
-    auc, std, ci_low, ci_high : float or None
-        With ``release_epsilon``: the selected candidate's DP AUC, its std and 95 % interval.
-    selection_epsilon, release_epsilon : float or None
-        The two parts of ``epsilon``.
-    reference_aucs : list of float or None
-        With ``reference=True`` (local experiments only): every candidate's exact AUC.
-    extra : dict
-        Cost (MPC: the rank steps, the argmax's seconds, bytes and rounds) and ledger details.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from secure_auc import select
-    >>> y = [np.array([0, 1, 1, 0])]
-    >>> res = select(y, {"a": [np.array([.1, .8, .9, .2])], "b": [np.array([.9, .1, .2, .8])]}, epsilon=1.0,
-    ...              protocol="plain", seed=0)
-    >>> res.selected in ("a", "b"), res.to_dict()["epsilon"], res.delta
-    (True, 1.0, 0.0)
-    """
-
-    selected: str
-    index: int
-    candidates: list
-    method: str
-    epsilon: float
-    delta: float
-    protocol: str
-    clients: int
-    samples: int
-    seconds: float
-    selection_epsilon: float | None = None
-    release_epsilon: float | None = None
-    auc: float | None = None
-    std: float | None = None
-    ci_low: float | None = None
-    ci_high: float | None = None
-    reference_aucs: list | None = None
-    extra: dict = field(default_factory=dict)
-
-    def to_dict(self) -> dict:
-        out = asdict(self)
-        for k in ("epsilon", "selection_epsilon"):
-            if out[k] is not None and math.isinf(out[k]):
-                out[k] = None  # JSON has no infinity: the exact (non-private) selection
-        return out
 
 
 def load_candidates(paths, candidates, *, label_column: str = "label", id_column: str | None = None):
@@ -216,15 +158,6 @@ def _as_candidate_scores(clients, candidates) -> tuple[list[CandidateScores], li
     return list(clients), names
 
 
-def _check_epsilon(value, what: str, allow_none: bool = False):
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)) \
-            or not math.isfinite(float(value)) or not float(value) > 0:
-        raise InputError(f"{what} must be a finite number > 0, got {value!r}")
-    return float(value)
-
-
 def select(clients, candidates=None, *, epsilon: float | None = 1.0, release_epsilon: float | None = None,
            method: str = "noisy-max", protocol: str = "mpc", mean: float | None = None, delta: float = 1e-6,
            seed: int | None = None, reference: bool = False, ledger=None, dataset_name: str | None = None,
@@ -285,8 +218,8 @@ def select(clients, candidates=None, *, epsilon: float | None = 1.0, release_eps
     if protocol not in ("mpc", "plain"):
         raise InputError(f"protocol must be 'plain' or 'mpc', got {protocol!r}")
     data, names = _as_candidate_scores(clients, candidates)
-    epsilon = _check_epsilon(epsilon, "epsilon", allow_none=method == "noisy-max")
-    release_epsilon = _check_epsilon(release_epsilon, "release_epsilon", allow_none=True)
+    epsilon = check_epsilon(epsilon, "epsilon", allow_none=method == "noisy-max")
+    release_epsilon = check_epsilon(release_epsilon, "release_epsilon", allow_none=True)
     if epsilon is None and ledger is not None:
         raise InputError("epsilon=None selects without noise, which no ledger covers; give an epsilon")
     if seed is not None and protocol == "mpc":
@@ -401,17 +334,3 @@ def _release(out: SelectionResult, data, index, release_epsilon, protocol, seed,
                    seed=None if seed is None else seed + 1, mpc_options=opts, ledger=ledger,
                    dataset_name=dataset_name)
     release_result(out, res, release_epsilon)
-
-
-def release_result(out: SelectionResult, res, release_epsilon: float) -> None:
-    """Fill ``out`` (a selection) with ``res``, the selected candidate's released
-    :class:`~secure_auc.EvaluationResult` at ``release_epsilon``: the AUC, std, interval and
-    the privacy spent in all."""
-    out.release_epsilon = release_epsilon
-    out.auc, out.std, out.ci_low, out.ci_high = res.auc, res.std, res.ci_low, res.ci_high
-    out.epsilon = out.selection_epsilon + float(res.epsilon)
-    out.delta = out.delta + float(res.delta or 0.0)
-    out.extra["release"] = {"mechanism": res.mechanism, "epsilon": res.epsilon, "seconds": res.seconds}
-    for key in ("privacy_spent", "total_epsilon_spent", "total_delta_spent", "privacy_spent_per_client"):
-        if key in res.extra:
-            out.extra[key] = res.extra[key]

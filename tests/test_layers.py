@@ -17,8 +17,8 @@ PKG = Path(__file__).resolve().parents[1] / "secure_auc"
 
 LAYERS = [
     ("cli", "__main__"),
-    ("evaluate", "experiments", "training"),
-    ("protocol", "mpc", "simulation", "deploy", "result"),
+    ("evaluate", "experiments", "training", "selection"),
+    ("protocol", "mpc", "simulation", "deploy", "result", "report"),
     ("dp", "data"),
     ("metrics", "validation", "local_stats"),
 ]

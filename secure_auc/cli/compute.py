@@ -158,14 +158,14 @@ def _run_computing(args, started: float) -> int:
     master = os.environ["MASTER_ADDR"]
     select = None
     if args.select_epsilon is not None or args.release_epsilon is not None:
-        from ..selection import _check_epsilon
+        from ..result import check_epsilon
 
         if args.select_epsilon is None:
             raise InputError("--release-epsilon needs --select-epsilon")
         if args.epochs is None:
             raise InputError("--select-epsilon needs --epochs N (the evaluations to select among)")
-        select = (_check_epsilon(args.select_epsilon, "--select-epsilon"),
-                  _check_epsilon(args.release_epsilon, "--release-epsilon", allow_none=True))
+        select = (check_epsilon(args.select_epsilon, "--select-epsilon"),
+                  check_epsilon(args.release_epsilon, "--release-epsilon", allow_none=True))
     config = _config(args, world, master)
     folders = [f for f in (args.csv, args.plot) if f is not None]
     if folders and config.report() is None:
@@ -190,7 +190,7 @@ def _run_computing(args, started: float) -> int:
     source = f"{len(config.clients)} clients, server of {w} computing parties"
 
     def report(result):
-        from ..selection import SelectionResult
+        from ..result import SelectionResult
         from .select import print_selection
 
         if isinstance(result, SelectionResult):

@@ -27,7 +27,7 @@ step   server                                             client k
                                                           ``cancel``: the reservation is withdrawn
 3      :func:`secure_auc.mpc.input_parties.compute_evaluation` with the helpers; the aggregate goes to the
        session; then each client shares its rank statistic, which the computing parties keep in shares
-       (:func:`secure_auc.mpc.selection.host_keep`)
+       (:func:`secure_auc.mpc.input_parties.host_keep`)
 =====  =================================================  ============================================
 
 A selection among earlier evaluations (the session's ``select``) runs the same way: ``select``
@@ -258,7 +258,7 @@ def _helper(config, pconfig, rank, identity, roster, describe) -> int:
     from ..mpc import input_parties as ip
     from ..mpc.comm import backend
 
-    from ..mpc.selection import party_keep, party_session_select
+    from ..mpc.input_parties import party_keep, party_session_select
 
     me = describe(rank).split(" (")[0]
     links, _ = _accept_clients(config, rank, identity, roster, describe)
@@ -580,7 +580,7 @@ class _Server:
         hellos = {h: self.links[h].recv_obj(ip.CH_HELLO) for h in range(len(self.links))}
         backend.reset_communication_stats()
         result = ip.compute_evaluation(0, self.pconfig, self.links, self.describe, True, time.perf_counter(), hellos)
-        from ..mpc.selection import party_keep
+        from ..mpc.input_parties import party_keep
 
         self.kept.append(party_keep(self.links, 0, self.pconfig.computing))
         self.kept_epochs.append(epoch)
@@ -605,7 +605,7 @@ class _Server:
         ``release_epsilon``: the clients then share their statistics of the selected evaluation at
         that eps (the configured mechanism), opened here (``release``: the aggregate)."""
         from ..mpc import input_parties as ip
-        from ..mpc.selection import party_session_select
+        from ..mpc.input_parties import party_session_select
 
         if epochs is None:
             epochs = list(dict.fromkeys(self.kept_epochs))
@@ -678,7 +678,7 @@ def selection_result(mechanism, reply: dict, epsilon: float, release_epsilon: fl
     the epoch, as a string); with ``release_epsilon``, the selected's DP AUC from the opened
     aggregate under ``mechanism`` at that eps."""
     from ..dp.selection import release_mechanism
-    from ..selection import SelectionResult, release_result
+    from ..result import SelectionResult, release_result
 
     names = [str(e) for e in reply["epochs"]]
     out = SelectionResult(selected=str(reply["selected"]), index=names.index(str(reply["selected"])),
@@ -868,7 +868,7 @@ def run_client_service(config: DeployConfig, k: int, identity, inputs: ClientInp
     from ..mpc.comm.inlinks import PartyUnreachable, connect
     from ..mpc.comm.roster import describe_helpers_rank
     from ..mpc.input_parties import host_evaluation
-    from ..mpc.selection import host_keep
+    from ..mpc.input_parties import host_keep
 
     me = f"client {k}"
     roster = config.roster()
@@ -957,7 +957,7 @@ def _client_select(msg, k, inputs, ledger, links, config, describe_party, me, ke
     evaluation's labels and own rows' ranks)."""
     from ..dp.accountant import finishing
     from ..dp.selection import SelectAndRelease, SelectionCharge, release_mechanism
-    from ..mpc.selection import host_session_select
+    from ..mpc.input_parties import host_session_select
 
     from ..dp.accountant import BudgetExceeded
 

@@ -157,13 +157,13 @@ class DeployedSession:
         secure_auc.SelectionResult
             ``selected``: the epoch, as a string."""
         from ..dp.selection import release_mechanism
-        from ..selection import _check_epsilon
+        from ..result import check_epsilon
         from .service import selection_result
 
         if self._closed:
             raise InputError("the session is closed")
-        epsilon = _check_epsilon(epsilon, "epsilon")
-        release_epsilon = _check_epsilon(release_epsilon, "release_epsilon", allow_none=True)
+        epsilon = check_epsilon(epsilon, "epsilon")
+        release_epsilon = check_epsilon(release_epsilon, "release_epsilon", allow_none=True)
         if release_epsilon is not None:
             release_mechanism(self.mechanism, release_epsilon)  # refused before anything is sent
         start = time.perf_counter()

@@ -61,7 +61,6 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
-from scipy.stats import rankdata
 
 from .base import PrivacyCost
 from .discrete import discrete_laplace, negative_binomial
@@ -104,6 +103,8 @@ def doubled_rank_sums(labels, scores) -> np.ndarray:
     s = np.asarray(scores, dtype=np.float64)
     if s.ndim == 1:
         s = s[:, None]
+    from scipy.stats import rankdata  # imported where used: every party imports this module
+
     twice = (2 * rankdata(s, axis=0) - 2).astype(np.int64)  # 2 x 0-based mid-ranks: integers
     return twice[y].sum(axis=0)
 

@@ -33,12 +33,16 @@ listed in ``docs/mpc.md``.
 from __future__ import annotations
 
 import logging
+import secrets
 import threading
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..data.io import ClientData
+from ..dp.rng import ClientRngs
+from ..dp.selection import noise_share
 from ..protocol.client import ClientGroup
 from ..protocol.messages import Aggregate
 from ..protocol.server import Server
@@ -47,6 +51,7 @@ from .comm.inlinks import Heartbeat, PortBoard, accept_hosts, connect, listen
 from .comm.roster import describe_helpers_rank, describe_host
 from .encoding import encode_keys, is_float32_exact
 from .party import PartyConfig, PartyResult, ProtocolError, agree_public, progress_reporter
+from .primitives.argmax import secure_argmax
 from .primitives.opening import open_to, reconstruct
 from .primitives.outside import HostSharing, OutsideShares, correction_party
 from .ranks import DIGIT_BITS, key_digits, limbs_from_shared_bits, radix_midranks_shared, secure_midranks
@@ -110,7 +115,6 @@ def run_computing_party(rank: int, config: PartyConfig, endpoint: tuple[str, int
         if not config.session:
             hellos = {h: links[h].recv_obj(CH_HELLO) for h in range(len(links))}
             return compute_evaluation(rank, config, links, describe, is_server, start, hellos)
-        from .selection import party_keep, party_session_select
 
         done = 0
         kept = []  # each evaluation's rank statistic, in shares, for a later selection (never opened)
@@ -455,10 +459,10 @@ def session_host_job(h: int, labels, first: int, config: PartyConfig, parties, i
                      tasks, results=None) -> dict:
     """A client host of an :class:`.session.MPCSession`: connect once, then evaluate each
     ``(clients, noise keys)`` taken from ``tasks`` until None (after each, its clients' rank
-    statistic is shared with the computing parties, which keep it: :func:`.selection.host_keep`),
+    statistic is shared with the computing parties, which keep it: :func:`host_keep`),
     or select among earlier evaluations for a task ``("select", epochs, eps, k, M, noise keys,
     release eps or None)``
-    (:func:`.selection.host_session_select`); after each, ``(-(h + 1), {"bytes": ...})`` (sent
+    (:func:`host_session_select`); after each, ``(-(h + 1), {"bytes": ...})`` (sent
     and received in it) goes to ``results``."""
     from .comm.roster import identity_from_bytes
 
@@ -476,8 +480,7 @@ def session_host_job(h: int, labels, first: int, config: PartyConfig, parties, i
                     link.send_obj(CH_HELLO, {"stop": True})
                 return {"evaluations": evaluations, "bytes": int(sum(link.bytes for link in links))}
             before = sum(link.bytes for link in links)
-            if task[0] == "select":  # a selection among earlier evaluations (.selection)
-                from .selection import host_session_select
+            if task[0] == "select":  # a selection among earlier evaluations (below)
 
                 _, epochs, eps, honest, total, keys, release_eps = task
                 release = None if release_eps is None else (release_eps, config.mechanisms[0], first, kept)
@@ -485,7 +488,6 @@ def session_host_job(h: int, labels, first: int, config: PartyConfig, parties, i
             else:
                 clients, noise_keys = task
                 out = host_evaluation(h, clients, first, noise_keys, config, links, True)
-                from .selection import host_keep
 
                 host_keep(links, h, [c.labels for c in clients], out["ranks"])
                 # the host's own rows' ranks (it received them), for a release after a selection
@@ -505,3 +507,147 @@ def host_job(h: int, clients, first: int, noise_keys, config: PartyConfig, parti
 
     return run_client_host(h, clients, first, noise_keys, config, parties, identity_from_bytes(identity_raw), timeout,
                            keep_ranks=keep_ranks)
+
+
+# --------------------------------------------------------------------------- selection in a session
+
+@dataclass
+class SelectionPartyResult:
+    rank: int
+    role: str
+    seconds: float
+    bytes_sent: int
+    rounds: int
+    rank_seconds: float = 0.0
+    argmax_seconds: float = 0.0
+    argmax_bytes: int = 0
+    argmax_rounds: int = 0
+    client_bytes: int = 0
+    selected: int | None = None  # the server only
+    sizes: list | None = None
+    release: tuple | None = None  # the server, with a release: (estimate, aggregate) of the selected
+
+
+CH_KEEP = 12  # a session's kept statistics and a selection's noise (the links above)
+
+
+def host_keep(links, h: int, labels, ranks) -> None:
+    """After each evaluation of a session, at host ``h``: share D = the sum of its clients'
+    positives' 2 x mid-ranks (``ranks``: each client's, from the evaluation) with the computing
+    parties, which keep it in shares (:func:`party_keep`); never opened."""
+    d = sum(int(np.asarray(r)[np.asarray(y).astype(bool)].sum()) for r, y in zip(ranks, labels))
+    sharing = HostSharing(h, len(links))
+    for p, link in enumerate(links):
+        if p == sharing.corrector:
+            link.send_array(CH_KEEP, sharing.correction(np.array([[d]], dtype=np.int64), "kept"))
+        else:
+            link.send_obj(CH_KEEP, {"seed": sharing.seeds[p].hex()})
+
+
+def party_keep(links, rank: int, w: int):
+    """The computing party's end of :func:`host_keep`: its share (1,) of the hosts' summed D."""
+    from .primitives.outside import OutsideShares, correction_party
+
+    seeds, corr = {}, {}
+    for h in range(len(links)):
+        if correction_party(h, w) == rank:
+            seeds[h], corr[h] = None, links[h].recv_array(CH_KEEP, (1, 1))
+        else:
+            seeds[h] = bytes.fromhex(links[h].recv_obj(CH_KEEP)["seed"])
+    return OutsideShares(rank, w, seeds).shares("kept", [1] * len(links), 1, corr).sum(dim=0)
+
+
+def host_session_select(links, h: int, epochs: list[int], epsilon: float, honest: int, total: int, noise_keys,
+                        release=None) -> None:
+    """A session's selection at host ``h``: announce it with fresh seeds, share the sum of its
+    clients' noise shares for the ``epochs`` (one per candidate, each from its client's key).
+
+    ``release``: ``(release_epsilon, mechanism, first, kept)`` to release the selected
+    evaluation's DP AUC too: the server names the selected evaluation (the selection's output),
+    and the host shares its clients' statistics of it (:func:`.input_parties.release_statistics`
+    with ``mechanism`` at ``release_epsilon``, fresh noise) from ``kept[e]``, that evaluation's
+    ``(labels of each client, 2 x mid-ranks of the host's rows)``; opened to the server only."""
+    from ..dp.selection import release_mechanism
+
+    sharing = HostSharing(h, len(links))
+    for p, link in enumerate(links):
+        link.send_obj(CH_HELLO, {"select": list(epochs), "epsilon": epsilon, "honest": honest, "total": int(total),
+                                 "release": None if release is None else float(release[0]),
+                                 "seed": sharing.seeds[p].hex() if p in sharing.seeds else None})
+    noise = np.zeros(len(epochs), dtype=np.int64)
+    for key in noise_keys:
+        noise += noise_share(ClientRngs.from_key(key).stream("select"), len(epochs), total, epsilon, honest)
+    links[sharing.corrector].send_array(CH_KEEP, sharing.correction(noise.reshape(1, -1), "selection noise"))
+    if release is None:
+        return
+    from ..data.io import ClientData
+
+    release_epsilon, mechanism, first, kept = release
+    e = links[0].recv_obj(CH_KEEP).get("release")
+    if e not in epochs:
+        raise ProtocolError(f"the server asked for the release of evaluation {e!r}, not among {epochs}")
+    labels, twice = kept[e]
+    datas = [ClientData(np.zeros(len(y), dtype=np.float32), y) for y in labels]
+    keys = list(noise_keys) if len(noise_keys) == len(datas) else [None] * len(datas)
+    release_statistics(datas, first, keys, [release_mechanism(mechanism, release_epsilon)],
+                       np.asarray(twice, dtype=np.int64), total, sharing, links)
+
+
+def party_session_select(rank: int, w: int, links, hellos: dict, kept: list, describe,
+                         mechanism=None) -> SelectionPartyResult:
+    """A session's selection at computing party ``rank``: the kept statistics of the announced
+    evaluations plus the hosts' noise shares, permuted by the server's priority order, the
+    secure argmax, the index opened to the server only.
+
+    With a release (the hosts' ``release`` eps): the server names the selected evaluation to
+    the hosts, which share its statistics under ``mechanism`` (the session's) at that eps;
+    added in shares and opened to the server only (``result.release``: estimate, aggregate)."""
+    import torch
+
+    from .primitives.outside import OutsideShares, correction_party
+
+    first = hellos[0]
+    epochs = first.get("select")
+    for h, hello in hellos.items():
+        if (hello.get("select"), hello.get("epsilon"), hello.get("honest"), hello.get("release")) != \
+                (epochs, first.get("epsilon"), first.get("honest"), first.get("release")):
+            raise ProtocolError(f"{describe_host(h)} announced another selection than {describe_host(0)}")
+    if not epochs or not all(isinstance(e, int) and 0 <= e < len(kept) for e in epochs):
+        raise ProtocolError(f"a selection of evaluations {epochs} among the session's {len(kept)}")
+    backend.reset_communication_stats()
+    start = time.perf_counter()
+    seeds = {h: (None if correction_party(h, w) == rank else bytes.fromhex(hellos[h]["seed"])) for h in hellos}
+    shares = OutsideShares(rank, w, seeds)
+    corr = {h: links[h].recv_array(CH_KEEP, (1, len(epochs))) for h in shares.corrected_hosts()}
+    noise = shares.shares("selection noise", [1] * len(links), len(epochs), corr).sum(dim=0)
+    values = torch.cat([kept[e] for e in epochs]) + noise
+    order = secrets.SystemRandom().sample(range(len(epochs)), len(epochs)) if rank == 0 else None
+    order = backend.broadcast_obj(order, 0)
+    index = open_to(secure_argmax(values[torch.tensor(order, dtype=torch.long)]), 0)
+    stats = backend.communication_stats()
+    result = SelectionPartyResult(rank=rank, role=describe(rank).split(" (")[0], seconds=time.perf_counter() - start,
+                                  bytes_sent=int(stats["bytes"]), rounds=int(stats["rounds"]),
+                                  argmax_seconds=time.perf_counter() - start, argmax_bytes=int(stats["bytes"]),
+                                  argmax_rounds=int(stats["rounds"]))
+    if rank == 0:
+        position = int(index.reshape(-1)[0])
+        if not 0 <= position < len(epochs):
+            raise ProtocolError(f"the secure argmax opened position {position} of {len(epochs)} candidates")
+        result.selected = int(epochs[order[position]])
+    if first.get("release") is not None:
+        from ..dp.selection import release_mechanism
+
+        if mechanism is None:
+            raise ProtocolError("a release was asked of a selection, but this party has no mechanism")
+        if rank == 0:
+            for h in range(len(links)):
+                links[h].send_obj(CH_KEEP, {"release": result.selected})
+        release = release_mechanism(mechanism, float(first["release"]))
+        opened = open_statistics(links, shares, shares.corrected_hosts(), [release], 0)
+        if rank == 0:
+            estimates, aggregates = estimates_from(opened, [release], int(first["total"]))
+            result.release = (estimates[0], aggregates[0])
+        stats = backend.communication_stats()
+        result.bytes_sent, result.rounds = int(stats["bytes"]), int(stats["rounds"])
+        result.seconds = time.perf_counter() - start
+    return result

@@ -46,6 +46,7 @@ from .comm import backend
 from .comm.inlinks import Heartbeat
 from .comm.roster import describe_helpers_rank, describe_host
 from .encoding import encode_keys, is_float32_exact
+from .input_parties import SelectionPartyResult  # a session's selection lives with the session's loop there
 from .input_parties import (CH_ALIVE, CH_BIT, CH_HELLO, CH_INPUTS, CH_PUBLIC, CH_STATS, accept_links,
                             connected_evaluation, host_shares, input_columns, receive_ranks, recv_public, send_hello,
                             send_ranks)
@@ -72,23 +73,6 @@ class SelectionConfig(PartyConfig):
     def public(self) -> dict:
         return super().public() | {"candidates": self.candidates, "epsilon": self.epsilon,
                                    "honest": self.honest or self.clients, "task": "select"}
-
-
-@dataclass
-class SelectionPartyResult:
-    rank: int
-    role: str
-    seconds: float
-    bytes_sent: int
-    rounds: int
-    rank_seconds: float = 0.0
-    argmax_seconds: float = 0.0
-    argmax_bytes: int = 0
-    argmax_rounds: int = 0
-    client_bytes: int = 0
-    selected: int | None = None  # the server only
-    sizes: list | None = None
-    release: tuple | None = None  # the server, with a release: (estimate, aggregate) of the selected
 
 
 # --------------------------------------------------------------------------- computing parties
@@ -295,132 +279,3 @@ def run_selection_local(labels: list[np.ndarray], scores: list[np.ndarray], *, e
             "provider": provider, "sort": sort, "layout": "helpers", "computing_parties": w,
             "client_hosts": hosts}
     return server.selected, cost
-
-
-# --------------------------------------------------------------------------- in a session
-
-CH_KEEP = 12  # a session's kept statistics and a selection's noise (links of .input_parties)
-
-
-def host_keep(links, h: int, labels, ranks) -> None:
-    """After each evaluation of a session, at host ``h``: share D = the sum of its clients'
-    positives' 2 x mid-ranks (``ranks``: each client's, from the evaluation) with the computing
-    parties, which keep it in shares (:func:`party_keep`); never opened."""
-    d = sum(int(np.asarray(r)[np.asarray(y).astype(bool)].sum()) for r, y in zip(ranks, labels))
-    sharing = HostSharing(h, len(links))
-    for p, link in enumerate(links):
-        if p == sharing.corrector:
-            link.send_array(CH_KEEP, sharing.correction(np.array([[d]], dtype=np.int64), "kept"))
-        else:
-            link.send_obj(CH_KEEP, {"seed": sharing.seeds[p].hex()})
-
-
-def party_keep(links, rank: int, w: int):
-    """The computing party's end of :func:`host_keep`: its share (1,) of the hosts' summed D."""
-    from .primitives.outside import OutsideShares, correction_party
-
-    seeds, corr = {}, {}
-    for h in range(len(links)):
-        if correction_party(h, w) == rank:
-            seeds[h], corr[h] = None, links[h].recv_array(CH_KEEP, (1, 1))
-        else:
-            seeds[h] = bytes.fromhex(links[h].recv_obj(CH_KEEP)["seed"])
-    return OutsideShares(rank, w, seeds).shares("kept", [1] * len(links), 1, corr).sum(dim=0)
-
-
-def host_session_select(links, h: int, epochs: list[int], epsilon: float, honest: int, total: int, noise_keys,
-                        release=None) -> None:
-    """A session's selection at host ``h``: announce it with fresh seeds, share the sum of its
-    clients' noise shares for the ``epochs`` (one per candidate, each from its client's key).
-
-    ``release``: ``(release_epsilon, mechanism, first, kept)`` to release the selected
-    evaluation's DP AUC too: the server names the selected evaluation (the selection's output),
-    and the host shares its clients' statistics of it (:func:`.input_parties.release_statistics`
-    with ``mechanism`` at ``release_epsilon``, fresh noise) from ``kept[e]``, that evaluation's
-    ``(labels of each client, 2 x mid-ranks of the host's rows)``; opened to the server only."""
-    from ..dp.selection import release_mechanism
-
-    sharing = HostSharing(h, len(links))
-    for p, link in enumerate(links):
-        link.send_obj(CH_HELLO, {"select": list(epochs), "epsilon": epsilon, "honest": honest, "total": int(total),
-                                 "release": None if release is None else float(release[0]),
-                                 "seed": sharing.seeds[p].hex() if p in sharing.seeds else None})
-    noise = np.zeros(len(epochs), dtype=np.int64)
-    for key in noise_keys:
-        noise += noise_share(ClientRngs.from_key(key).stream("select"), len(epochs), total, epsilon, honest)
-    links[sharing.corrector].send_array(CH_KEEP, sharing.correction(noise.reshape(1, -1), "selection noise"))
-    if release is None:
-        return
-    from ..data.io import ClientData
-    from .input_parties import release_statistics
-
-    release_epsilon, mechanism, first, kept = release
-    e = links[0].recv_obj(CH_KEEP).get("release")
-    if e not in epochs:
-        raise ProtocolError(f"the server asked for the release of evaluation {e!r}, not among {epochs}")
-    labels, twice = kept[e]
-    datas = [ClientData(np.zeros(len(y), dtype=np.float32), y) for y in labels]
-    keys = list(noise_keys) if len(noise_keys) == len(datas) else [None] * len(datas)
-    release_statistics(datas, first, keys, [release_mechanism(mechanism, release_epsilon)],
-                       np.asarray(twice, dtype=np.int64), total, sharing, links)
-
-
-def party_session_select(rank: int, w: int, links, hellos: dict, kept: list, describe,
-                         mechanism=None) -> SelectionPartyResult:
-    """A session's selection at computing party ``rank``: the kept statistics of the announced
-    evaluations plus the hosts' noise shares, permuted by the server's priority order, the
-    secure argmax, the index opened to the server only.
-
-    With a release (the hosts' ``release`` eps): the server names the selected evaluation to
-    the hosts, which share its statistics under ``mechanism`` (the session's) at that eps;
-    added in shares and opened to the server only (``result.release``: estimate, aggregate)."""
-    import torch
-
-    from .primitives.outside import OutsideShares, correction_party
-
-    first = hellos[0]
-    epochs = first.get("select")
-    for h, hello in hellos.items():
-        if (hello.get("select"), hello.get("epsilon"), hello.get("honest"), hello.get("release")) != \
-                (epochs, first.get("epsilon"), first.get("honest"), first.get("release")):
-            raise ProtocolError(f"{describe_host(h)} announced another selection than {describe_host(0)}")
-    if not epochs or not all(isinstance(e, int) and 0 <= e < len(kept) for e in epochs):
-        raise ProtocolError(f"a selection of evaluations {epochs} among the session's {len(kept)}")
-    backend.reset_communication_stats()
-    start = time.perf_counter()
-    seeds = {h: (None if correction_party(h, w) == rank else bytes.fromhex(hellos[h]["seed"])) for h in hellos}
-    shares = OutsideShares(rank, w, seeds)
-    corr = {h: links[h].recv_array(CH_KEEP, (1, len(epochs))) for h in shares.corrected_hosts()}
-    noise = shares.shares("selection noise", [1] * len(links), len(epochs), corr).sum(dim=0)
-    values = torch.cat([kept[e] for e in epochs]) + noise
-    order = secrets.SystemRandom().sample(range(len(epochs)), len(epochs)) if rank == 0 else None
-    order = backend.broadcast_obj(order, 0)
-    index = open_to(secure_argmax(values[torch.tensor(order, dtype=torch.long)]), 0)
-    stats = backend.communication_stats()
-    result = SelectionPartyResult(rank=rank, role=describe(rank).split(" (")[0], seconds=time.perf_counter() - start,
-                                  bytes_sent=int(stats["bytes"]), rounds=int(stats["rounds"]),
-                                  argmax_seconds=time.perf_counter() - start, argmax_bytes=int(stats["bytes"]),
-                                  argmax_rounds=int(stats["rounds"]))
-    if rank == 0:
-        position = int(index.reshape(-1)[0])
-        if not 0 <= position < len(epochs):
-            raise ProtocolError(f"the secure argmax opened position {position} of {len(epochs)} candidates")
-        result.selected = int(epochs[order[position]])
-    if first.get("release") is not None:
-        from ..dp.selection import release_mechanism
-        from .input_parties import estimates_from, open_statistics
-
-        if mechanism is None:
-            raise ProtocolError("a release was asked of a selection, but this party has no mechanism")
-        if rank == 0:
-            for h in range(len(links)):
-                links[h].send_obj(CH_KEEP, {"release": result.selected})
-        release = release_mechanism(mechanism, float(first["release"]))
-        opened = open_statistics(links, shares, shares.corrected_hosts(), [release], 0)
-        if rank == 0:
-            estimates, aggregates = estimates_from(opened, [release], int(first["total"]))
-            result.release = (estimates[0], aggregates[0])
-        stats = backend.communication_stats()
-        result.bytes_sent, result.rounds = int(stats["bytes"]), int(stats["rounds"])
-        result.seconds = time.perf_counter() - start
-    return result

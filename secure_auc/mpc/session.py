@@ -301,7 +301,7 @@ class MPCSession:
             with ``release_epsilon``, ``auc``, ``std``, ``ci_low``, ``ci_high``.
         """
         from ..dp.selection import SelectAndRelease, SelectionCharge, release_mechanism
-        from ..selection import SelectionResult, _check_epsilon, release_result
+        from ..result import SelectionResult, check_epsilon, release_result
         from ..result import privacy_spent
 
         if self._closed:
@@ -315,8 +315,8 @@ class MPCSession:
             raise InputError(f"epochs must be distinct evaluations of this session, 0 to {done_evals - 1}, "
                              f"got {epochs!r}")
         epochs = [int(e) for e in epochs]
-        epsilon = _check_epsilon(epsilon, "epsilon")
-        release_epsilon = _check_epsilon(release_epsilon, "release_epsilon", allow_none=True)
+        epsilon = check_epsilon(epsilon, "epsilon")
+        release_epsilon = check_epsilon(release_epsilon, "release_epsilon", allow_none=True)
         release = None if release_epsilon is None else release_mechanism(self.mechanism, release_epsilon)
         keys = list(noise_keys) if noise_keys is not None else [None] * len(self.sizes)
         if len(keys) != len(self.sizes):
@@ -463,12 +463,13 @@ def run_mpc_local(
     wall seconds, and per party the bytes sent and received and communication rounds.
     """
     return run_mpc_report(clients, mechanism, None, noise_keys=noise_keys, provider=provider, sort=sort,
-                          timeout=timeout, port=port, progress=progress, computing=computing, hosts=hosts)
+                          timeout=timeout, port=port, progress=progress, computing=computing, hosts=hosts,
+                          threads=threads)
 
 
 def run_mpc_report(clients: list[ClientData], mechanism, report, *, noise_keys=None, provider: str = "ttp",
                    sort: str = RANK_METHODS[0], timeout: float = 60.0, port: int | None = None, progress: bool = True,
-                   computing: int = 3, hosts: int | None = None):
+                   computing: int = 3, hosts: int | None = None, threads: int | None = None):
     """:func:`run_mpc_local` with a ``report`` (a :class:`secure_auc.report.release.ReportPlan`, or
     None): its metrics join the returned ``cost``."""
     if computing not in (0, 2, 3):
