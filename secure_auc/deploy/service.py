@@ -390,15 +390,16 @@ class _Server:
                  "waiting for the session on %s:%d" % self.config.session_address if self.epochs is None
                  else f"{self.epochs} evaluation(s) to run")
 
-    def end(self, reason: str, shutdown: bool = False) -> None:
-        """Tell every party the deployment ends (best effort: some may be gone)."""
+    def end(self, reason: str, shutdown: bool = False, tell_session: bool = True) -> None:
+        """Tell every party the deployment ends (best effort: some may be gone); the session too
+        unless it asked for the end (``tell_session=False``: it is answered ``ok``)."""
         msg = {"op": "end", "reason": reason, "shutdown": shutdown}
         for link in self.links.values():
             try:
                 link.send_obj(CH_CONTROL, msg)
             except Exception:  # noqa: BLE001 - that client is gone
                 pass
-        if self.session is not None:
+        if self.session is not None and tell_session:
             try:
                 self.session.send_obj(CH_CONTROL, {"error": f"the deployment ended: {reason}", "fatal": True})
             except Exception:  # noqa: BLE001
@@ -505,7 +506,7 @@ class _Server:
                     reply = self.select(epochs, request.get("epsilon"), request.get("release_epsilon"))
             elif op == "shutdown":
                 log.info("[server] the session shut the deployment down after %d evaluation(s)", self.evaluations)
-                self.end("the session shut the deployment down", shutdown=True)
+                self.end("the session shut the deployment down", shutdown=True, tell_session=False)
                 self.session.send_obj(CH_CONTROL, {"ok": True})
                 return 0
             else:

@@ -59,8 +59,11 @@ def test_deployed_services_release_the_configured_report(tmp_path):
     try:
         with MPCSession.connect(tmp_path / "deploy.toml", key=tmp_path / "keys" / "server.pem") as session:
             results = [session.evaluate(epoch=epoch) for epoch in range(2)]
+            assert session.shutdown() is None  # the end asked for: no error, and every service ends with 0
+        codes = [p.communicate(timeout=30) and p.returncode for p in services]
     finally:
         bench.stop(services)
+    assert codes == [0] * len(services), codes
     for epoch, result in enumerate(results):
         estimate, aggregate, report = plain_expected(tmp_path, data["labels"], config, epoch)
         assert result.auc == float(estimate.auc) and result.estimated_positives == float(aggregate.positives)
