@@ -44,7 +44,6 @@ def test_metrics_in_json_without_noise_match_scikit_learn_and_files_are_written(
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--metrics", "roc", "--layout", "clients"], "needs the helpers layout"),
     (["--protocol", "plain", "--csv", "x"], "--csv does not apply without --metrics"),
     (["--protocol", "plain", "--metrics", "roc", "--metric-split", "auc=0.2", "bands=0.2"], "add up to 1"),
     (["--protocol", "plain", "--metrics", "roc", "--metric-split", "auc"], "RELEASE=SHARE"),

@@ -65,17 +65,13 @@ def print_report_tables(report: dict) -> None:
 
 
 def check_report_options(args) -> None:
-    """Report options without --metrics, or --metrics with every client computing, are refused
-    before any work."""
+    """Report options without --metrics are refused before any work."""
     from .output import check_not_given, check_writable_dir
 
     if args.metrics is None:
         check_not_given(args, ["metric_split", "rank_bands", "top_fractions", "plot", "csv"], "without --metrics")
         return
     report_arguments(args)  # the names and numbers, checked now
-    if args.protocol == "mpc" and getattr(args, "layout", None) == "clients":
-        raise InputError("--metrics needs the helpers layout (--layout helpers): each client's report vector "
-                         "enters as shares of the computing parties")
     for folder in (args.plot, args.csv):
         if folder is not None:
             check_writable_dir(folder)

@@ -18,10 +18,14 @@ Steps, each party running the same code:
    fixed-point rounding.  Its noise comes from its own key (``noise_key``,
    given to that client's process only, or fresh from :mod:`secrets`): no
    other process holds anything from which it could recompute the noise.
-4. The clients secret-share their noisy (localSum'_k, localP'_k)
-   (:class:`.primitives.inputs.SourceSharing`); the shares are summed and only the sum is
-   opened, to the server only, point-to-point (:func:`.primitives.opening.open_to`).
-5. The server runs :meth:`secure_auc.protocol.Server.estimate` on that aggregate.
+   With a report (``PartyConfig.report``), each client also computes its noisy report
+   vector (:func:`secure_auc.report.release.host_report`: counts of positives per rank
+   band, bounded sums) from the same ranks, its true labels, its scores and its key.
+4. The clients secret-share their noisy (localSum'_k, localP'_k), then their report
+   vectors (:class:`.primitives.inputs.SourceSharing`); the shares are summed and only the
+   sum is opened, to the server only, point-to-point (:func:`.primitives.opening.open_to`).
+5. The server runs :meth:`secure_auc.protocol.Server.estimate` on that aggregate (and, with
+   a report, derives the metrics from the summed vector).
 
 What each party receives is listed in ``docs/mpc.md`` and checked by
 ``tests/mpc/test_leakage.py`` with :mod:`secure_auc.mpc.audit`.
@@ -72,7 +76,7 @@ class PartyConfig:
     progress: bool = True
     computing: int = 0  # helpers layout: the number w of computing parties (server + w - 1 helpers); 0: every client computes
     session: bool = False  # helpers layout: one evaluation per message of the hosts, until they stop (.session)
-    report: object = None  # helpers layout: a secure_auc.report.release.ReportPlan (curves, KS, ... on the same ranks)
+    report: object = None  # a secure_auc.report.release.ReportPlan (curves, KS, ... on the same ranks), or None
 
     def __post_init__(self):
         # every MPC path builds its configuration here: each mechanism is bound to the clients taking part
@@ -213,19 +217,31 @@ def _run_party(rank: int, config: PartyConfig, data: ClientData | None, noise_ke
 
     # 3. local statistics and noise, with the plain protocol's client code
     #    (each mechanism from the client's own streams for it, as in a plain run of it)
+    #    with a report: the client's report vector from the same ranks, its true labels, its
+    #    scores and the first mechanism's key (another stream), after the statistics
     stats_fixed = np.zeros(2 * len(config.mechanisms), dtype=np.int64)
+    width = 0 if config.report is None else config.report.layout(total).width
+    report_fixed = np.zeros(width, dtype=np.int64)
     if not is_server:
         for i, mechanism in enumerate(config.mechanisms):
-            client = Client(rank - 1, data, mechanism, ClientRngs.from_key(noise_key))
+            rngs = ClientRngs.from_key(noise_key)
+            client = Client(rank - 1, data, mechanism, rngs)
             client.set_ranks(np.asarray(twice, dtype=np.float64) / 2.0, total)
             msg = client.statistics_message()
             stats_fixed[2 * i : 2 * i + 2] = (msg.local_sum_fixed, msg.local_p_fixed)
+            if i == 0 and width:
+                from ..report.release import host_report
 
-    # 4. sum the clients' secret-shared statistics; open the sums to the server only
-    aggregate_fixed = sum_and_open(stats_fixed, len(stats_fixed), list(range(1, world)), dst=SERVER_RANK)
+                report_fixed = host_report(config.report, [data], np.asarray(twice), total, [rngs.key])
+
+    # 4. sum the clients' secret-shared statistics (and report vectors); open the sums to the server only
+    values = np.concatenate([stats_fixed, report_fixed])
+    aggregate_fixed = sum_and_open(values, len(values), list(range(1, world)), dst=SERVER_RANK)
 
     result = PartyResult(rank=rank, role=role, seconds=0.0, bytes_sent=0, rounds=0, rank_seconds=rank_seconds)
     if is_server:
+        if width:
+            result.report = [int(x) for x in aggregate_fixed[len(stats_fixed):]]
         for i, mechanism in enumerate(config.mechanisms):
             aggregate = Aggregate(int(aggregate_fixed[2 * i]), int(aggregate_fixed[2 * i + 1]), total)
             result.aggregates.append(aggregate)

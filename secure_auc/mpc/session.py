@@ -474,8 +474,6 @@ def run_mpc_report(clients: list[ClientData], mechanism, report, *, noise_keys=N
     None): its metrics join the returned ``cost``."""
     if computing not in (0, 2, 3):
         raise InputError(f"computing parties must be 2 or 3 (or 0: every client computes), got {computing}")
-    if report is not None and not computing:
-        raise InputError("a report (metrics beyond the AUC) needs the helpers layout (computing parties 2 or 3)")
     from .launch import announce, cost_summary, launch_local
 
     if progress:
@@ -488,7 +486,13 @@ def run_mpc_report(clients: list[ClientData], mechanism, report, *, noise_keys=N
             estimate, aggregate, extra, _ = session.run([c.scores for c in clients], noise_keys=noise_keys)
         return estimate, aggregate, extra | {"mpc_seconds": round(time.perf_counter() - start, 3)}
     config = PartyConfig(mechanisms=(mechanism,), clients=len(clients), provider=provider, sort=sort,
-                         progress=progress, computing=computing)
+                         progress=progress, computing=computing, report=report)
     done = launch_local(clients, config, timeout=timeout, port=port, noise_keys=noise_keys, hosts=hosts,
                         threads=threads)
-    return done[0].estimate, done[0].aggregate, cost_summary(done, config, time.perf_counter() - start)
+    extra = cost_summary(done, config, time.perf_counter() - start)
+    if report is not None:  # every client computed: the server derives the report from the opened sum
+        from ..report.release import attach_report
+
+        extra |= attach_report(report, done[0].report, sum(len(c) for c in clients), len(clients),
+                               config.mechanisms[0])
+    return done[0].estimate, done[0].aggregate, extra

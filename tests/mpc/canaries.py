@@ -13,7 +13,8 @@ starts the processes); the change happens inside the party's process only:
 * :func:`ranks_to_everyone_job`: the ranks are opened to every computing party
   (``open_all``) instead of each client's slice to that client only;
 * :func:`one_report_opened_job`: the computing parties open client host 0's shares of
-  the report vector to the server in place of the sum of every host's.
+  the report vector to the server in place of the sum of every host's;
+  :func:`one_client_report_opened_job` is the same leak with every client computing.
 
 The reduce-based opening (CrypTen's ``get_plain_text(dst)``) is
 ``test_leakage._reduce_opening_job``.
@@ -115,3 +116,25 @@ def one_report_opened_job(rank, *args, **kwargs):
 
     ip.open_statistics = open_statistics
     return ip.computing_job(rank, *args, **kwargs)
+
+
+def one_client_report_opened_job(rank, config, data, noise_key=None):
+    """Clients layout: the statistics step opens, in the report's columns, client 0's shares
+    alone (its noisy report vector) to the server instead of the sum over the clients; the
+    AUC's statistics are summed as before."""
+    import secure_auc.mpc.party as party
+    from secure_auc.mpc.comm import backend
+    from secure_auc.mpc.primitives.inputs import SourceSharing
+    from secure_auc.mpc.primitives.opening import open_to
+
+    def sum_and_open(values, n, sources, *, dst):
+        local = np.asarray(values, dtype=np.int64).reshape(n, 1) if backend.rank() in sources else None
+        rows = SourceSharing([n] * len(sources), sources).share(local, 1, "statistics").reshape(len(sources), n)
+        total = rows.sum(dim=0)
+        w = 2 * len(config.mechanisms)
+        total[w:] = rows[0, w:]
+        opened = open_to(total, dst)
+        return None if opened is None else opened.numpy().astype(np.int64)
+
+    party.sum_and_open = sum_and_open
+    return party.run_party(rank, config, data, noise_key)
