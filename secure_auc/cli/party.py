@@ -6,7 +6,9 @@ torchrun sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT.  Rank 0 is the
 server, rank k (1..K) is client k - 1 and reads only the k-th file, and with
 the default ``--provider ttp`` the last rank (K + 1) is the dealer; with
 ``--provider tfp`` there is no dealer and torchrun starts K + 1 processes.
-Only the server prints the report.
+Only the server prints the report.  With ``--metrics`` (the same options on every party)
+each client adds its report vector to the statistics it shares and the server derives the
+curves, KS, ... from the opened sum (:func:`secure_auc.mpc.party.run_party`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import sys
 from . import add_mechanism_options, add_party_options, mechanism_from_args, print_report, setup_logging
 from .ledger import reserve_client_ledger
 from .output import OneLineParser, leave_process, stop_on_signals, stop_status
+from .report import add_report_options, check_report_options, report_arguments, split_report, write_report_files
 from ..data.io import read_client_csv
 from ..dp.accountant import finishing
 from ..dp.rng import read_noise_key_file
@@ -59,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --ledger: the column of record identifiers; every release is charged to each record")
     p.add_argument("--seed", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--json", action="store_true", help="the server prints one JSON object")
+    add_report_options(p)  # the same on every party (compared at start); only the server writes --csv/--plot
     return p
 
 
@@ -148,10 +152,20 @@ def _run(args, started: float) -> int:
             f"(server + {k} clients" + (" + dealer" if args.provider == "ttp" else "") + f"), torchrun started {world}"
         )
     mechanism = mechanism_from_args(args, clients=len(args.files))
+    check_report_options(args)
+    if rank != 0:
+        args.plot = args.csv = None  # only the server writes the report's files
+    auc_mechanism, cost, plan = mechanism, mechanism, None
+    spec, _ = report_arguments(args)
+    if spec is not None and spec.groups != ("auc",):
+        from ..report.release import plan_report, report_plan
+
+        auc_mechanism, epsilons, kind, cost = plan_report(mechanism, spec)
+        plan = report_plan(spec, epsilons, kind, mechanism, k)
     data = read_client_csv(args.files[rank - 1], id_column=args.id_column) if 1 <= rank <= k else None
     noise_key = read_noise_key_file(args.noise_key_file, rank - 1) if 1 <= rank <= k else None
     identity, roster = _identity_and_roster(args, rank, k)
-    ledger, reservation = reserve_client_ledger(args, mechanism, data, rank - 1, k, noise_key) if 1 <= rank <= k else (None, None)
+    ledger, reservation = reserve_client_ledger(args, cost, data, rank - 1, k, noise_key) if 1 <= rank <= k else (None, None)
     try:
         init_party(rank=rank, parties=k + 1, master_addr=os.environ["MASTER_ADDR"],
                    master_port=int(os.environ["MASTER_PORT"]), provider=args.provider, timeout=args.timeout,
@@ -165,18 +179,32 @@ def _run(args, started: float) -> int:
             run_dealer()
         return 0
     start = time.perf_counter()
-    config = PartyConfig(mechanisms=(mechanism,), clients=k, provider=args.provider, sort=args.sort)
+    config = PartyConfig(mechanisms=(auc_mechanism,), clients=k, provider=args.provider, sort=args.sort, report=plan)
     with finishing(ledger, reservation), forbid_crypten_randomness():
         result = run_party(rank, config, data, noise_key)
     shutdown_party()
     if rank != 0:
         return 0
-    report = make_result(mechanism, result.estimate, result.aggregate, [result.aggregate.total / k] * k, protocol="mpc",
-                         seconds=time.perf_counter() - start,
-                         extra={"startup_seconds": round(start - started, 3), "provider": args.provider,
-                                "sort": args.sort, "rank_step_seconds": round(result.rank_seconds, 3),
-                                "server_bytes_sent_received": result.bytes_sent, "server_rounds": result.rounds})
+    extra = {"startup_seconds": round(start - started, 3), "provider": args.provider, "sort": args.sort,
+             "rank_step_seconds": round(result.rank_seconds, 3), "server_bytes_sent_received": result.bytes_sent,
+             "server_rounds": result.rounds}
+    if plan is not None:
+        from ..report.release import attach_report
+
+        extra |= attach_report(plan, result.report, result.aggregate.total, k, config.mechanisms[0])
+    report = make_result(config.mechanisms[0], result.estimate, result.aggregate, [result.aggregate.total / k] * k,
+                         protocol="mpc", seconds=time.perf_counter() - start, extra=extra)
+    if plan is not None:  # the evaluation's eps and delta: the AUC's and the report's releases together
+        total = mechanism.cost
+        report.epsilon = None if total.epsilon == float("inf") else float(total.epsilon)
+        report.delta = None if report.epsilon is None else float(total.delta)
+        write_report_files(args, report.extra)
+    tables = split_report(report) if plan is not None and not args.json else None
     print_report(report, f"{k} client files (torchrun)", args.json)
+    if tables:
+        from .report import print_report_tables
+
+        print_report_tables(tables)
     return 0
 
 

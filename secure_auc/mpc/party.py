@@ -202,6 +202,10 @@ def _run_party(rank: int, config: PartyConfig, data: ClientData | None, noise_ke
         empty = [k for k, n in enumerate(client_sizes) if n < 1]
         raise ProtocolError(f"client(s) {empty} have no samples")
     total = int(sum(client_sizes))
+    if config.report is not None:  # now that M is known, at every party alike
+        from ..report.release import check_report_range
+
+        check_report_range(config.report.spec, config.report.eps, config.clients, total)
 
     # 2. the rank step: only this client's ranks come back to it
     rank_start = time.perf_counter()

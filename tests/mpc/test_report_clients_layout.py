@@ -135,3 +135,32 @@ def test_only_the_aggregate_report_is_opened_to_the_server_and_the_canary_is_cau
     else:
         assert done[0].report != [int(x) for x in opened]
         assert any(f.startswith("process 0 holds") and "client 0's" in f for f in found), found
+
+
+def test_the_torchrun_entry_of_the_clients_layout_releases_the_plain_protocols_report(tmp_path, free_port):
+    import os
+    import subprocess
+
+    from .conftest import BIN, PARTY
+
+    clients = _data(sizes=(70, 40), seed=6)
+    seed = (1 << 255) | 99
+    paths = []
+    for k, c in enumerate(clients):
+        write_client_csv(tmp_path / f"c{k}.csv", c.scores, c.labels)
+        paths.append(str(tmp_path / f"c{k}.csv"))
+        key = tmp_path / f"client{k}.key"
+        key.write_text(f"{client_key(seed, k):032x}\n")
+        os.chmod(key, 0o600)
+    cmd = [str(BIN / "torchrun"), "--nproc-per-node", "3", "--master-port", str(free_port), str(PARTY), *paths,
+           "--provider", "tfp", "--mechanism", "laplace", "--epsilon", "1", "--json", "--timeout", "60",
+           "--noise-key-file", str(tmp_path / "client{client}.key"),
+           "--metrics", "roc", "ks", "logloss", "--rank-bands", "5", "--top-fractions", "0.1"]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+    assert res.returncode == 0, res.stderr[-2000:]
+    d = json.loads(res.stdout.strip().splitlines()[-1])
+    spec = ReportSpec(["roc", "ks", "logloss"], bands=5, fractions=(0.1,))
+    plain = evaluate(clients, make_mechanism("laplace", 1.0), protocol="plain", seed=seed, metrics=spec)
+    for key in ("roc", "ks", "ks_std", "log_loss", "privacy"):
+        assert d[key] == plain.extra[key], key
+    assert d["auc"] == plain.auc and d["epsilon"] == plain.epsilon == 1.0
