@@ -116,8 +116,12 @@ def test_only_the_aggregate_report_is_opened_to_the_server_and_the_canary_is_cau
     mechanisms = (StatisticsMechanism(1.0, allocation="adaptive"),)
     keys = [client_key(5, i) for i in range(k)]
     spec = ReportSpec(["roc", "logloss", "brier"], bands=4, head=(), fractions=(), lift_bins=1)
-    _, eps, kind, _ = plan_report(make_mechanism("laplace", 2.0), spec)
-    plan = report_plan(spec, eps, kind, None, k)
+    # the report's noise on the aggregate (each client draws a share of it): the helpers layout's
+    # audit covers per-client noise
+    distributed = make_mechanism("distributed", 2.0, clients=k)
+    _, eps, kind, _ = plan_report(distributed, spec)
+    plan = report_plan(spec, eps, kind, distributed, k)
+    assert plan.kind == "aggregate" and plan.shares == k
     config = PartyConfig(mechanisms=mechanisms, clients=k, progress=False, computing=0, report=plan)
     if canary is not None:
         monkeypatch.setattr(launch, "run_party", one_client_report_opened_job)
