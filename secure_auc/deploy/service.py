@@ -297,6 +297,7 @@ class _Server:
     def __init__(self, config, pconfig, identity, roster, describe, started, epochs=None, on_result=None):
         self.config, self.pconfig, self.identity, self.roster = config, pconfig, identity, roster
         self.describe, self.started = describe, started
+        self.startup_seconds: float | None = None  # known once every client has joined
         self.epochs, self.on_result = epochs, on_result  # epochs: evaluations asked for here, with no session
         self.links: dict = {}
         self.session = None
@@ -526,7 +527,8 @@ class _Server:
             return
         log.info("[server] a session connected")
         self.session.send_obj(CH_CONTROL, {"ok": True, "clients": len(self.links), "evaluations": self.evaluations,
-                                           "startup_seconds": round(self.startup_seconds, 3)})
+                                           "startup_seconds": None if self.startup_seconds is None else
+                                           round(self.startup_seconds, 3)})
 
     def wait_answers(self, n: int, epoch) -> dict:
         """Every client's answer to ``open``, waiting up to score_timeout (the others' waits kept alive)."""

@@ -216,8 +216,10 @@ def test_faults_are_named_within_the_timeout(monkeypatch, fault, who):
 
     from secure_auc.mpc import input_parties
 
-    timeout = 10  # long enough for every process to start on a loaded machine: the clients' wait for the
-    # server's port counts from their own start, and a slow start must not be taken for the fault
+    timeout = 20 if fault == "computing_job" else 10  # long enough for every process to start on a loaded
+    # machine: the clients' wait for the server's port counts from their own start, and a slow start must not
+    # be taken for the fault (the server opens it once the computing parties' links stand and their
+    # rendezvous stores are closed)
     if fault == "host_job":
         monkeypatch.setattr(input_parties, "host_job", _host_that_dies)
     elif fault == "never":
