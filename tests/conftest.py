@@ -27,6 +27,12 @@ LONGEST_FIRST = [
     "tests/mpc/test_crypten_owners.py",  # ~45 s
     "tests/mpc/test_rank_rounds.py",  # ~40 s
     "tests/mpc/test_input_parties.py",  # ~30 s
+    "tests/mpc/test_service_stops.py",  # ~45 s of services started and stopped
+    "tests/mpc/test_stop_signals.py",  # ~40 s
+    "tests/mpc/test_report_deploy.py",  # ~35 s
+    "tests/mpc/test_report_clients_layout.py",  # ~35 s
+    "tests/mpc/test_report_mpc.py",  # ~30 s
+    "tests/mpc/test_selection.py",  # ~20 s
     "tests/mpc/test_deploy.py",
     "tests/mpc/test_opening.py",
     "tests/test_compare.py",
