@@ -89,6 +89,21 @@ class DeployedSession:
                         "connect_seconds": round(time.perf_counter() - start, 3)}
         self._reported_startup = False
 
+    def _request(self, msg: dict) -> dict:
+        """Send ``msg`` to the server service and return its reply; a refusal raises
+        :class:`EvaluationRefused` (the session goes on), any other error :class:`MPCError`."""
+        try:
+            self._link.send_obj(_CONTROL, msg)
+        except (OSError, RuntimeError):
+            pass  # the reply (the reason) or the closed link says why
+        reply = self._reply()
+        if "error" in reply:
+            if reply.get("refused"):
+                raise EvaluationRefused(reply["error"])
+            self._closed = True
+            raise MPCError(reply["error"])
+        return reply
+
     def _reply(self) -> dict:
         from ..mpc.comm.runtime import explain
 
@@ -128,16 +143,7 @@ class DeployedSession:
         if epoch is not None:
             epoch = check_epoch(epoch)
         start = time.perf_counter()
-        try:
-            self._link.send_obj(_CONTROL, {"op": "evaluate", "epoch": epoch})
-        except (OSError, RuntimeError):
-            pass  # the reply (the reason) or the closed link says why
-        reply = self._reply()
-        if "error" in reply:
-            if reply.get("refused"):
-                raise EvaluationRefused(reply["error"])
-            self._closed = True
-            raise MPCError(reply["error"])
+        reply = self._request({"op": "evaluate", "epoch": epoch})
         startup = None
         if not self._reported_startup:
             self._reported_startup = True
@@ -166,15 +172,11 @@ class DeployedSession:
         release_epsilon = check_epsilon(release_epsilon, "release_epsilon", allow_none=True)
         if release_epsilon is not None:
             release_mechanism(self.mechanism, release_epsilon)  # refused before anything is sent
+        if epochs is not None:
+            epochs = [check_epoch(e, "an epoch of the selection") for e in epochs]
         start = time.perf_counter()
-        self._link.send_obj(_CONTROL, {"op": "select", "epochs": None if epochs is None else list(epochs),
-                                       "epsilon": epsilon, "release_epsilon": release_epsilon})
-        reply = self._reply()
-        if "error" in reply:
-            if reply.get("refused"):
-                raise EvaluationRefused(reply["error"])
-            self._closed = True
-            raise MPCError(reply["error"])
+        reply = self._request({"op": "select", "epochs": epochs, "epsilon": epsilon,
+                               "release_epsilon": release_epsilon})
         return selection_result(self.mechanism, reply, epsilon, release_epsilon, clients=self.clients,
                                 seconds=time.perf_counter() - start)
 
