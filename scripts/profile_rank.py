@@ -3,12 +3,14 @@
 
     .venv/bin/python scripts/profile_rank.py                      # 2^20 scores among 3 parties
     .venv/bin/python scripts/profile_rank.py --sizes 1048576 --parties 2 --json
+    .venv/bin/python scripts/profile_rank.py --sizes 262144 --parties 2 3 --kernels numba numpy  # both, back to back
 
 Runs :func:`secure_auc.mpc.ranks.rank_step` (radix) as ``scripts/bench_rank.py`` does (the
 server and parties - 1 clients holding equal slices, the dealer extra), with Python's
 ``cProfile`` around the rank step in every computing party, and sums each function's own
 time (``tottime``) into kinds of work:
 
+* compiled kernels: the fused loops of :mod:`secure_auc.mpc.kernels` (digit rounds, words);
 * permutations: the shuffles' random permutations (AES keys sorted by numpy);
 * gathers and scatters: moving rows by an index (``index_select``, ``gather``, numpy's fancy
   indexing), the permutations' inverses and checks;
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -39,9 +42,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-KINDS = ["permutations", "gathers and scatters", "AES-CTR randomness", "links (TLS, framing)", "kernel", "waiting",
+KINDS = ["compiled kernels", "permutations", "gathers and scatters", "AES-CTR randomness", "links (TLS, framing)", "kernel", "waiting",
          "packing", "arithmetic", "other"]
 _RULES = [  # (kind, substrings of cProfile's function label), first match wins
+    ("compiled kernels", ["kernels.py:"]),
     ("permutations", ["sort_permutation", "method 'sort' of 'numpy", "torch.sort", "'shuffle' of"]),
     ("gathers and scatters", ["index_select", "index_copy", "torch.gather", "inverse_permutation", "permute_rows",
                               "scatter_rows", "bincount", "_check_permutation", "'take'"]),
@@ -62,11 +66,16 @@ def kind_of(label: str) -> str:
     return "other"
 
 
-def _job(rank, part, sizes):
+def _job(rank, part, sizes, kernels="numba", threads=None):
     import cProfile
     import pstats
 
+    from secure_auc.mpc import kernels as compiled
     from secure_auc.mpc.comm import backend
+
+    os.environ["SECURE_AUC_KERNELS"] = kernels  # read at each call; the processes come from a fork server
+    if threads is not None:  # else the launcher's default (the cores divided among the processes)
+        compiled.set_threads(threads)
     from secure_auc.mpc.ranks import rank_step
 
     backend.comm().barrier()
@@ -88,7 +97,7 @@ def _dealer():
     return {"cpu": time.process_time()}
 
 
-def profile(m: int, parties: int) -> dict:
+def profile(m: int, parties: int, kernels: str = "numba", threads: int | None = None) -> dict:
     from scipy.stats import rankdata
 
     from bench_rank import scores_for
@@ -97,13 +106,13 @@ def profile(m: int, parties: int) -> dict:
     scores, _ = scores_for(m, "float32", 0)
     parts = np.array_split(scores, parties - 1)
     sizes = [len(p) for p in parts]
-    per_rank = {r: (parts[r - 1] if r >= 1 else None, sizes) for r in range(parties)}
+    per_rank = {r: (parts[r - 1] if r >= 1 else None, sizes, kernels, threads) for r in range(parties)}
     done = spawn_parties(_job, per_rank, parties, provider="ttp", timeout=120, deadline=3600, after_dealer=_dealer)
     got = np.concatenate([done[r]["twice"] for r in range(1, parties)])
     mean = {k: float(np.mean([done[r]["by_kind"][k] for r in range(parties)])) for k in KINDS}
     labels = {f for r in range(parties) for f in done[r]["by_function"]}
     functions = {f: float(np.mean([done[r]["by_function"].get(f, 0.0) for r in range(parties)])) for f in labels}
-    return {"samples": m, "parties": parties, "exact": bool(np.array_equal(got, 2 * (rankdata(scores) - 1))),
+    return {"samples": m, "parties": parties, "kernels": kernels, "threads": threads, "exact": bool(np.array_equal(got, 2 * (rankdata(scores) - 1))),
             "seconds": max(done[r]["seconds"] for r in range(parties)),
             "cpu_per_party": [round(done[r]["cpu"], 2) for r in range(parties)],
             "dealer_cpu": round(done[parties]["cpu"], 2), "mean_seconds_by_kind": mean,
@@ -111,7 +120,8 @@ def profile(m: int, parties: int) -> dict:
 
 
 def markdown(rows: list[dict]) -> str:
-    head = "| kind of work | " + " | ".join(f"M = {r['samples']:,}, {r['parties']} parties" for r in rows) + " |"
+    head = "| kind of work | " + " | ".join(f"M = {r['samples']:,}, {r['parties']} parties, {r['kernels']}"
+                                         + (f", {r['threads']} threads" if r.get("threads") else "") for r in rows) + " |"
     lines = [head, "|---|" + "---:|" * len(rows)]
     for k in KINDS:
         lines.append(f"| {k} | " + " | ".join(f"{r['mean_seconds_by_kind'][k]:.2f}" for r in rows) + " |")
@@ -127,6 +137,10 @@ def main() -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     ap.add_argument("--sizes", type=int, nargs="+", default=[1 << 20], help="numbers of scores (default 2^20)")
     ap.add_argument("--parties", type=int, nargs="+", default=[3], help="computing parties (default 3)")
+    ap.add_argument("--kernels", nargs="+", choices=["numba", "numpy"], default=["numba"],
+                    help="the compiled kernels, the numpy/torch reference code, or both in turn (default numba)")
+    ap.add_argument("--threads", type=int, nargs="+", default=[None],
+                    help="threads per computing party (default: the launcher's, the cores divided among the processes)")
     ap.add_argument("--json", action="store_true", help="print JSON instead of the table")
     ap.add_argument("--top", type=int, default=0, metavar="N", help="also list each run's N costliest functions")
     args = ap.parse_args()
@@ -135,15 +149,17 @@ def main() -> int:
     rows = []
     for m in args.sizes:
         for p in args.parties:
-            print(f"profiling M={m} parties={p} ...", file=sys.stderr)
-            rows.append(profile(m, p))
+            for kern in args.kernels:
+                for th in args.threads:
+                    print(f"profiling M={m} parties={p} kernels={kern} threads={th} ...", file=sys.stderr)
+                    rows.append(profile(m, p, kern, th))
     if args.json:
         print(json.dumps({"rows": rows}, indent=1))
     else:
         print("seconds in each kind of work (cProfile's own time, mean over the computing parties)\n")
         print(markdown(rows))
         for r in rows if args.top else []:
-            print(f"\nM = {r['samples']:,}, {r['parties']} parties: the {args.top} costliest functions")
+            print(f"\nM = {r['samples']:,}, {r['parties']} parties, {r['kernels']}: the {args.top} costliest functions")
             for f, t in list(r["mean_seconds_by_function"].items())[: args.top]:
                 print(f"  {t:6.2f}  {kind_of(f):22s}  {f}")
     return 0 if all(r["exact"] for r in rows) else 1

@@ -139,6 +139,8 @@ def add_mpc_options(p: argparse.ArgumentParser) -> None:
                    help="seconds a party waits for the others before the run fails, in (0, 86400] (default 60)")
     g.add_argument("--port", type=int, default=None,
                    help="TCP port on 127.0.0.1 where the local parties meet, and the next port, 1..65534 (default, or 0: a free pair)")
+    g.add_argument("--threads", type=int, default=None, metavar="N",
+                   help="threads each computing party uses for its local work (compiled kernels, torch), at least 1 (default: the cores the process may use)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -261,6 +263,8 @@ def add_party_options(p: argparse.ArgumentParser) -> None:
                         "tfp: the server deals it and could unmask every score (single-operator testing only)")
     p.add_argument("--sort", choices=RANK_METHODS, default=RANK_METHODS[0], help=rank_method_help())
     p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for another party (default 60)")
+    p.add_argument("--threads", type=int, default=None, metavar="N",
+                   help="threads each computing party uses for its local work (compiled kernels, torch), at least 1 (default: the cores the process may use)")
 
 
 def add_column_options(p: argparse.ArgumentParser, where: str) -> None:
@@ -502,7 +506,7 @@ def check_evaluate_options(args) -> None:
     if not args.files:
         check_not_given(args, ["score_column", "label_column", "id_column"], "without client files")
     if args.protocol == "plain":
-        check_not_given(args, ["provider", "sort", "timeout", "port", "layout", "computing_parties"],
+        check_not_given(args, ["provider", "sort", "timeout", "port", "layout", "computing_parties", "threads"],
                         "to --protocol plain, only to --protocol mpc")
     if args.mechanism == "none":
         check_not_given(args, ["seed"], "to --mechanism none (there is no noise to seed)")
@@ -552,6 +556,10 @@ def cmd_evaluate(args) -> int:
         mpc_options = {"provider": args.provider, "sort": args.sort, "timeout": args.timeout,
                        "port": args.port or None, "progress": not args.quiet,
                        "computing": args.computing_parties if args.layout == "helpers" else 0}
+        if args.threads is not None:
+            from ..mpc.kernels import check_threads
+
+            mpc_options["threads"] = check_threads(args.threads, "--threads")
         if args.seed is not None and not args.quiet:
             print(f"[secure-auc] --seed {args.seed} with --protocol mpc: client k's noise key is derived from "
                   "(seed, k) and handed to client k's process only; the server and the dealer never receive it. "

@@ -143,7 +143,8 @@ def _config(args, world: int, master: str):
     listen = args.listen or listen_address(master)
     return options_config(computing_parties=w, clients=args.clients, mechanism=mechanism_options(args, args.clients),
                           roster=args.roster, client_addresses=[(listen, args.client_port + r) for r in range(w)],
-                          provider=args.provider, sort=args.sort, timeout=args.timeout, report=report_table(args))
+                          provider=args.provider, sort=args.sort, timeout=args.timeout, report=report_table(args),
+                          threads=getattr(args, "threads", None))
 
 
 def _run_computing(args, started: float) -> int:

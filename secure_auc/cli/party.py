@@ -169,7 +169,7 @@ def _run(args, started: float) -> int:
     try:
         init_party(rank=rank, parties=k + 1, master_addr=os.environ["MASTER_ADDR"],
                    master_port=int(os.environ["MASTER_PORT"]), provider=args.provider, timeout=args.timeout,
-                   identity=identity, roster=roster, roll_call=True)
+                   identity=identity, roster=roster, roll_call=True, threads=args.threads)
     except BaseException:
         if reservation is not None:
             ledger.cancel(reservation)  # the parties never met: nothing was computed, nothing is charged

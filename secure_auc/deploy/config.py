@@ -10,6 +10,8 @@ entry under ``[[clients]]``; those entries hold paths on that client's host)::
     timeout = 30                 # seconds a party waits for another during an evaluation
     join_timeout = 120           # seconds the services wait for each other at start-up
     score_timeout = 600          # seconds a client's scoring hook may take
+    threads = 8                  # optional: each computing party's threads for its local work
+                                 # (default: the cores its process may use)
     roster = "roster.json"       # written by: secure-auc roster
 
     [mechanism]                  # agreed at connection time: a difference is named
@@ -129,6 +131,7 @@ class DeployConfig:
     listen: tuple  # computing party r's listening host (default: the host of its address)
     clients: tuple = field(default_factory=tuple)  # ClientEntry per client
     report_options: dict = field(default_factory=dict)  # the [report] table (REPORT_KEYS); empty: the AUC only
+    threads: int | None = None  # each computing party's threads for its local work (None: the cores it may use)
 
     @property
     def dealer(self) -> bool:
@@ -294,7 +297,7 @@ def load_config(path) -> DeployConfig:
     _unknown(data, ("deployment", "mechanism", "server", "helpers", "clients", "report"), "", path)
     base = path.resolve().parent
     dep = dict(_DEPLOYMENT_DEFAULTS) | _table(data, "deployment", path, required=False)
-    _unknown(dep, (*_DEPLOYMENT_DEFAULTS, "roster"), "deployment", path)
+    _unknown(dep, (*_DEPLOYMENT_DEFAULTS, "roster", "threads"), "deployment", path)
     w = dep["computing_parties"]
     if w not in (2, 3) or isinstance(w, bool):
         raise InputError(f"{path}: deployment.computing_parties must be 2 or 3, got {w!r}")
@@ -305,6 +308,13 @@ def load_config(path) -> DeployConfig:
     if dep["sort"] not in RANK_METHODS:
         raise InputError(f"{path}: deployment.sort must be one of {', '.join(RANK_METHODS)}, got {dep['sort']!r}")
     timeouts = {k: _seconds(dep[k], f"deployment.{k}", path) for k in ("timeout", "join_timeout", "score_timeout")}
+    threads = None
+    if "threads" in dep:
+        from ..mpc.kernels import check_threads
+
+        if not isinstance(dep["threads"], int) or isinstance(dep["threads"], bool) or dep["threads"] < 1:
+            raise InputError(f"{path}: deployment.threads must be a whole number at least 1, got {dep['threads']!r}")
+        threads = check_threads(dep["threads"])
 
     mech = _table(data, "mechanism", path)
     _unknown(mech, MECHANISM_KEYS, "mechanism", path)
@@ -368,7 +378,7 @@ def load_config(path) -> DeployConfig:
             "roster", "roster.json"), mechanism_options=mech,
         rendezvous=parse_address(server["rendezvous"], f"{path}: server.rendezvous"),
         session_address=parse_address(server["session"], f"{path}: server.session"), client_addresses=tuple(addresses),
-        listen=tuple(listen), clients=tuple(clients), report_options=report_options, **timeouts)
+        listen=tuple(listen), clients=tuple(clients), report_options=report_options, threads=threads, **timeouts)
     try:
         config.mechanism().check_release()
     except (InputError, ValueError, TypeError) as exc:  # make_mechanism's checks, and any it leaves to Python
@@ -393,7 +403,8 @@ def check_report(config: DeployConfig, where) -> None:
 
 def options_config(*, computing_parties: int, clients: int, mechanism: dict, roster, client_addresses,
                    provider: str = "ttp", sort: str = "radix", timeout: float = 60.0, listen=None,
-                   rendezvous: tuple[str, int] = ("127.0.0.1", 0), report: dict | None = None) -> DeployConfig:
+                   rendezvous: tuple[str, int] = ("127.0.0.1", 0), report: dict | None = None,
+                   threads: int | None = None) -> DeployConfig:
     """The deployment that command-line options describe (``python -m secure_auc.cli.compute``
     under torchrun, ``secure-auc client``): the same :class:`DeployConfig` a file gives, so
     both run the services' code and agree on it at connection time.
@@ -413,6 +424,6 @@ def options_config(*, computing_parties: int, clients: int, mechanism: dict, ros
                           sort=sort, timeout=float(timeout), join_timeout=float(timeout), score_timeout=float(timeout),
                           roster_path=Path(roster), mechanism_options=mech, rendezvous=tuple(rendezvous),
                           session_address=("127.0.0.1", 0), client_addresses=addresses, listen=tuple(hosts),
-                          clients=(entry,) * clients, report_options=dict(report or {}))
+                          clients=(entry,) * clients, report_options=dict(report or {}), threads=threads)
     check_report(config, "the command line")
     return config

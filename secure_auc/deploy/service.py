@@ -206,7 +206,7 @@ def run_computing_service(config: DeployConfig, kind: str, index: int, identity,
     try:
         init_party(rank=rank, parties=w, master_addr=host, master_port=port, provider=config.provider,
                    timeout=config.join_timeout + config.timeout, identity=identity, roster=roster, roll_call=True,
-                   roll_call_timeout=config.join_timeout)
+                   roll_call_timeout=config.join_timeout, threads=config.threads)
     except PartyStartError as exc:  # the setting that expired, named
         raise ServiceError(f"{exc}" + ("" if "cannot start" in str(exc) else f" ({join_setting(config)})")) from None
     if kind == "dealer":

@@ -49,7 +49,7 @@ class MPCError(RuntimeError):
 
 
 RANK_METHODS = ("radix", "network")  # the first is the default
-MPC_OPTIONS = ("provider", "sort", "timeout", "port", "progress", "computing", "hosts")  # of session.run_mpc_local
+MPC_OPTIONS = ("provider", "sort", "timeout", "port", "progress", "computing", "hosts", "threads")  # of session.run_mpc_local
 RANK_METHOD_HELP = {
     "radix": "oblivious radix sort composing secret permutations digit by digit; opens only freshly "
              "shuffled, uniformly random permutations; the shuffles' correlated randomness comes from "

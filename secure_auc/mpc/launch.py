@@ -297,7 +297,8 @@ def _parent_log_level() -> int | None:
 
 
 def _party_process(rank, parties, addr, port, provider, timeout, job, args, after_dealer, record, results,
-                   log_level=None, identity=None, roster=None, launcher=None, run_token=None, beats=None):
+                   log_level=None, identity=None, roster=None, launcher=None, run_token=None, beats=None,
+                   threads=None):
     """Body of one party's process: ``job(rank, *args)``, or the dealer's service; with
     ``record``, also every buffer the process receives (:func:`.audit.record_received`)."""
     try:
@@ -314,7 +315,7 @@ def _party_process(rank, parties, addr, port, provider, timeout, job, args, afte
         init_party(rank=rank, parties=parties, master_addr=addr, master_port=port, provider=provider,
                    timeout=timeout, identity=None if identity is None else identity_from_bytes(identity),
                    roster=roster, insecure=roster is None, on_ready=lambda: _mark_ready(beats, rank),
-                   run_token=run_token)
+                   run_token=run_token, threads=threads)
         _mark_joined(beats, rank)
         received: list = []
         with forbid_crypten_randomness(), (record_received(received) if record else contextlib.nullcontext()):
@@ -573,7 +574,7 @@ def cost_summary(done: dict, config: PartyConfig, seconds: float) -> dict:
 def launch_local(clients: list[ClientData], config: PartyConfig, *, timeout: float = 60.0,
                  port: int | None = None, noise_keys: list[int] | None = None,
                  received: dict | None = None, record_ranks=None, hosts: int | None = None,
-                 keep_ranks: bool = False) -> dict:
+                 keep_ranks: bool = False, threads: int | None = None) -> dict:
     """Start every party as a local process; return each computing party's result by rank.
 
     Each process gets only its own arguments: client k its data and
@@ -587,21 +588,23 @@ def launch_local(clients: list[ClientData], config: PartyConfig, *, timeout: flo
     ``hosts`` client-host processes (default 1; contiguous groups), each connecting
     to every computing party (:mod:`.input_parties`).  Client host h's result
     (:class:`.input_parties.HostResult`) is under key ``-(h + 1)``; with
-    ``keep_ranks`` it holds its clients' 2 x mid-ranks."""
+    ``keep_ranks`` it holds its clients' 2 x mid-ranks.  ``threads``: each computing
+    party's threads for its local work (default: the cores it may use)."""
     k = len(clients)
     if noise_keys is not None and len(noise_keys) != k:
         raise InputError(f"{len(noise_keys)} noise keys for {k} clients")
     keys = noise_keys if noise_keys is not None else [None] * k
     if config.computing:
         return _launch_helpers(clients, config, keys, timeout=timeout, port=port, received=received,
-                               record_ranks=record_ranks, hosts=hosts, keep_ranks=keep_ranks)
+                               record_ranks=record_ranks, hosts=hosts, keep_ranks=keep_ranks, threads=threads)
     per_rank = {0: (config, None)} | {r: (config, clients[r - 1], keys[r - 1]) for r in range(1, k + 1)}
     done = spawn_parties(run_party, per_rank, k + 1, provider=config.provider, timeout=timeout, port=port,
-                         received=received, record_ranks=record_ranks)
+                         received=received, record_ranks=record_ranks, threads=threads)
     return {r: res for r, res in done.items() if r <= k}  # the dealer returns nothing
 
 
-def _launch_helpers(clients, config, keys, *, timeout, port, received, record_ranks, hosts, keep_ranks) -> dict:
+def _launch_helpers(clients, config, keys, *, timeout, port, received, record_ranks, hosts, keep_ranks,
+                    threads=None) -> dict:
     from .comm.roster import describe_helpers_rank, describe_host, ephemeral_helpers_roster, identity_bytes
     from .comm.inlinks import PortBoard
     from .input_parties import computing_job, host_job
@@ -627,7 +630,7 @@ def _launch_helpers(clients, config, keys, *, timeout, port, received, record_ra
 
     done = spawn_parties(computing_job, per_rank, w, provider=config.provider, timeout=timeout, port=port,
                          received=received, record_ranks=record_ranks, identities=(roster, world_keys),
-                         describe=describe, host_job=host_job, per_host=per_host)
+                         describe=describe, host_job=host_job, per_host=per_host, threads=threads)
     return {r: res for r, res in done.items() if r < w}
 
 
@@ -635,7 +638,8 @@ def spawn_parties(job, per_rank: dict[int, tuple], parties: int, *, provider: st
                   timeout: float = 60.0, port: int | None = None, deadline: float | None = None,
                   after_dealer=None, received: dict | None = None, record_ranks=None,
                   insecure_links: bool = False, identities=None, describe=None,
-                  host_job=None, per_host: list | None = None, stop=None) -> dict:
+                  host_job=None, per_host: list | None = None, stop=None,
+                  threads: int | None = None) -> dict:
     """Run ``job(rank, *per_rank[rank])`` in one spawned process per computing party (ranks
     0..parties-1, each receiving only its own arguments), plus CrypTen's dealer (rank
     ``parties``) with ``provider="ttp"``; return the results by rank (the dealer's:
@@ -665,6 +669,11 @@ def spawn_parties(job, per_rank: dict[int, tuple], parties: int, *, provider: st
     In the calling thread a KeyboardInterrupt (Ctrl-C, or SIGTERM/SIGHUP turned into one) stops
     every process the same way; it carries ``started``: whether the server's result, and so the
     opened aggregate, had reached the launcher.
+
+    ``threads``: each
+    computing party's threads for its local work (:func:`.kernels.set_threads`; default:
+    the cores this process may use divided among the processes started, at least 1, as
+    they all run on this machine).
     """
     if provider not in ("tfp", "ttp"):
         raise InputError(f"provider must be 'tfp' or 'ttp', got {provider!r}")
@@ -674,6 +683,14 @@ def spawn_parties(job, per_rank: dict[int, tuple], parties: int, *, provider: st
                             after_dealer=after_dealer, received=received, record_ranks=record_ranks,
                             insecure_links=insecure_links, identities=identities, describe=describe,
                             host_job=host_job, per_host=per_host, stop=stop)
+    from .kernels import check_threads, default_threads, warm_up
+
+    warm_up()  # compiled once here, into the user's cache: the parties then only load the kernels
+    if threads is not None:
+        check_threads(threads)
+    else:  # every process of a local run shares this machine's cores
+        threads = max(1, default_threads() // (parties + (provider == "ttp") + len(per_host or [])))
+    run = functools.partial(run, threads=threads)
     if port is not None:
         if port >= 65535:
             raise InputError(f"port {port}: a local run uses --port and the next one; choose one below 65535")
@@ -697,7 +714,7 @@ class _PortTaken(Exception):
 
 def _spawn(job, per_rank: dict[int, tuple], parties: int, *, provider: str, timeout: float, port: int,
            retry: bool, deadline, after_dealer, received, record_ranks, insecure_links, identities, describe,
-           host_job, per_host, stop=None) -> dict:
+           host_job, per_host, stop=None, threads=None) -> dict:
     """One start of :func:`spawn_parties` on ``port``; ``retry``: a port conflict at the start raises
     :class:`_PortTaken` (the caller draws another port) instead of :class:`MPCError`."""
     k = parties - 1
@@ -748,7 +765,8 @@ def _spawn(job, per_rank: dict[int, tuple], parties: int, *, provider: str, time
                                   after_dealer, received is not None and (record_ranks is None or r in record_ranks),
                                   results, _parent_log_level(),
                                   None if insecure_links else identity_bytes(keys[r]),
-                                  None if insecure_links else roster, os.getpid(), run_token, beats), daemon=True)
+                                  None if insecure_links else roster, os.getpid(), run_token, beats, threads),
+                            daemon=True)
             p.start()
             procs[r] = p
         ranks += host_keys

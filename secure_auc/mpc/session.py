@@ -47,7 +47,7 @@ class MPCSession:
         The DP mechanism of every evaluation (:func:`secure_auc.dp.make_mechanism`).
     computing : {2, 3}, default 3
         Computing parties (the server and ``computing - 1`` helpers).
-    provider, sort, timeout, hosts, port
+    provider, sort, timeout, hosts, port, threads
         As in :func:`run_mpc_local`.
     progress : bool, default False
         Log the server's progress through each rank step.
@@ -90,7 +90,7 @@ class MPCSession:
     def __init__(self, labels, mechanism, *, computing: int = 3, provider: str = "ttp", sort: str = RANK_METHODS[0],
                  timeout: float = 60.0, hosts: int | None = None, port: int | None = None, ledger=None,
                  dataset_name: str | None = None, progress: bool = False, deploy=None, key=None, metrics=None,
-                 budget: dict | None = None, report=None):
+                 budget: dict | None = None, report=None, threads: int | None = None):
         if computing not in (2, 3):
             raise InputError(f"a session has 2 or 3 computing parties, got {computing}")
         self.labels = [check_binary_labels(y, name=f"client {k}: labels") for k, y in enumerate(labels)]
@@ -117,6 +117,7 @@ class MPCSession:
         self.config = PartyConfig(mechanisms=(mechanism,), clients=len(self.labels), provider=provider, sort=sort,
                                   progress=progress, computing=computing, session=True, report=report)
         self.timeout = float(timeout)
+        self.threads = threads  # each computing party's threads for its local work (None: the cores it may use)
         self.mechanism = self.config.mechanisms[0]  # bound to the clients present
         self.ledger, self.dataset_name = ledger, dataset_name
         if ledger is not None:
@@ -175,7 +176,8 @@ class MPCSession:
             try:
                 spawn_parties(session_computing_job, per_rank, w, provider=self.config.provider, timeout=self.timeout,
                               port=port, identities=(roster, world_keys), describe=describe, received=self._audit,
-                              host_job=session_host_job, per_host=per_host, stop=self._stop)
+                              host_job=session_host_job, per_host=per_host, stop=self._stop,
+                              threads=self.threads)
             except BaseException as exc:  # noqa: BLE001 - handed to the caller of evaluate()
                 self._error = exc
 
@@ -446,6 +448,7 @@ def run_mpc_local(
     progress: bool = True,
     computing: int = 3,
     hosts: int | None = None,
+    threads: int | None = None,
 ):
     """Run the MPC protocol with local processes.
 
@@ -455,16 +458,18 @@ def run_mpc_local(
     start-up reported apart; ``computing=0``: every client is a computing party.
     ``noise_keys[k]`` (optional, reproducible runs): client k's noise key, handed
     to the process of client k only (:func:`secure_auc.dp.rng.client_key` derives them
-    from a seed).  Returns ``(estimate, aggregate, cost)`` where ``cost`` has the
+    from a seed).  ``threads``: each computing party's threads for its local work
+    (default: the cores it may use).  Returns ``(estimate, aggregate, cost)`` where ``cost`` has the
     wall seconds, and per party the bytes sent and received and communication rounds.
     """
     return run_mpc_report(clients, mechanism, None, noise_keys=noise_keys, provider=provider, sort=sort,
-                          timeout=timeout, port=port, progress=progress, computing=computing, hosts=hosts)
+                          timeout=timeout, port=port, progress=progress, computing=computing, hosts=hosts,
+                          threads=threads)
 
 
 def run_mpc_report(clients: list[ClientData], mechanism, report, *, noise_keys=None, provider: str = "ttp",
                    sort: str = RANK_METHODS[0], timeout: float = 60.0, port: int | None = None, progress: bool = True,
-                   computing: int = 3, hosts: int | None = None):
+                   computing: int = 3, hosts: int | None = None, threads: int | None = None):
     """:func:`run_mpc_local` with a ``report`` (a :class:`secure_auc.report.release.ReportPlan`, or
     None): its metrics join the returned ``cost``."""
     if computing not in (0, 2, 3):
@@ -476,12 +481,14 @@ def run_mpc_report(clients: list[ClientData], mechanism, report, *, noise_keys=N
     start = time.perf_counter()
     if computing:
         with MPCSession([c.labels for c in clients], mechanism, computing=computing, provider=provider, sort=sort,
-                        timeout=timeout, hosts=hosts, port=port, progress=progress, report=report) as session:
+                        timeout=timeout, hosts=hosts, port=port, progress=progress, report=report,
+                        threads=threads) as session:
             estimate, aggregate, extra, _ = session.run([c.scores for c in clients], noise_keys=noise_keys)
         return estimate, aggregate, extra | {"mpc_seconds": round(time.perf_counter() - start, 3)}
     config = PartyConfig(mechanisms=(mechanism,), clients=len(clients), provider=provider, sort=sort,
                          progress=progress, computing=computing, report=report)
-    done = launch_local(clients, config, timeout=timeout, port=port, noise_keys=noise_keys, hosts=hosts)
+    done = launch_local(clients, config, timeout=timeout, port=port, noise_keys=noise_keys, hosts=hosts,
+                        threads=threads)
     extra = cost_summary(done, config, time.perf_counter() - start)
     if report is not None:  # every client computed: the server derives the report from the opened sum
         from ..report.release import attach_report

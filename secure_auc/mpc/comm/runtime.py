@@ -102,7 +102,7 @@ def _keep_freed_memory() -> None:
 
 
 def init_party(*, rank: int, parties: int, master_addr: str, master_port: int,
-               provider: str = "ttp", timeout: float = 60.0, threads: int = 1,
+               provider: str = "ttp", timeout: float = 60.0, threads: int | None = None,
                identity=None, roster=None, insecure: bool = False, roll_call: bool = False,
                on_ready=None, run_token: str | None = None, roll_call_timeout: float | None = None) -> None:
     """Initialise CrypTen for party ``rank`` of ``parties`` computing parties (+ dealer),
@@ -130,7 +130,13 @@ def init_party(*, rank: int, parties: int, master_addr: str, master_port: int,
         raise InputError(f"provider must be 'tfp' or 'ttp', got {provider!r}")
     if roster is None and not insecure:
         raise InputError("no roster: every party must know every other party's identity key")
-    torch.set_num_threads(threads)
+    from .. import kernels
+
+    if threads is None and os.environ.get("SECURE_AUC_THREADS"):
+        threads = kernels.check_threads(os.environ["SECURE_AUC_THREADS"], "SECURE_AUC_THREADS")
+    kernels.set_threads(threads)  # the compiled kernels' and torch's (None: the cores this process may use)
+    if not (provider == "ttp" and rank == parties):  # a computing party compiles (or loads) its kernels now,
+        kernels.warm_up()  # before it meets the others: never while they wait for it
     _keep_freed_memory()
     import faulthandler
 

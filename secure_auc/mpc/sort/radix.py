@@ -107,6 +107,11 @@ the parties, :func:`.primitives.dealer.corrected_party`, :func:`.primitives.deal
 :math:`\lceil 32\,\text{limbs} / d \rceil` rounds.  Time grows as :math:`M`
 per round.
 
+A round's local work (steps 2 and 3 up to the opening, and sigma after it; the split of the
+opened window) runs in the compiled kernels of :mod:`secure_auc.mpc.kernels`, which give
+the same words as the functions below (kept as the reference, and run instead with
+``SECURE_AUC_KERNELS=numpy``).
+
 Examples
 --------
 The stable sort destinations of digits, from one party's shares (one party:
@@ -127,6 +132,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from .. import kernels
 from ..comm import backend
 from ..primitives.dealer import ONEHOT, REPLICAS, DealerChannel, digit_kind
 from ..primitives.randomness import Randomness
@@ -381,6 +387,7 @@ class RadixSort:
         higher bits are then wrong.
         """
         rank = backend.rank()
+        fast = kernels.enabled()
         m = keys.shape[0]
         if m >= 1 << 30:
             raise ValueError(f"the radix sort ranks fewer than 2^30 rows, got {m}")
@@ -449,11 +456,31 @@ class RadixSort:
                 else:
                     (opened,) = open_all([held - r * high], bits=window)
                 del held
-                tau = (opened & (high - 1)).long()
-                u = opened >> k
-                inverse = inverse_permutation(tau)  # checks that tau is a permutation
+                if fast:  # one pass: tau, u and tau^-1, checking that tau is a permutation
+                    tau, u, inverse = kernels.split_opened(opened.numpy(), k)
+                    if inverse is None:
+                        _not_a_permutation()
+                    tau, u, inverse = (torch.from_numpy(a) for a in (tau, u, inverse))
+                else:
+                    tau = (opened & (high - 1)).long()
+                    u = opened >> k
+                    inverse = inverse_permutation(tau)  # checks that tau is a permutation
             u = u.long()
-            if replicated:  # among three: the products are local (replicated_digit_permutation)
+            if fast:  # the round's local work in compiled kernels (secure_auc.mpc.kernels), bit-identical
+                t_np, i_np = (tau.numpy(), inverse.numpy()) if l else (None, None)
+                if replicated:
+                    w = torch.from_numpy(kernels.replicated_round(rows[1:v].numpy(), rows[v:].numpy(), u.numpy(), t_np,
+                                                                  i_np, rank, channel.zero_share(m).numpy()))
+                    del rows, u
+                else:
+                    e, b, c = rows[1:v], rows[v : 2 * v - 1], rows[2 * v - 1 :]
+                    diff, d0 = kernels.beaver_round_bases(e.numpy(), u.numpy(), t_np, i_np, b.numpy(), rank)
+                    del u
+                    (f,) = open_all([torch.from_numpy(diff)], bits=window)
+                    del diff
+                    w = torch.from_numpy(kernels.beaver_sum(d0, e.numpy(), f.numpy(), c.numpy()))
+                    del d0, f, e, b, c, rows
+            elif replicated:  # among three: the products are local (replicated_digit_permutation)
                 w = replicated_digit_permutation((rows[1:v], rows[v:]), u, tau if l else None, rank,
                                                  channel.zero_share(m), inverse if l else None)
                 del rows, u
@@ -480,7 +507,10 @@ class RadixSort:
         y, inst = sh.forward(torch.cat([rho.to(torch.int64).unsqueeze(1), keys], dim=1), last_bits)
         (tau,) = open_all([y[:, 0].to(I32)], bits=k)
         tau = tau.long()
-        inverse = inverse_permutation(tau)  # checks that tau is a permutation
+        inverse = inverse_permutation(tau) if not fast else kernels.inverse_permutation(tau.numpy())
+        if inverse is None:
+            _not_a_permutation()
+        inverse = torch.as_tensor(inverse)
         self._final = (tau, inst)
         return y[:, 1:].index_select(0, inverse)  # out[tau] = y: a gather by tau^-1
 

@@ -1,0 +1,419 @@
+r"""Compiled kernels for the rank step's local work (numba, from its wheel: no compiler).
+
+Each kernel fuses what the reference code of a digit round (:mod:`.sort.radix`: the
+one-hot's rotation, the scatter to the order sorted so far, the prefix counts, the bases,
+their gather back and rotation, the products) does in many numpy/torch passes into a few
+loops over the rows, with the same arithmetic: every value is reduced modulo
+:math:`2^{32}` exactly as the wrapping int32 operations reduce it, so the results are
+bit-identical (``tests/mpc/test_kernels.py`` checks each kernel against the reference
+over random shares, every digit width and every party).  Random accesses (the gathers by
+tau and tau^-1) are tight loops of their own, so that many loads are in flight.
+
+The shuffles' passes and the low-byte codecs are left to numpy: they are one gather or
+one strided copy each, already at memory speed (a fused compiled pass measured slower).
+
+Compiled code is cached per machine in a folder the user can write
+(:func:`cache_dir`: ``$NUMBA_CACHE_DIR``, else ``$XDG_CACHE_HOME/secure-auc/numba``, else
+``~/.cache/secure-auc/numba``), never next to the installed package.  A computing party
+compiles (or loads from the cache) every kernel in :func:`warm_up`, called when it starts,
+before it joins the others, so no party compiles while the others wait for it.
+
+``SECURE_AUC_KERNELS=numpy`` selects the reference code instead (:func:`enabled`), to
+measure both in one run.  :func:`set_threads` sets the threads of the parallel kernels
+(and torch's): a computing party's ``threads`` option, by default the cores the process
+may use (:func:`default_threads`).
+
+Examples
+--------
+The stable sort destinations of the digits 1, 0, 1, 0 (one party, whose shares are the
+values), as :func:`.sort.radix.sorted_bases` gives them:
+
+>>> import numpy as np
+>>> from secure_auc.mpc import kernels
+>>> e = np.array([[1, 0, 1, 0]], dtype=np.int32)  # the one-hot of r mod 2 (u = 0: I_1 = E_1)
+>>> u = np.zeros(4, dtype=np.int64)
+>>> counts, offsets = kernels.sorted_counts(e, u, None, 1)
+>>> offsets.tolist()  # O_1 = T_0 = 2 zeros before the ones
+[2]
+>>> (counts[:, 0] + offsets[0] - 1).tolist()  # B_1 = O_1 + C_1 - 1: where each 1 goes
+[2, 2, 3, 3]
+>>> kernels.default_threads() >= 1
+True
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import numpy as np
+
+__all__ = ["cache_dir", "enabled", "warm_up", "set_threads", "check_threads", "default_threads", "sorted_counts",
+           "beaver_round_bases", "beaver_sum", "replicated_round", "split_opened", "inverse_permutation"]
+
+
+def cache_dir() -> str:
+    """Where compiled kernels are cached: ``$NUMBA_CACHE_DIR``, else
+    ``$XDG_CACHE_HOME/secure-auc/numba``, else ``~/.cache/secure-auc/numba``."""
+    if os.environ.get("NUMBA_CACHE_DIR"):
+        return os.environ["NUMBA_CACHE_DIR"]
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "secure-auc", "numba")
+
+
+os.environ["NUMBA_CACHE_DIR"] = cache_dir()  # read by numba when the kernels below are defined
+
+import numba  # noqa: E402
+from numba import njit, prange  # noqa: E402
+
+numba.config.CACHE_DIR = os.environ["NUMBA_CACHE_DIR"]  # numba imported earlier by someone else
+if not os.environ.get("NUMBA_THREADING_LAYER"):
+    # numba's own pool: unlike GNU OpenMP's (torch's libgomp, numba's default here), a process that has
+    # run a parallel kernel can still fork (multiprocessing's fork start method); it takes one caller at a
+    # time, hence the lock of warm_up (a launcher may start parties from several threads)
+    numba.config.THREADING_LAYER = "workqueue"
+
+_JIT = {"cache": True, "nogil": True}
+_PAR = {"cache": True, "nogil": True, "parallel": True}
+
+
+def enabled() -> bool:
+    """Whether the compiled kernels run (``SECURE_AUC_KERNELS=numpy``: the reference code)."""
+    return os.environ.get("SECURE_AUC_KERNELS", "numba").lower() != "numpy"
+
+
+def default_threads() -> int:
+    """The cores this process may use (its CPU affinity), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def check_threads(value, where: str = "threads") -> int:
+    """``value`` as a thread count (a whole number, at least 1), else :class:`..validation.InputError`
+    naming ``where``."""
+    from ..validation import InputError
+
+    try:
+        n = int(str(value).strip()) if not isinstance(value, bool) else None
+    except ValueError:
+        n = None
+    if n is None or n < 1 or (isinstance(value, float) and value != n):
+        raise InputError(f"{where}: the threads per computing party must be a whole number at least 1, got {value!r}")
+    return n
+
+
+def set_threads(threads: int | None = None) -> int:
+    """Threads for the parallel kernels and for torch (``None``: :func:`default_threads`);
+    returns the count set."""
+    import torch
+
+    n = default_threads() if threads is None else check_threads(threads)
+    n_numba = min(n, numba.config.NUMBA_NUM_THREADS)  # numba's pool is sized at its start
+    numba.set_num_threads(n_numba)
+    torch.set_num_threads(n)
+    return n
+
+
+# ----------------------------------------------------------------- digit rounds
+
+
+_CHUNK = 4096  # rows per chunk of the parallel loops (their scratch stays in L1/L2)
+
+
+@njit(**_PAR)
+def _onehot_rows(e, u, r0, ind, col):
+    """Shuffled order: ind[j, col + v - 1] = I_v = E_{(v - u) mod V} (E_0 = r0 - sum E_t),
+    from a chunk's scratch copy of the full one-hot (no data-dependent branch)."""
+    v1, m = e.shape
+    mask = v1  # V - 1
+    for chunk in prange((m + _CHUNK - 1) // _CHUNK):
+        lo = chunk * _CHUNK
+        hi = min(m, lo + _CHUNK)
+        full = np.empty((v1 + 1, hi - lo), np.int64)
+        for j in range(lo, hi):
+            full[0, j - lo] = r0
+        for t in range(v1):
+            for j in range(lo, hi):
+                x = np.int64(e[t, j])
+                full[t + 1, j - lo] = x
+                full[0, j - lo] -= x
+        for j in range(lo, hi):
+            uu = u[j]
+            for t in range(v1):
+                ind[j, col + t] = full[(t + 1 - uu) & mask, j - lo]
+
+
+@njit(**_PAR)
+def _gather_rows(x, index, out):
+    """out[j] = x[index[j]] (rows of a 2-D int32 array): a tight loop, many loads in flight."""
+    w = x.shape[1]
+    for j in prange(index.shape[0]):
+        i = index[j]
+        for c in range(w):
+            out[j, c] = x[i, c]
+
+
+@njit(**_JIT)
+def _prefix_counts(ind):
+    """In place, in the order sorted so far: each column's inclusive prefix sums (the counts
+    C_{k,v}, mod 2^32); returns the totals (int64)."""
+    m, w = ind.shape
+    acc = np.zeros(w, np.int64)
+    for k in range(m):
+        for c in range(w):
+            acc[c] += ind[k, c]
+            ind[k, c] = acc[c]
+    return acc
+
+
+def _offsets(totals: np.ndarray, m: int, r0: int) -> np.ndarray:
+    """O_v, v = 1..V-1 (int64, exact mod 2^32): T_0 + ... + T_{v-1}, T_0 = r0 M - sum T_v."""
+    t0 = r0 * m - int(totals.sum())
+    return (t0 + np.cumsum(totals) - totals).astype(np.int64)
+
+
+def _sorted_indicators(es, u, inverse, r0s):
+    """The indicators (M, comps (V - 1)) int32 of each component, in the order sorted so far."""
+    v1, m = es[0].shape
+    ind = np.empty((m, len(es) * v1), np.int32)
+    u = np.ascontiguousarray(u, dtype=np.int64)
+    for c, (e, r0) in enumerate(zip(es, r0s)):
+        _onehot_rows(np.ascontiguousarray(e, dtype=np.int32), u, r0, ind, c * v1)
+    if inverse is None:
+        return ind
+    out = np.empty_like(ind)
+    _gather_rows(ind, np.ascontiguousarray(inverse, dtype=np.int64), out)
+    return out
+
+
+def sorted_counts(e, u, inverse, r0: int):
+    """Counts (M, V - 1) int32 in the order sorted so far (row k: shuffled row inverse[k])
+    and the offsets O_1..O_{V-1} (int64) from the shares ``e`` (V - 1, M) int32 of the
+    one-hot in shuffled order, the opened ``u`` (M,) int64 and ``inverse`` = tau^-1 (None:
+    round 0); ``r0``: 1 for the party (component) that adds the public terms."""
+    counts = _sorted_indicators([e], u, inverse, [r0])
+    totals = _prefix_counts(counts)
+    return counts, _offsets(totals, counts.shape[0], r0)
+
+
+_EMPTY = np.zeros(0, np.int64)
+
+
+@njit(**_PAR)
+def _beaver_round_bases(cs, offsets, u, tau, has_tau, b, r0, diff, d0):
+    """Shuffled order: row j's counts ``cs[j]`` (gathered from position k = tau[j]), the
+    bases B_v = C_v + O_v - r0, B_0 = r0 k - sum C_v, rotated by u."""
+    m = cs.shape[0]
+    v1 = offsets.shape[0]
+    mask = v1
+    for chunk in prange((m + _CHUNK - 1) // _CHUNK):
+        lo = chunk * _CHUNK
+        hi = min(m, lo + _CHUNK)
+        base = np.empty(v1 + 1, np.int64)
+        for j in range(lo, hi):
+            k = tau[j] if has_tau else np.int64(j)
+            s = np.int64(0)
+            for t in range(v1):
+                x = np.int64(cs[j, t])
+                s += x
+                base[t + 1] = x + offsets[t] - r0
+            base[0] = r0 * k - s  # B_0 = sum O - r0 (V - 1) - sum B_v + r0 k = r0 k - sum C_v
+            uu = u[j]
+            z = base[uu & mask]
+            d0[j] = z
+            for t in range(v1):
+                diff[t, j] = base[(t + 1 + uu) & mask] - z - np.int64(b[t, j])
+
+
+def beaver_round_bases(e, u, tau, inverse, b, rank: int):
+    """Among 2 parties (Beaver's products): the differences to open, (V - 1, M) int32
+    D'_t - D'_0 - b_t (t >= 1), and D'_0 (M,) int32, as :func:`.sort.radix.onehot_rows`,
+    :func:`.sort.radix.shuffled_bases` and :func:`.sort.radix.rotate_rows` give them
+    (``tau``/``inverse`` None in round 0)."""
+    r0 = 1 if rank == 0 else 0
+    counts, offsets = sorted_counts(e, u, inverse, r0)
+    m, v1 = counts.shape
+    if tau is not None:
+        tau = np.ascontiguousarray(tau, dtype=np.int64)
+        shuffled = np.empty_like(counts)
+        _gather_rows(counts, tau, shuffled)
+        counts = shuffled
+    diff = np.empty((v1, m), np.int32)
+    d0 = np.empty(m, np.int32)
+    _beaver_round_bases(counts, offsets, np.ascontiguousarray(u, dtype=np.int64), _EMPTY if tau is None else tau,
+                        tau is not None, np.ascontiguousarray(b, dtype=np.int32), r0, diff, d0)
+    return diff, d0
+
+
+@njit(**_PAR)
+def _beaver_sum(d0, e, f, c, out):
+    v1, m = e.shape
+    for j in prange(m):
+        s = np.int64(d0[j]) + np.int64(c[j])
+        for t in range(v1):
+            s += np.int64(e[t, j]) * np.int64(f[t, j])
+        out[j] = s
+
+
+def beaver_sum(d0, e, f, c):
+    """sigma in shuffled order, D'_0 + sum_t f_t E_t + c (int32), as
+    :func:`.sort.radix.digit_permutation`."""
+    out = np.empty(d0.shape[0], np.int32)
+    _beaver_sum(np.ascontiguousarray(d0, dtype=np.int32), np.ascontiguousarray(e, dtype=np.int32),
+                np.ascontiguousarray(f, dtype=np.int32), np.ascontiguousarray(c, dtype=np.int32).reshape(-1), out)
+    return out
+
+
+@njit(**_JIT)
+def _rep_sorted(ind, off0, off1, r00, r01, out):
+    """In the order sorted so far, one pass: each component's counts (prefix sums of its
+    indicators, ind[:, :V-1] and ind[:, V-1:]), bases B_v - B_0 (v >= 1; B_0 = r0 k - sum
+    C_v), and sigma = B_0^(own) + sum_v I^own_v (D^own_v + D^next_v) + I^next_v D^own_v,
+    as :func:`.sort.radix.replicated_sum_of_products`."""
+    m = ind.shape[0]
+    v1 = off0.shape[0]
+    acc0 = np.zeros(v1, np.int64)
+    acc1 = np.zeros(v1, np.int64)
+    for k in range(m):
+        s0 = np.int64(0)
+        s1 = np.int64(0)
+        for t in range(v1):
+            acc0[t] += ind[k, t]
+            acc1[t] += ind[k, v1 + t]
+            s0 += acc0[t]
+            s1 += acc1[t]
+        z0 = r00 * k - s0
+        z1 = r01 * k - s1
+        total = z0
+        for t in range(v1):
+            y0 = np.int32(acc0[t] + off0[t] - r00 - z0)  # B_v - B_0, mod 2^32 as the int32 rows
+            y1 = np.int32(acc1[t] + off1[t] - r01 - z1)
+            total += np.int64(ind[k, t]) * (np.int64(y0) + np.int64(y1)) + np.int64(ind[k, v1 + t]) * np.int64(y0)
+        out[k] = total
+
+
+@njit(**_PAR)
+def _gather_add(x, index, has_index, add, out):
+    """out[j] = x[index[j]] + add[j] (int32, wrapping)."""
+    for j in prange(out.shape[0]):
+        i = index[j] if has_index else np.int64(j)
+        out[j] = np.int64(x[i]) + np.int64(add[j])
+
+
+@njit(**_JIT)
+def _column_sums(ind):
+    m, w = ind.shape
+    acc = np.zeros(w, np.int64)
+    for k in range(m):
+        for c in range(w):
+            acc[c] += ind[k, c]
+    return acc
+
+
+def replicated_round(e_own, e_next, u, tau, inverse, rank: int, zero):
+    """Among 3 parties: party ``rank``'s additive share (M,) int32 of sigma in shuffled order,
+    as :func:`.sort.radix.replicated_digit_permutation` gives it, from its components
+    ``e_own`` = E^(rank) and ``e_next`` = E^(rank+1), each (V - 1, M) int32."""
+    r00, r01 = (1 if rank == 0 else 0), (1 if (rank + 1) % 3 == 0 else 0)
+    v1, m = e_own.shape
+    ind = _sorted_indicators([e_own, e_next], u, inverse, [r00, r01])
+    totals = _column_sums(ind)  # the offsets need the totals before the pass
+    sigma = np.empty(m, np.int32)
+    _rep_sorted(ind, _offsets(totals[:v1], m, r00), _offsets(totals[v1:], m, r01), r00, r01, sigma)
+    out = np.empty(m, np.int32)
+    _gather_add(sigma, _EMPTY if tau is None else np.ascontiguousarray(tau, dtype=np.int64), tau is not None,
+                np.ascontiguousarray(zero, dtype=np.int32).reshape(-1), out)
+    return out
+
+
+@njit(**_JIT)
+def _split_opened(opened, k, tau, u, inverse):
+    """tau, u and tau^-1 in three loops: no load waits on a random store (the check that tau
+    is a permutation: every destination in range and, after the m writes, no slot left unset)."""
+    m = opened.shape[0]
+    low = (np.int64(1) << k) - 1
+    for j in range(m):
+        inverse[j] = -1
+    for j in range(m):
+        x = np.int64(opened[j]) & np.int64(0xFFFFFFFF)
+        t = x & low
+        if t >= m:
+            return False
+        tau[j] = t
+        u[j] = x >> k
+        inverse[t] = j
+    for j in range(m):
+        if inverse[j] < 0:
+            return False
+    return True
+
+
+def split_opened(opened, k: int):
+    """tau = opened mod 2^k, u = opened >> k (the opened word read as unsigned 32 bits, as
+    the reference's int32 ``>>`` of a window below 2^31) and tau^-1, all int64; ``None``
+    for tau^-1 when tau is not a permutation."""
+    o = np.ascontiguousarray(opened, dtype=np.int32)
+    m = o.shape[0]
+    tau, u, inv = np.empty(m, np.int64), np.empty(m, np.int64), np.empty(m, np.int64)
+    ok = _split_opened(o, k, tau, u, inv)
+    return tau, u, (inv if ok else None)
+
+
+@njit(**_JIT)
+def _inverse_permutation(t, out):
+    m = t.shape[0]
+    for j in range(m):
+        out[j] = -1
+    for j in range(m):
+        x = t[j]
+        if x < 0 or x >= m:
+            return False
+        out[x] = j
+    for j in range(m):
+        if out[j] < 0:
+            return False
+    return True
+
+
+def inverse_permutation(tau):
+    """tau^-1 (int64), or None when ``tau`` is not a permutation of 0..M-1."""
+    t = np.ascontiguousarray(tau, dtype=np.int64)
+    out = np.empty(t.shape[0], np.int64)
+    return out if _inverse_permutation(t, out) else None
+
+
+# ----------------------------------------------------------------- start-up
+
+
+_WARM = threading.Lock()
+
+
+def warm_up() -> float:
+    """Compile (or load from the cache) every kernel for the types the rank step uses;
+    returns the seconds it took.  Called by a computing party when it starts, before it
+    joins the others."""
+    start = time.perf_counter()
+    if not enabled():
+        return 0.0
+    with _WARM:
+        _warm_up()
+    return time.perf_counter() - start
+
+
+def _warm_up() -> None:
+    m = 8
+    rng = np.random.default_rng(0)
+    for v in (2, 4, 8, 16):
+        e = rng.integers(0, 2, (v - 1, m)).astype(np.int32)
+        u = rng.integers(0, v, m).astype(np.int64)
+        tau = rng.permutation(m).astype(np.int64)
+        inv = np.argsort(tau)
+        for t, i in ((None, None), (tau, inv)):
+            d, d0 = beaver_round_bases(e, u, t, i, e, 0)
+            beaver_sum(d0, e, d, d0)
+            replicated_round(e, e, u, t, i, 0, d0)
+    split_opened(np.arange(m, dtype=np.int32), 3)
+    inverse_permutation(np.arange(m, dtype=np.int64))
