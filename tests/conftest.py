@@ -50,3 +50,16 @@ def pytest_collection_modifyitems(session, config, items):
         path = item.path.relative_to(root).as_posix() if item.path.is_relative_to(root) else str(item.path)
         return rank.get(path, len(rank))
     items.sort(key=key)  # stable: tests keep their order within a file, other files theirs
+
+
+def pytest_configure(config):
+    """Compile the rank step's kernels into the user's cache once, before any test (and
+    before xdist's workers start): on a machine whose cache is cold (a fresh CI runner),
+    the first compile takes about 10 CPU s, and a party started by hand (``secure-auc
+    party``, a deployed service) would otherwise spend it inside a test's start-up timeout.
+    With a warm cache this loads the kernels (about 1.5 s)."""
+    if hasattr(config, "workerinput"):  # an xdist worker: the controller has done it
+        return
+    from secure_auc.mpc import kernels
+
+    kernels.warm_up()

@@ -74,6 +74,32 @@ if not os.environ.get("NUMBA_THREADING_LAYER"):
     # time, hence the lock of warm_up (a launcher may start parties from several threads)
     numba.config.THREADING_LAYER = "workqueue"
 
+
+def _unnamed_start_lock() -> None:
+    """Give numba's start-up lock of its thread pool as an unnamed semaphore.
+
+    When the process's start method is ``forkserver`` (a party forked by the launcher's fork
+    server: any method with "fork" in its name), numba creates that lock with the
+    process's multiprocessing context: a *named* POSIX semaphore, registered with the
+    launcher's resource tracker and unlinked only at a normal exit.  A party stopped by a
+    signal, or ending with ``os._exit``, then leaves it behind, and the tracker prints
+    "There appear to be N leaked semaphore objects" on the launcher's stderr.  A lock of
+    the ``fork`` context is unlinked when created (nothing to leak, nothing registered) and
+    still orders the pool's start among the processes forked after it, which is all the
+    lock is for."""
+    import multiprocessing
+
+    from numba.np.ufunc import parallel
+
+    if getattr(parallel, "_backend_init_process_lock", False) is None:
+        try:
+            parallel._backend_init_process_lock = multiprocessing.get_context("fork").RLock()
+        except (OSError, ValueError):  # no /dev/shm, or no fork: numba's own choice stands
+            pass
+
+
+_unnamed_start_lock()
+
 _JIT = {"cache": True, "nogil": True}
 _PAR = {"cache": True, "nogil": True, "parallel": True}
 

@@ -155,7 +155,7 @@ def _started(stdio: _Stdio, body, *args) -> None:
 
 # what every party imports: loaded once by the fork server, so a party starts in milliseconds
 _PRELOAD = ["secure_auc.mpc.launch", "secure_auc.mpc.input_parties", "secure_auc.mpc.primitives.dealer",
-            "secure_auc.mpc.audit", "secure_auc.mpc.comm.runtime"]
+            "secure_auc.mpc.audit", "secure_auc.mpc.comm.runtime", "secure_auc.mpc.warm_kernels"]
 
 
 def _context():
@@ -685,7 +685,7 @@ def spawn_parties(job, per_rank: dict[int, tuple], parties: int, *, provider: st
                             host_job=host_job, per_host=per_host, stop=stop)
     from .kernels import check_threads, default_threads, warm_up
 
-    warm_up()  # compiled once here, into the user's cache: the parties then only load the kernels
+    warm_up()  # compiled once here, into the user's cache: the fork server then loads them once for every party
     if threads is not None:
         check_threads(threads)
     else:  # every process of a local run shares this machine's cores

@@ -168,3 +168,36 @@ def test_a_process_that_ran_the_kernels_can_still_fork():
         ok = kernels.beaver_round_bases(e, np.zeros(50_000, np.int64), None, None, e, 0)[1][0] == -3
         os._exit(0 if ok else 1)
     assert os.waitpid(pid, 0)[1] == 0
+
+
+_ABRUPT_PARTY = '''
+import multiprocessing as mp
+import os
+
+
+def party():
+    from secure_auc.mpc import kernels
+
+    kernels.warm_up()  # runs the parallel kernels: numba starts its thread pool, under its start-up lock
+    os._exit(0)  # as a party stopped by a signal or a fault: no finalizer runs
+
+
+if __name__ == "__main__":
+    p = mp.get_context("forkserver").Process(target=party)  # as the local launcher starts a party
+    p.start()
+    p.join()
+    assert p.exitcode == 0, p.exitcode
+'''
+
+
+def test_a_party_that_ends_abruptly_leaves_no_semaphore_behind(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "abrupt_party.py"
+    script.write_text(_ABRUPT_PARTY)
+    env = os.environ | {"PYTHONPATH": kernels.__file__.rsplit("/secure_auc/", 1)[0]}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, env=env)
+    # a named semaphore of numba's would be reported by the resource tracker on stderr ("leaked semaphore")
+    assert (done.returncode, done.stderr) == (0, "")
