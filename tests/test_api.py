@@ -26,6 +26,8 @@ DOCTEST_MODULES = [
     "secure_auc.dp.rng",
     "secure_auc.mpc.primitives.scan",
     "secure_auc.mpc.sort.radix",
+    "secure_auc.mpc.kernels",
+    "secure_auc.mpc.warm_kernels",
 ]
 CONSTANTS = {"__version__", "METHODS", "FAMILIES"}
 
