@@ -121,7 +121,6 @@ def init_party(*, rank: int, parties: int, master_addr: str, master_port: int,
     (local launcher): this run's secret; rank 0 claims ``master_port + 1`` with it before the
     rendezvous and every other party checks it there first (:func:`_claim_port`), so that two
     runs started on one port never meet at each other's rendezvous."""
-    import torch
     import torch.distributed.distributed_c10d as c10d
 
     from . import backend
