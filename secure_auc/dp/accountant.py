@@ -8,9 +8,11 @@ and the PLD accountants of Google's ``dp-accounting`` (:func:`.events.compose`),
 per record.
 
 Records.  When a client's data carries a record identifier (an ``id`` column,
-``--id-column``; :attr:`secure_auc.ClientData.ids`), each identifier is a
-record: reordered, filtered, grown and overlapping datasets are charged exactly
-on the records they contain, whatever else changed.  Identifiers are stored
+``--id-column``, a deployed client's ``id_column``; :attr:`secure_auc.ClientData.ids`,
+``MPCSession(ids=...)``, :class:`Records`), each identifier is a record (every path
+hands :meth:`Ledger.reserve` the same labels and identifiers): reordered, filtered,
+grown and overlapping datasets are charged exactly on the records they contain,
+whatever else changed.  Identifiers are stored
 keyed, never in the clear: a 64-bit tag under the ledger's own 256-bit key
 (drawn from :mod:`secrets` when the ledger is created, kept in it), by
 length-prefixed CBC-MAC with AES-128 under a subkey derived from it with
