@@ -364,11 +364,11 @@ def read_labels_and_ids(path: str | Path, *, label_column: str = "label", id_col
     >>> from secure_auc.data.io import read_labels_and_ids
     >>> with tempfile.TemporaryDirectory() as tmp:
     ...     path = Path(tmp) / "labels.csv"
-    ...     _ = path.write_text("uid,label\nann,1\nbob,0\nann,1\n")
+    ...     _ = path.write_text("uid,label\\nann,1\\nbob,0\\nann,1\\n")
     ...     read_labels_and_ids(path, id_column="uid")
     Traceback (most recent call last):
         ...
-    secure_auc.validation.InputError: ...labels.csv: row 3, column 'uid': record identifier 'ann' appears again (first in row 1); ...
+    secure_auc.validation.InputError: ...labels.csv: row 3, column 'uid': record identifier 'ann' appears again ...
     """
     _, labels, ids = _read_columns(path, None, label_column, id_column, id_option)
     return labels, ids

@@ -57,6 +57,7 @@ except ModuleNotFoundError:  # Python 3.10: the same parser as a package
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..mpc import RANK_METHODS
 from ..validation import InputError, check_real, check_timeout
 
 __all__ = ["DeployConfig", "ClientEntry", "load_config", "options_config", "parse_address", "parse_role",
@@ -67,7 +68,7 @@ REPORT_KEYS = ("metrics", "split", "bands", "top_fractions", "head_fractions", "
 MECHANISM_KEYS = ("name", "epsilon", "delta", "noise", "allocation", "sensitivity", "alpha", "beta",
                   "honest_fraction", "split")
 _MECHANISM_NUMBERS = ("epsilon", "delta", "sensitivity", "alpha", "beta", "honest_fraction", "split")
-_DEPLOYMENT_DEFAULTS = {"computing_parties": 3, "provider": "ttp", "sort": "radix", "timeout": 60.0,
+_DEPLOYMENT_DEFAULTS = {"computing_parties": 3, "provider": "ttp", "sort": RANK_METHODS[0], "timeout": 60.0,
                         "join_timeout": 300.0, "score_timeout": 600.0}
 DEPLOYMENT_DEFAULTS = _DEPLOYMENT_DEFAULTS  # [deployment]'s defaults, as the serve command's help states them
 
@@ -303,8 +304,6 @@ def load_config(path) -> DeployConfig:
         raise InputError(f"{path}: deployment.computing_parties must be 2 or 3, got {w!r}")
     if dep["provider"] not in ("ttp", "tfp"):
         raise InputError(f"{path}: deployment.provider must be \"ttp\" or \"tfp\", got {dep['provider']!r}")
-    from ..mpc import RANK_METHODS
-
     if dep["sort"] not in RANK_METHODS:
         raise InputError(f"{path}: deployment.sort must be one of {', '.join(RANK_METHODS)}, got {dep['sort']!r}")
     timeouts = {k: _seconds(dep[k], f"deployment.{k}", path) for k in ("timeout", "join_timeout", "score_timeout")}
@@ -412,7 +411,7 @@ def check_report(config: DeployConfig, where) -> None:
 
 
 def options_config(*, computing_parties: int, clients: int, mechanism: dict, roster, client_addresses,
-                   provider: str = "ttp", sort: str = "radix", timeout: float = 60.0, listen=None,
+                   provider: str = "ttp", sort: str = RANK_METHODS[0], timeout: float = 60.0, listen=None,
                    rendezvous: tuple[str, int] = ("127.0.0.1", 0), report: dict | None = None) -> DeployConfig:
     """The deployment that command-line options describe (``python -m secure_auc.cli.compute``
     under torchrun, ``secure-auc client``): the same :class:`DeployConfig` a file gives, so
