@@ -7,7 +7,7 @@ import multiprocessing
 import numpy as np
 import pytest
 
-from secure_auc import FederatedAUC, Ledger, evaluate, make_mechanism
+from secure_auc import FederatedAUC, Ledger, evaluate
 from secure_auc.mpc.session import MPCSession
 from secure_auc.validation import InputError
 
