@@ -9,7 +9,7 @@ Stacked like CrypTen's own package, each layer importing only those below it:
   ``randomness`` and ``dealer`` (correlated randomness), ``beaver`` (gates),
   ``bits``, ``circuits`` (comparisons), ``b2a``, ``inputs`` (sharing),
   ``shuffle``, ``scan``, ``opening`` (to one party, to owners, to everyone).
-* ``sort/``       — oblivious sorts: radix (secret permutations composed digit
+* ``sort/``       — oblivious sorts, chosen by name in ``sort/registry``: radix (secret permutations composed digit
   by digit) and the bitonic network (the reference).
 * ``encoding``    — exact, order-preserving integer keys for float scores.
 * ``ranks``       — the rank step: shared keys -> sorted -> mid-ranks -> unsorted -> owners.
