@@ -80,6 +80,12 @@ def test_the_metric_object_refuses_identifiers_it_cannot_charge(tmp_path):
     with pytest.raises(InputError, match=r"record identifier 'a' \(row 3\) appears more than once"):
         metric.compute()  # refused before anything runs: nothing charged
     assert Ledger(tmp_path / "l.db").releases() == []
+    with pytest.raises(InputError, match="ids has 2 entries but there are 3 samples"):
+        dp_roc_auc_score([0, 1, 1], [0.1, 0.2, 0.3], ids=["a", "b"], protocol="plain")
+    with pytest.raises(InputError, match="data has no column 'uid' \\(the record identifiers\\)"):
+        dp_roc_auc_score("y", "s", data={"y": [0, 1], "s": [0.1, 0.2]}, ids="uid", protocol="plain")
+    with pytest.raises(InputError, match="the session holds the record identifiers"):
+        dp_roc_auc_score([0, 1], [0.1, 0.2], ids=["a", "b"], session=object())
 
 
 CONFIG = """[deployment]
