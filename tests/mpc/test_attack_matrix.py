@@ -1,21 +1,26 @@
 """The attack matrix: a stranger against every listener of every role of a deployment, at its
 start-up, between evaluations and during them.
 
-One deployment of services (2 computing parties, the dealer, 2 clients), each in its own network
-namespace; the stranger in a namespace of its own, running as another local user (uid 65534).
-From before the services start until the session shuts them down, it connects to every socket a
-service listens on (read from ``/proc`` as it appears, the start-up's ephemeral link listeners and
-gloo's included; the rendezvous store and the roll call are tested with the rendezvous), cycling
-through: silent connections, a TLS ClientHello sent one byte at a time, garbage, an oversized
-record and frame header followed by a MiB of bytes, a replay of a real link's recorded bytes, and
-every few seconds a flood of 300 connections.  Meanwhile a session evaluates epoch 0, leaves,
-another connects through the flood and evaluates epochs 1 and 2, with idle time between.
+One deployment of services (2 computing parties, the dealer, 2 clients; each service with at most
+1,024 open files, a common default), each in its own network namespace; the stranger in a
+namespace of its own, running as another local user (uid 65534).  From before the services start
+until the session shuts them down, it connects to every socket a service listens on (the
+configured ports, and every other listener read from ``/proc`` as it appears: the start-up's link
+listeners and gloo's; the rendezvous store and the roll call are tested with the rendezvous),
+cycling through silent connections, a TLS ClientHello sent one byte at a time, garbage, an
+oversized record and frame header followed by a MiB, and the replay of a real link's recorded
+bytes; and it floods with 300 connections each listener as it appears, the clients' ports again as
+the clients connect, the session port while no session is connected, and every listener during
+each evaluation.  Meanwhile a session evaluates epoch 0 and leaves, another connects through the
+flood and evaluates epochs 1 and 2, idle between them.
 
 It must hold: the deployment starts; the three results equal the plain protocol's with the same
-noise keys (what the deployment gives without the stranger); no service's resident memory grows
-by 50 MB after every client joined; no service names a party for what the stranger did, and each
-ends with status 0; nothing the server, the helper, the dealer or the session received or logged
-holds a client's path, file name or score.
+noise keys (what the deployment gives without the stranger); after every client joined, no
+service's resident memory grows by 50 MB nor its descriptors by 64, and no connection reaches
+gloo's listeners; no service names a party for what the stranger did, and each ends with status
+0; nothing the server, the helper, the dealer or the session received or logged holds a client's
+path, file name, score or labels.  Then: a party holding more than 1,023 descriptors (the
+stranger's connections from the start-up) still waits on its links.
 """
 
 import contextlib
@@ -430,12 +435,14 @@ def test_a_stranger_on_every_port_in_every_phase(tmp_path, hosts):
         assert p.returncode == 0, (role, watch.text(role)[-1500:])
         blamed = [line for _, line in watch.lines[role] if BLAME.search(line) and "session disconnected" not in line]
         assert not blamed, (role, blamed)
-    # nothing the server side received or logged holds a client's path, file name or score
+    # nothing the server side received or logged holds a client's path, file name, score or labels
     server_side = "\n".join(watch.text(r) for r in ("server", "helper-1", "dealer")) + "".join(
         raw.decode("latin-1") for raw in received)
     leaks = [str(tmp_path), "labels-", "features-", "scoring.py", "scoring:", "ledger-", ".csv", ".npy"]
     for scores, _, _ in expected:
         leaks += [repr(float(x)) for s in scores for x in s] + [str(np.float32(x)) for s in scores for x in s]
+    for y in data["labels"]:  # a client's labels in any of the forms a message or a line would hold them
+        leaks += [json.dumps(y.tolist()), ",".join(map(str, y)), " ".join(map(str, y)), "".join(map(str, y))]
     found = [leak for leak in leaks if leak in server_side]
     assert not found, found
 
