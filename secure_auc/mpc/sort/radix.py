@@ -132,7 +132,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .. import kernels
+from ..kernels import beaver_round_bases, beaver_sum, replicated_round, split_opened
+from ..kernels import enabled as kernels_enabled, inverse_permutation as compiled_inverse_permutation
 from ..comm import backend
 from ..primitives.dealer import ONEHOT, REPLICAS, DealerChannel, digit_kind
 from ..primitives.randomness import Randomness
@@ -387,7 +388,7 @@ class RadixSort:
         higher bits are then wrong.
         """
         rank = backend.rank()
-        fast = kernels.enabled()
+        fast = kernels_enabled()
         m = keys.shape[0]
         if m >= 1 << 30:
             raise ValueError(f"the radix sort ranks fewer than 2^30 rows, got {m}")
@@ -457,7 +458,7 @@ class RadixSort:
                     (opened,) = open_all([held - r * high], bits=window)
                 del held
                 if fast:  # one pass: tau, u and tau^-1, checking that tau is a permutation
-                    tau, u, inverse = kernels.split_opened(opened.numpy(), k)
+                    tau, u, inverse = split_opened(opened.numpy(), k)
                     if inverse is None:
                         _not_a_permutation()
                     tau, u, inverse = (torch.from_numpy(a) for a in (tau, u, inverse))
@@ -469,16 +470,16 @@ class RadixSort:
             if fast:  # the round's local work in compiled kernels (secure_auc.mpc.kernels), bit-identical
                 t_np, i_np = (tau.numpy(), inverse.numpy()) if l else (None, None)
                 if replicated:
-                    w = torch.from_numpy(kernels.replicated_round(rows[1:v].numpy(), rows[v:].numpy(), u.numpy(), t_np,
+                    w = torch.from_numpy(replicated_round(rows[1:v].numpy(), rows[v:].numpy(), u.numpy(), t_np,
                                                                   i_np, rank, channel.zero_share(m).numpy()))
                     del rows, u
                 else:
                     e, b, c = rows[1:v], rows[v : 2 * v - 1], rows[2 * v - 1 :]
-                    diff, d0 = kernels.beaver_round_bases(e.numpy(), u.numpy(), t_np, i_np, b.numpy(), rank)
+                    diff, d0 = beaver_round_bases(e.numpy(), u.numpy(), t_np, i_np, b.numpy(), rank)
                     del u
                     (f,) = open_all([torch.from_numpy(diff)], bits=window)
                     del diff
-                    w = torch.from_numpy(kernels.beaver_sum(d0, e.numpy(), f.numpy(), c.numpy()))
+                    w = torch.from_numpy(beaver_sum(d0, e.numpy(), f.numpy(), c.numpy()))
                     del d0, f, e, b, c, rows
             elif replicated:  # among three: the products are local (replicated_digit_permutation)
                 w = replicated_digit_permutation((rows[1:v], rows[v:]), u, tau if l else None, rank,
@@ -507,7 +508,7 @@ class RadixSort:
         y, inst = sh.forward(torch.cat([rho.to(torch.int64).unsqueeze(1), keys], dim=1), last_bits)
         (tau,) = open_all([y[:, 0].to(I32)], bits=k)
         tau = tau.long()
-        inverse = inverse_permutation(tau) if not fast else kernels.inverse_permutation(tau.numpy())
+        inverse = inverse_permutation(tau) if not fast else compiled_inverse_permutation(tau.numpy())
         if inverse is None:
             _not_a_permutation()
         inverse = torch.as_tensor(inverse)
