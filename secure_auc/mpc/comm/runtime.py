@@ -120,7 +120,10 @@ def init_party(*, rank: int, parties: int, master_addr: str, master_port: int,
     others: a launcher uses it to name the parties that never got that far.  ``run_token``
     (local launcher): this run's secret; rank 0 claims ``master_port + 1`` with it before the
     rendezvous and every other party checks it there first (:func:`_claim_port`), so that two
-    runs started on one port never meet at each other's rendezvous."""
+    runs started on one port never meet at each other's rendezvous.  ``threads``: this
+    party's threads for the compiled kernels and torch (:func:`..kernels.set_threads`; None:
+    the cores the process may use); a computing party then compiles or loads the kernels
+    (:func:`..kernels.warm_up`) before it meets the others."""
     import torch.distributed.distributed_c10d as c10d
 
     from . import backend
@@ -131,8 +134,6 @@ def init_party(*, rank: int, parties: int, master_addr: str, master_port: int,
         raise InputError("no roster: every party must know every other party's identity key")
     from .. import kernels
 
-    if threads is None and os.environ.get("SECURE_AUC_THREADS"):
-        threads = kernels.check_threads(os.environ["SECURE_AUC_THREADS"], "SECURE_AUC_THREADS")
     kernels.set_threads(threads)  # the compiled kernels' and torch's (None: the cores this process may use)
     if not (provider == "ttp" and rank == parties):  # a computing party compiles (or loads) its kernels now,
         kernels.warm_up()  # before it meets the others: never while they wait for it
