@@ -727,12 +727,13 @@ FAMILY = Family(
     NAME, "noise on the aggregate only, in shares: discrete Laplace, or discrete Gaussian with --delta; MPC protocol "
           "only",
     (EPSILON,
-     Option("delta", "selects discrete Gaussian shares (default: none, pure eps-DP)", range="(0, 1)"),
+     Option("delta", "delta of one evaluation: discrete Gaussian shares (without it: discrete Laplace "
+                     "shares, pure eps-DP)", range="(0, 1)"),
      Option("honest_fraction", "fraction of clients assumed not to collude with the server; the honest clients' "
                                "shares alone give the guarantee", default=1.0, range="(0, 1]"),
      Option("split", "share of the budget on the centred rank statistic (of eps for discrete Laplace; of the "
-                     "squared-sensitivity budget for discrete Gaussian shares). Default: variance-optimal from public "
-                     "priors AUC 0.75, base rate 0.25 (0.716 for discrete Laplace)", range="(0, 1)"),
+                     "squared-sensitivity budget for discrete Gaussian shares; without it: variance-optimal from "
+                     "public priors AUC 0.75, base rate 0.25, 0.716 for discrete Laplace)", range="(0, 1)"),
      Option("noise", "the shares' noise: laplace (discrete Laplace), gaussian (discrete Gaussian) or skellam "
                      "(analysis only); default: by delta", type=str, cli=False)),
     make=_make, notes={"*": "it divides eps with --split"}, needs_secure_sum=True)

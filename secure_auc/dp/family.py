@@ -90,11 +90,11 @@ class Option:
         return f"to {flag} {values.get(other)}, only to {flag} {' or '.join(allowed)}"
 
     def describe(self) -> str:
-        """The help text with the range and the default."""
-        extra = [f"in {self.range}"] if self.range else []
-        if self.default is not None:
-            extra.append(f"default {self.default}")
-        return self.help + (f" ({'; '.join(extra)})" if extra else "")
+        """The help text with the range, the condition and the default."""
+        text = self.help + (f", in {self.range}" if self.range else "")
+        if self.when is not None:
+            text += f"; with --{self.when[0].replace('_', '-')} {' or '.join(self.when[1])} only"
+        return text + (f". Default: {self.default}" if self.default is not None else "")
 
 
 EPSILON = Option("epsilon", "privacy budget eps per evaluation", default=1.0, range="[1e-6, 1e4]")

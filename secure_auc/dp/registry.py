@@ -29,13 +29,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..validation import InputError
-from . import distributed
 from .base import Mechanism
-from .families import gaussian, laplace, none, rr
+from .distributed import FAMILY as DISTRIBUTED
+from .families.gaussian import FAMILY as GAUSSIAN
+from .families.laplace import FAMILY as LAPLACE
+from .families.none import FAMILY as NONE
+from .families.rr import FAMILY as RR
 from .family import Family
 
-__all__ = ["FAMILIES", "METHODS", "DEFAULT_FAMILY", "make_mechanism", "family", "families", "register", "unregister",
-           "method_family", "seeded_noise", "flips_labels"]
+__all__ = ["FAMILIES", "METHODS", "DEFAULT_FAMILY", "DEFAULT_NOISE", "DEFAULT_METHODS", "SHARE_NOISES", "make_mechanism",
+           "family", "families", "register", "unregister", "method_family", "method_takes", "noises",
+           "noise_takes_delta", "paper_noise", "seeded_noise", "flips_labels"]
 
 _REGISTERED: dict[str, Family] = {}
 
@@ -98,7 +102,7 @@ FAMILIES = _Names()  # what ``--mechanism`` takes
 # the paper's method names: (description, family options, needs a partition of the samples, family;
 # None: the family of the noise asked for, the default one's unless told)
 METHODS = {
-    "rr": ("randomized response, debiased (FedAUC_RR)", {}, False, rr.NAME),
+    "rr": ("randomized response, debiased (FedAUC_RR)", {}, False, RR.name),
     "global": ("GlobalLaplace: sensitivity M-1, split alpha", {"allocation": "split", "sensitivity": "global"}, True,
                None),
     "local": ("LocalLaplace: client's max rank, split alpha", {"allocation": "split", "sensitivity": "local"}, True,
@@ -106,13 +110,16 @@ METHODS = {
     "orthogonal": ("orthogonal decomposition, shared beta", {"allocation": "orthogonal"}, True, None),
     "adaptive": ("orthogonal decomposition, per-client adaptive beta", {"allocation": "adaptive"}, True, None),
     "distributed": ("noise on the aggregate in shares, centred statistic (this project; MPC only)", {}, True,
-                    distributed.NAME),
+                    DISTRIBUTED.name),
 }
 
-DEFAULT_FAMILY = laplace.NAME  # ``--mechanism``'s default, and :func:`secure_auc.evaluate`'s without one
+DEFAULT_FAMILY = LAPLACE.name  # ``--mechanism``'s default, and :func:`secure_auc.evaluate`'s without one
+DEFAULT_NOISE = LAPLACE.name  # the noise of the paper's methods when none is named
+DEFAULT_METHODS = ("rr", "global", "local", "adaptive")  # what ``secure-auc simulate`` runs by default
+SHARE_NOISES = ("skellam",)  # noise= values for the aggregate's shares only (analysis and simulation)
 
-for _module in (none, rr, laplace, gaussian, distributed):
-    register(_module.FAMILY)
+for _declared in (NONE, RR, LAPLACE, GAUSSIAN, DISTRIBUTED):  # each in its own module
+    register(_declared)
 
 
 def method_family(method: str, noise: str | None = None) -> Family:
@@ -125,12 +132,38 @@ def method_family(method: str, noise: str | None = None) -> Family:
                          f"got {method!r}")
     if METHODS[method][3] is not None:
         return family(METHODS[method][3])
-    match = [f for f in _REGISTERED.values() if f.noise is not None and f.noise == (noise or laplace.NAME)]
+    match = [f for f in _REGISTERED.values() if f.noise is not None and f.noise == (noise or DEFAULT_NOISE)]
     if not match:
         from .noise import noise_kind
 
         noise_kind(noise)  # raises: the noises a statistics mechanism takes
     return match[0]
+
+
+def noises() -> tuple[str, ...]:
+    """What ``noise=`` takes (:func:`make_mechanism`, the simulator): each family's per-client noise,
+    then :data:`SHARE_NOISES`."""
+    return tuple(f.noise for f in _REGISTERED.values() if f.noise is not None) + SHARE_NOISES
+
+
+def noise_takes_delta(noise: str) -> bool:
+    """Whether the noise ``noise`` (of :func:`noises`) is (eps, delta)-DP (needs a delta)."""
+    return noise in SHARE_NOISES or (noise in _REGISTERED and _REGISTERED[noise].takes("delta"))
+
+
+def paper_noise(noise: str | None) -> bool:
+    """Whether the paper's closed forms (and its exact-P variant) describe the noise ``noise``
+    (None: the default noise)."""
+    name = DEFAULT_NOISE if noise is None else noise
+    return name in _REGISTERED and _REGISTERED[name].paper_closed_forms
+
+
+def method_takes(method: str, option: str, noise: str | None = None) -> bool:
+    """Whether the paper's method ``method`` (:data:`METHODS`) takes the option ``option`` (its
+    family declares it and it applies with the method's own options)."""
+    fam = method_family(method, noise if noise in _REGISTERED else None)
+    opt = fam.option(option)
+    return opt is not None and opt.applies(fam.resolve(METHODS[method][1] if method in METHODS else {}))
 
 
 def seeded_noise(name: str) -> bool:

@@ -240,12 +240,12 @@ def run_selection_local(labels: list[np.ndarray], scores: list[np.ndarray], *, e
     from .comm.inlinks import PortBoard
     from .comm.roster import ephemeral_helpers_roster, identity_bytes
     from .launch import spawn_parties
-    from ..dp.registry import make_mechanism
+    from ..dp.mechanisms import NoNoise
 
     k = len(labels)
     t_count = int(scores[0].shape[1])
     keys = list(noise_keys) if noise_keys is not None else [None] * k
-    config = SelectionConfig(mechanisms=(make_mechanism("none"),), clients=k, provider=provider, sort=sort,
+    config = SelectionConfig(mechanisms=(NoNoise(),), clients=k, provider=provider, sort=sort,
                              progress=progress, computing=computing, candidates=t_count, epsilon=epsilon,
                              honest=int(honest or k))
     w = computing

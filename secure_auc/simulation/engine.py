@@ -40,7 +40,7 @@ import numpy as np
 from ..data.partition import partition_owner
 from ..dp.base import Mechanism, NoisyStatistics
 from ..dp.randomized_response import debias_auc, flip_probability
-from ..dp.registry import FAMILIES, METHODS, family, make_mechanism, method_family
+from ..dp.registry import METHODS, make_mechanism, method_family, paper_noise
 from ..dp.variance import (
     global_laplace_std,
     local_laplace_one_sample_std,
@@ -220,7 +220,7 @@ class Simulator:
         """One cell: ``reps`` repetitions of the paper's method ``method`` (:data:`.registry.METHODS`)
         with the per-client noise ``noise`` (a family's name; default: the default one)."""
         # the paper's closed forms (and its exact-P variant) describe one noise: the family says which
-        paper = noise is None or (noise in FAMILIES and family(noise).paper_closed_forms)
+        paper = paper_noise(noise)
         if method_family(method, noise).flips_labels:
             sums, pos = self.rr_sums(epsilon, reps, seed)
             noisy = auc_from_sums(sums, pos, self.m - pos)
