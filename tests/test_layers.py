@@ -6,6 +6,8 @@ with ``ast`` (those inside functions too), relative imports resolved, and each
 arrow checked against the layers, top to bottom:
 
     cli  ->  evaluate, experiments  ->  protocol, mpc, simulation, deploy  ->  dp, data  ->  metrics, validation, local_stats
+
+and each mechanism family's name is spelled in its own module (its declaration) and the registry only.
 """
 
 import ast
@@ -137,3 +139,51 @@ def test_no_module_imports_another_modules_private_names():
                 offenders += [f"{path.relative_to(PKG)}: {a.name}" for a in node.names
                               if a.name.startswith("_") and not a.name.startswith("__")]
     assert offenders == []
+
+
+# the same spelling for another concept: (module, literal) -> what it is there
+HOMONYMS = {
+    ("dp/events.py", "none"): "the kind of a non-private privacy event, stored in ledgers",
+    ("dp/events.py", "gaussian"): "the kind of a Gaussian privacy event, stored in ledgers",
+    ("dp/distributed.py", "gaussian"): "the distributed family's discrete Gaussian shares (its noise= value)",
+    ("dp/distributed.py", "laplace"): "the distributed family's discrete Laplace shares (its noise= value)",
+    ("experiments/paper_tables.py", "rr"): "the paper's published tables, keyed by the paper's method names",
+}
+
+
+def _literals(path: Path) -> set[str]:
+    """The string constants of a module, its docstrings and ``__all__`` left out."""
+    tree = ast.parse(path.read_text())
+    skip = set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body and \
+                isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+            skip.add(id(body[0].value))
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            skip |= {id(n) for n in ast.walk(node.value)}
+    return {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+            and id(n) not in skip}
+
+
+def test_each_mechanism_family_is_named_in_its_own_module_and_the_registry_only():
+    import sys
+
+    from secure_auc.dp.registry import families
+
+    declared = {}
+    for fam in families():
+        homes = [m.__file__ for name, m in list(sys.modules.items())
+                 if name.startswith("secure_auc.") and getattr(m, "FAMILY", None) is fam]
+        assert len(homes) == 1, (fam.name, homes)
+        declared[fam.name] = str(Path(homes[0]).relative_to(PKG))
+    assert len(declared) >= 5
+    found = {name: set() for name in declared}
+    for path in PKG.rglob("*.py"):
+        for name in _literals(path) & set(declared):
+            found[name].add(str(path.relative_to(PKG)))
+    wrong = {name: sorted(where - {declared[name], "dp/registry.py"} - {m for m, n in HOMONYMS if n == name})
+             for name, where in found.items()}
+    assert {name: w for name, w in wrong.items() if w} == {}
+    assert all(declared[name] in found[name] for name in declared)  # the declaration spells it
+    assert all(name in found and module in found[name] for module, name in HOMONYMS)  # no stale exception
