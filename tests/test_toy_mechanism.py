@@ -152,3 +152,14 @@ def test_the_family_is_gone_once_unregistered(tmp_path):
     path.write_text(TOML.format(name=NAME, extra=""))
     with pytest.raises(InputError, match=f"mechanism.name must be one of none, rr, laplace, gaussian, distributed, got '{NAME}'"):
         load_config(path)
+
+
+@pytest.mark.parametrize("name", ["secure_auc.dp.family", "secure_auc.dp.families.none", "secure_auc.dp.families.rr",
+                                  "secure_auc.dp.families.laplace", "secure_auc.dp.families.gaussian",
+                                  "secure_auc.dp.noise"])
+def test_the_family_modules_examples_run(name):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 0 and result.failed == 0
