@@ -51,7 +51,6 @@ import contextlib
 import importlib
 import logging
 import math
-import select
 import sys
 import time
 from dataclasses import dataclass
@@ -1006,12 +1005,13 @@ def _client_select(msg, k, inputs, ledger, links, config, describe_party, me, ke
 def _ready(links, timeout: float, sockets=()) -> list:
     """The sockets of ``links`` with a message (or a disconnection) to read, and of ``sockets``
     that are readable, within ``timeout`` seconds: a message already decrypted into a link's
-    buffer (two arrived together) shows in no ``select``, so those come first."""
+    buffer (two arrived together) shows in no ``poll``, so those come first."""
+    from ..mpc.comm.inlinks import readable_sockets
+
     ready = [link.sock for link in links if link.session.buffered()]
     if ready:
         return ready
-    ready, _, _ = select.select([link.sock for link in links] + list(sockets), [], [], timeout)
-    return ready
+    return readable_sockets([link.sock for link in links] + list(sockets), timeout)
 
 
 def _next_message(links, timeout: float | None, describe_party) -> dict:

@@ -167,6 +167,10 @@ def init_party(*, rank: int, parties: int, master_addr: str, master_port: int,
         os.environ["TORCHELASTIC_USE_AGENT_STORE"] = "True"
     if on_ready is not None:
         on_ready()
+    from .deafen import deafen, listening_sockets, more_descriptors
+
+    more_descriptors()  # gloo's listeners keep every connection until they are made deaf
+    before = set(listening_sockets())  # gloo's listeners are those backend.init opens
     try:
         backend.init(provider.upper())
     except Exception as exc:  # torch raises RuntimeError/DistStoreError/DistNetworkError
@@ -191,6 +195,7 @@ def init_party(*, rank: int, parties: int, master_addr: str, master_port: int,
 
         dist.barrier()
         _close_stores()
+        deafen(set(listening_sockets()) - before)  # nothing travels over gloo now: no one may reach it
 
 
 def _exchange_roster(clients: int, dealer: bool):
