@@ -26,6 +26,8 @@ DOCTEST_MODULES = [
     "secure_auc.dp.rng",
     "secure_auc.mpc.primitives.scan",
     "secure_auc.mpc.sort.radix",
+    "secure_auc.mpc.finish",
+    "secure_auc.mpc.roles.world",
 ]
 CONSTANTS = {"__version__", "METHODS", "FAMILIES"}
 
