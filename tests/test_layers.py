@@ -9,6 +9,7 @@ arrow checked against the layers, top to bottom:
 """
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -182,18 +183,23 @@ def test_no_import_runs_back_up_between_folders(level, inside):
     assert _cycles(rooms) == []
 
 
-def _calls(name: str, within=("secure_auc",)) -> set:
-    """The modules (under ``within``) whose code calls ``name`` (a plain or an attribute call)."""
-    out = set()
+@functools.lru_cache(maxsize=1)
+def _called_names() -> dict:
+    """Every module's called names (``f(...)`` and ``x.f(...)``), each module parsed once."""
+    out = {}
     for mod, path in _modules().items():
-        if not mod.startswith(within):
-            continue
+        names = set()
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call):
                 f = node.func
-                if (isinstance(f, ast.Name) and f.id == name) or (isinstance(f, ast.Attribute) and f.attr == name):
-                    out.add(mod)
+                names.add(f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None)
+        out[mod] = names
     return out
+
+
+def _calls(name: str, within=("secure_auc",)) -> set:
+    """The modules (under ``within``) whose code calls ``name`` (a plain or an attribute call)."""
+    return {mod for mod, names in _called_names().items() if mod.startswith(within) and name in names}
 
 
 def test_each_role_is_written_once():
