@@ -325,7 +325,7 @@ def evaluate(
         is the exact, non-private computation).
     protocol : {"mpc", "plain"}, default "mpc"
         ``mpc`` (as on the command line): the secret-shared protocol with one local
-        process per party, a one-evaluation :class:`secure_auc.mpc.session.MPCSession`
+        process per party, a one-evaluation :class:`secure_auc.mpc.session.LocalSession`
         (imports torch and CrypTen only then; ``extra["startup_seconds"]`` is the
         parties' start-up, which ``seconds`` leaves out).  ``plain``: the
         paper's plain-sort protocol in this process (the server sees every score).

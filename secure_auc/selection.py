@@ -311,10 +311,10 @@ def _repeat_and_select(data, charge: SelectionCharge, protocol, seed, mpc_option
         aucs = [evaluate([c.candidate(int(t)) for c in data], mech, protocol="plain",
                          seed=int(rng.integers(0, 2**62))).auc for t in picks]
     else:
-        from .mpc.session import MPCSession
+        from .mpc.session import LocalSession
 
         opts = dict(mpc_options)
-        with MPCSession([c.labels for c in data], DistributedNoise(charge.base_epsilon, k),
+        with LocalSession([c.labels for c in data], DistributedNoise(charge.base_epsilon, k),
                         **opts) as session:
             aucs = [session.evaluate([c.scores[:, int(t)] for c in data]).auc for t in picks]
     best = int(np.argmax(aucs))

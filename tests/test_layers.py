@@ -11,6 +11,7 @@ and each mechanism family's name is spelled in its own module (its declaration) 
 """
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ PKG = Path(__file__).resolve().parents[1] / "secure_auc"
 
 LAYERS = [
     ("cli", "__main__"),
-    ("evaluate", "experiments", "training", "selection"),
+    ("evaluate", "experiments", "training", "selection", "session"),
     ("protocol", "mpc", "simulation", "deploy", "result", "report"),
     ("dp", "data"),
     ("metrics", "validation", "local_stats"),
@@ -206,3 +207,77 @@ def test_a_sort_is_named_in_one_module_and_implements_the_interface():
         missing = [m for m in ("sorter", "midranks", "from_sources", "seconds")
                    if getattr(type(sort), m) is getattr(RankSort, m)]
         assert missing == [], f"{name} does not implement {missing}"
+
+
+def _room(module: str, level: int) -> str:
+    """A module's room as a reader sees the tree: at level 2 ``secure_auc.X`` (a top-level module or a
+    whole folder), at level 3 inside ``secure_auc.mpc`` its modules and folders (``comm``, ``roles``...)."""
+    return ".".join(module.split(".")[:level])
+
+
+def _cycles(graph: dict) -> list:
+    cycles, seen = [], set()
+    for start in graph:
+        stack, path = [(start, iter(graph.get(start, ())))], [start]
+        while stack:
+            node, it = stack[-1]
+            nxt = next(it, None)
+            if nxt is None:
+                stack.pop()
+                path.pop()
+                continue
+            if nxt == start:
+                cycles.append(tuple(path))
+            elif nxt not in path and nxt not in seen:
+                stack.append((nxt, iter(graph.get(nxt, ()))))
+                path.append(nxt)
+        seen.add(start)
+    return cycles
+
+
+@pytest.mark.parametrize("level, inside", [(2, "secure_auc."), (3, "secure_auc.mpc.")])
+def test_no_import_runs_back_up_between_folders(level, inside):
+    """Folders import one way only: no folder imports a module of a folder that imports it, among
+    the package's top-level modules and folders, and among ``secure_auc.mpc``'s (the faces,
+    ``secure_auc/__init__.py`` and ``secure_auc/mpc/__init__.py``, aside)."""
+    faces = ("secure_auc", "secure_auc.mpc")
+    rooms: dict = {}
+    for mod, targets in _graph().items():
+        if mod in faces or not mod.startswith(inside):
+            continue
+        for t in targets:
+            a, b = _room(mod, level), _room(t, level)
+            if a != b and t not in faces and t.startswith(inside):
+                rooms.setdefault(a, set()).add(b)
+    assert _cycles(rooms) == []
+
+
+@functools.lru_cache(maxsize=1)
+def _called_names() -> dict:
+    """Every module's called names (``f(...)`` and ``x.f(...)``), each module parsed once."""
+    out = {}
+    for mod, path in _modules().items():
+        names = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call):
+                f = node.func
+                names.add(f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None)
+        out[mod] = names
+    return out
+
+
+def _calls(name: str, within=("secure_auc",)) -> set:
+    """The modules (under ``within``) whose code calls ``name`` (a plain or an attribute call)."""
+    return {mod for mod, names in _called_names().items() if mod.startswith(within) and name in names}
+
+
+def test_each_role_is_written_once():
+    """CrypTen is initialised and the dealer's branch taken in one module, the parties are spawned
+    in one, and the evaluation's last steps (the clients' statistics and noise, the report
+    vectors, the server's estimate) are computed in one, whatever the layout or the path."""
+    assert _calls("init_party") == {"secure_auc.mpc.roles.world"}
+    assert _calls("run_dealer") == {"secure_auc.mpc.roles.world"}
+    assert _calls("spawn_parties") == {"secure_auc.mpc.launch"}
+    mpc_and_services = ("secure_auc.mpc", "secure_auc.deploy", "secure_auc.cli")
+    steps = {step: _calls(step, mpc_and_services) for step in ("ClientGroup", "Client", "Server", "host_report")}
+    assert set().union(*steps.values()) == {"secure_auc.mpc.finish"}, steps

@@ -172,7 +172,7 @@ def _select(session, folder, labels, spend):
 
 def test_deployed_services_across_epochs_and_their_faults(tmp_path, hosts):
     from secure_auc.mpc import MPCError
-    from secure_auc.mpc.session import MPCSession
+    from secure_auc.session import MPCSession
     from secure_auc.deploy.session import EvaluationRefused
 
     addresses = [f"10.233.0.{i + 1}" for i in range(14)]
