@@ -181,6 +181,7 @@ def host(listener: socket.socket, identity, total: int, bound: bytes, mesh_addre
     got_keys: dict[int, bytes] = {}
     refused: list[tuple[int, str]] = []
     seen: dict = {}
+    impostors: set[int] = set()  # ranks a connection claimed with a key that is not the roster's
 
     def admit(sess: tls.Session):
         role = sess.role or ""
@@ -196,6 +197,7 @@ def host(listener: socket.socket, identity, total: int, bound: bytes, mesh_addre
             refused.append((r, _escape(hello["refused"])))
             return ("refused", r)
         if keys is not None and sess.key != keys(r):
+            impostors.add(r)
             return f"a connection claiming {describe(r)} with another key"
         if not _address_ok(hello.get("address")):
             return f"a connection claiming {describe(r)} without a link address"
@@ -220,15 +222,21 @@ def host(listener: socket.socket, identity, total: int, bound: bytes, mesh_addre
                 if who == ("refused", r):
                     s.close()
             seen.clear()  # (closed above)
-            late, _ = tls.accept(listener, ctx, lambda s: ("late", secrets.token_hex(8)), total, time.monotonic() + LATE)
+            def admit_late(sess: tls.Session):  # a party of the roster that checks in after the refusal
+                return ("late", secrets.token_hex(8)) if keys is None or sess.key in members else "not a party"
+
+            late, _ = tls.accept(listener, ctx, admit_late, total, time.monotonic() + LATE)
             _tell(late.values(), {"refused": [r, reason]})
             raise PartyStartError(f"{describe(r)} cannot start: {reason}")
         missing = [r for r in range(1, total) if r not in hellos]
         if missing:
             names = ", ".join(describe(r) for r in missing)
-            _tell(links.values(), {"missing": names, "after": wait})
+            bad = [describe(r) for r in missing if r in impostors]
+            said = (f"{', '.join(bad)} failed authentication (a connection claiming it presented a key that is "
+                    "not the roster's); " if bad else "") + f"{names} never joined within {wait:g} s"
+            _tell(links.values(), {"missing": names, "after": wait, "said": said})
             unknown = len(closed)
-            raise PartyStartError(f"{names} never joined within {wait:g} s" + (
+            raise PartyStartError(said + (
                 f" ({unknown} connection(s) that did not authenticate as a party were closed: "
                 + ("processes of another user, or " if keys is None else "another deployment's parties, or ")
                 + "strangers)" if unknown else ""))
@@ -296,8 +304,8 @@ def join(rank: int, total: int, identity, bound: bytes, addr: str, port: int, *,
                                   "key is not the roster's key for the server, rank 0)") from None
         except tls.Refused:
             s.close()
-            raise PartyStartError(f"the server (rank 0) refused {describe(rank)}: its key is not the roster's key "
-                                  "for that role") from None
+            raise PartyStartError(f"this party's identity key is not the roster's key for {describe(rank)} (the "
+                                  "server, rank 0, refused it at the rendezvous)") from None
         except tls.LinkError as exc:
             s.close()
             if local and not another_run:
@@ -343,6 +351,8 @@ def _meeting(answer, total: int, describe) -> Meeting:
         r, reason = answer["refused"]
         who = describe(r) if isinstance(r, int) and 0 <= r < total else "a party"
         raise PartyStartError(f"{who} cannot start: {_escape(reason)}")
+    if isinstance(answer, dict) and isinstance(answer.get("said"), str):
+        raise PartyStartError(_escape(answer["said"]))
     if isinstance(answer, dict) and isinstance(answer.get("missing"), str):
         after = answer.get("after")
         after = f"{after:g}" if isinstance(after, (int, float)) else "?"
