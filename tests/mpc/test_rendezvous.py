@@ -72,12 +72,12 @@ def test_a_stranger_at_the_rendezvous_port_during_the_start_up(free_port):
     port = free_port + 1
     attacker = stranger([("127.0.0.1", port)], writes=True)
     try:
-        time.sleep(2.0)  # its store clients are up and retrying
+        time.sleep(0.5)  # its store clients are up (torch imported) and retrying
         before = resident_mb(os.getpid())
         outcome, threads = _start(ids, roster, port, 4, wait=20.0)
         began = time.monotonic()
         threads[0].start()
-        time.sleep(1.5)  # the stranger works on the open port; then forged check-ins, then the parties
+        time.sleep(1.0)  # the stranger works on the open port; then forged check-ins, then the parties
         forged = [_forged(port, "rank 2", {"address": "10.9.9.9:1"}),
                   _forged(port, "rank 3", {"refused": "forged: the dealer cannot start"}),
                   _forged(port, "rank 0", {"address": "10.9.9.9:1"})]
@@ -100,7 +100,7 @@ def test_a_stranger_at_the_rendezvous_port_during_the_start_up(free_port):
     assert grown < 50, grown
 
 
-def test_a_missing_party_and_a_refusal_are_named_by_the_rosters_layout(free_port):
+def test_a_missing_party_and_a_refusal_are_named_by_the_rosters_layout(free_port, monkeypatch):
     """Rank 0 names, after the roll call's time, the ranks that never checked in, and every party
     that did names them too; a rostered party that cannot start (it holds another rostered key)
     is named by every party at once."""
@@ -115,6 +115,7 @@ def test_a_missing_party_and_a_refusal_are_named_by_the_rosters_layout(free_port
     assert outcome == {0: said, 1: said}
 
     ids[1] = ids[4]  # helper 1 was given client 0's key: it checks in only to say so
+    monkeypatch.setattr(rendezvous, "LATE", 0.3)  # (rank 0 then still tells the late ones, 2 s by default)
     outcome, threads = _start(ids, roster, port, 4, wait=30.0, refuse=(1, "its key is not the roster's"))
     began = time.monotonic()
     for r in (0, 2, 3):
