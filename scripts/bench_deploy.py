@@ -52,6 +52,16 @@ def score(epoch, *, client, evaluation):
 '''
 
 
+def roles(computing: int = 3, clients: int = 3) -> list[str]:
+    """The services of a deployment, in the order of :data:`ROLES` (the server, the helpers, the
+    dealer, the clients).
+
+    >>> roles(2, 2)
+    ['server', 'helper-1', 'dealer', 'client-0', 'client-1']
+    """
+    return ["server", *[f"helper-{i}" for i in range(1, computing)], "dealer", *[f"client-{k}" for k in range(clients)]]
+
+
 def model_scores(folder: Path, client: int, epoch: int) -> np.ndarray:
     """What client ``client``'s hook computes for ``epoch`` (the reference for tests)."""
     features = np.load(folder / f"features-{client}.npy")
@@ -61,12 +71,14 @@ def model_scores(folder: Path, client: int, epoch: int) -> np.ndarray:
 def write_deployment(folder: Path, sizes, *, epochs: int, addresses: list[str] | None = None, ports=None,
                      mechanism: str = 'name = "laplace"\nepsilon = 1.0\nallocation = "adaptive"',
                      budgets=None, fixed_keys: bool = True, timeout: float = 20.0, seed: int = 0,
-                     config_name: str = "deploy.toml", session_address: str | None = None) -> dict:
-    """Write a deployment of the helpers layout (3 computing parties, the dealer, one client per
-    entry of ``sizes``) into ``folder``: identity keys (``secure-auc keygen``), the roster
+                     config_name: str = "deploy.toml", session_address: str | None = None,
+                     computing: int = 3) -> dict:
+    """Write a deployment of the helpers layout (``computing`` computing parties, 3 or 2, the
+    dealer, one client per entry of ``sizes``) into ``folder``: identity keys (``secure-auc keygen``), the roster
     (``secure-auc roster``), ``deploy.toml``, each client's labels and features, a model file per
     epoch and the hook.  ``addresses[i]``: the host of role ``ROLES[i]`` (default 127.0.0.1);
-    ``ports``: (rendezvous, first client port, session port).  Returns the labels per client."""
+    ``ports``: (rendezvous, first client port, session port); with ``computing = 2`` the roles are
+    ``roles(2, clients)`` (no helper-2).  Returns the labels per client."""
     from secure_auc.cli import main as cli
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -76,10 +88,10 @@ def write_deployment(folder: Path, sizes, *, epochs: int, addresses: list[str] |
     labels = []
     if not (folder / "roster.json").exists():
         keys.mkdir(exist_ok=True)
-        for role in ROLES:
+        for role in dict.fromkeys(roles(computing, len(sizes)) + (ROLES if computing == 3 else [])):
             _quiet(cli, ["keygen", str(keys / f"{role}.pem")])
         _quiet(cli, ["roster", str(folder / "roster.json"), "--server", str(keys / "server.pem"),
-                     "--helpers", str(keys / "helper-1.pem"), str(keys / "helper-2.pem"),
+                     "--helpers", *[str(keys / f"helper-{i}.pem") for i in range(1, computing)],
                      "--dealer", str(keys / "dealer.pem"), "--clients",
                      *[str(keys / f"client-{k}.pem") for k in range(len(sizes))], "--quiet"])
         (folder / "models").mkdir(exist_ok=True)
@@ -95,14 +107,16 @@ def write_deployment(folder: Path, sizes, *, epochs: int, addresses: list[str] |
         (folder / "scoring.py").write_text(HOOK.format(fixed=fixed_keys))
     for k in range(len(sizes)):
         labels.append(np.loadtxt(folder / f"labels-{k}.csv", skiprows=1, dtype=np.int8).reshape(-1))
-    addresses = addresses or ["127.0.0.1"] * len(ROLES)
+    names = roles(computing, len(sizes))
+    addresses = addresses or ["127.0.0.1"] * len(names)
     rendezvous, client_port, session_port = ports
     budgets = budgets or {}
+    helpers = "".join(f'[[helpers]]\nclients = "{addresses[i]}:{client_port + i}"\n\n' for i in range(1, computing))
     clients = "".join(
         f'\n[[clients]]\nlabels = "labels-{k}.csv"\nscores = "scoring:score"\nledger = "ledger-{k}.db"\n'
         + (f"budget = {budgets[k]}\n" if k in budgets else "") for k in range(len(sizes)))
     (folder / config_name).write_text(f"""[deployment]
-computing_parties = 3
+computing_parties = {computing}
 provider = "ttp"
 sort = "radix"
 timeout = {timeout}
@@ -118,12 +132,7 @@ rendezvous = "{addresses[0]}:{rendezvous}"
 clients = "{addresses[0]}:{client_port}"
 session = "{session_address or addresses[0]}:{session_port}"
 
-[[helpers]]
-clients = "{addresses[1]}:{client_port + 1}"
-
-[[helpers]]
-clients = "{addresses[2]}:{client_port + 2}"
-{clients}""")
+{helpers}{clients}""")
     return {"labels": labels}
 
 

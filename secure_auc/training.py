@@ -65,7 +65,8 @@ def _check_local(session) -> None:
 
 def dp_roc_auc_score(y_true, y_score, *, client=None, data=None, mechanism=None, session=None,
                      protocol: str = "mpc", seed: int | None = None, ledger=None,
-                     mpc_options: dict | None = None, metrics=None, budget: dict | None = None) -> EvaluationResult:
+                     mpc_options: dict | None = None, metrics=None, budget: dict | None = None,
+                     ids=None) -> EvaluationResult:
     """Label-DP ROC AUC with scikit-learn's argument order.
 
     Parameters
@@ -81,6 +82,11 @@ def dp_roc_auc_score(y_true, y_score, *, client=None, data=None, mechanism=None,
         their order.
     data : DataFrame or dict of columns, optional
         Where the column names above are looked up.
+    ids : array-like of shape (n,) or str, optional
+        Each sample's record identifier (or a column name of ``data``): the ledger charges
+        every release to each record, as :func:`secure_auc.evaluate` does for clients with
+        ``ids``; default: each client's labels as one dataset.  With a ``session``, the
+        session's identifiers count (``MPCSession(..., ids=...)``).
     mechanism : Mechanism, optional
         Default: Laplace noise with the adaptive allocation, eps = 1.  Ignored with a
         ``session`` (the session's mechanism).
@@ -116,7 +122,15 @@ def dp_roc_auc_score(y_true, y_score, *, client=None, data=None, mechanism=None,
     """
     _check_local(session)
     _check_metrics(metrics, budget, session)
+    if ids is not None and session is not None:
+        raise InputError("the session holds the record identifiers: pass ids= to the session "
+                         "(MPCSession(labels, mechanism, ids=...))")
     y_true, y_score, client = _columns(data, y_true, y_score, client)
+    if isinstance(ids, str) and data is not None:
+        try:
+            ids = data[ids]
+        except (KeyError, IndexError):
+            raise InputError(f"data has no column {ids!r} (the record identifiers)") from None
     scores = check_scores(y_score, name="y_score")
     labels = None if y_true is None else check_binary_labels(y_true, name="y_true")
     if labels is not None and len(labels) != len(scores):
@@ -130,7 +144,12 @@ def dp_roc_auc_score(y_true, y_score, *, client=None, data=None, mechanism=None,
         return session.evaluate([scores[idx] for idx in groups])
     if labels is None:
         raise InputError("y_true is needed without a session")
-    clients = [ClientData(scores[idx], labels[idx], f"client {k}") for k, idx in enumerate(groups)]
+    if ids is not None:
+        ids = as_vector(ids, name="ids")
+        if len(ids) != len(scores):
+            raise InputError(f"ids has {len(ids)} entries but there are {len(scores)} samples")
+    clients = [ClientData(scores[idx], labels[idx], f"client {k}", None if ids is None else ids[idx])
+               for k, idx in enumerate(groups)]
     return evaluate(clients, mechanism, protocol=protocol, seed=seed, ledger=ledger, mpc_options=mpc_options,
                     metrics=metrics, budget=budget)
 
@@ -163,6 +182,9 @@ class FederatedAUC:
     protocol, seed, ledger, mpc_options, metrics, budget
         As in :func:`secure_auc.evaluate` (without a session); ``metrics`` asks for the whole
         evaluation (curves, KS, lift, ...: :mod:`secure_auc.report`) under one budget.
+        :meth:`update` may give each row's record identifier (``ids``): the ledger then
+        charges each release to each record, as :func:`secure_auc.evaluate` does; with a
+        session, the session's identifiers count.
 
     Examples
     --------
@@ -201,9 +223,10 @@ class FederatedAUC:
         """Forget every batch (the next epoch starts; the next :meth:`compute` is a new release)."""
         self._scores: dict[int, list[np.ndarray]] = {}
         self._labels: dict[int, list[np.ndarray]] = {}
+        self._ids: dict[int, list] = {}  # per client: each batch's record identifiers (None: not given)
         self._result: EvaluationResult | None = None
 
-    def update(self, scores, labels=None, *, client=0) -> None:
+    def update(self, scores, labels=None, *, client=0, ids=None) -> None:
         """Add a batch of one client's scores (and labels, without a session).
 
         Parameters
@@ -214,6 +237,10 @@ class FederatedAUC:
             Required without a session; with one, the session's clients hold them.
         client : int or array-like of shape (b,), default 0
             The client of the whole batch, or of each row.
+        ids : array-like of shape (b,), optional
+            Each row's record identifier (integers or text), for the ledger: given with
+            every batch of a client or with none.  Without a session only (a session's
+            identifiers are given to the session).
         """
         s = check_scores(scores, name="scores")
         if self.session is None and labels is None:
@@ -223,6 +250,13 @@ class FederatedAUC:
         y = None if labels is None else check_binary_labels(labels, name="labels")
         if y is not None and len(y) != len(s):
             raise InputError(f"{len(s)} scores but {len(y)} labels")
+        if ids is not None:
+            if self.session is not None:
+                raise InputError("the session holds the record identifiers: pass ids= to the session "
+                                 "(MPCSession(labels, mechanism, ids=...))")
+            ids = as_vector(ids, name="ids")
+            if len(ids) != len(s):
+                raise InputError(f"{len(s)} scores but {len(ids)} record identifiers")
         if np.ndim(client) == 0:
             rows = {int(client): np.arange(len(s))}
         else:
@@ -233,9 +267,12 @@ class FederatedAUC:
         for k, idx in rows.items():
             if k < 0 or (self.session is not None and k >= len(self.session.labels)):
                 raise InputError(f"client {k} is not a client of this evaluation")
+            if self.session is None and k in self._ids and (ids is None) != (self._ids[k][0] is None):
+                raise InputError(f"client {k}: record identifiers must come with every batch or with none")
             self._scores.setdefault(k, []).append(s[idx])
             if y is not None:
                 self._labels.setdefault(k, []).append(y[idx])
+                self._ids.setdefault(k, []).append(None if ids is None else ids[idx])
         self._result = None  # the state changed: the next compute() is a new release
 
     def compute(self) -> EvaluationResult:
@@ -263,7 +300,9 @@ class FederatedAUC:
         if self.session is not None:
             result = self.session.evaluate(scores)
         else:
-            clients = [ClientData(scores[k], np.concatenate(self._labels[k]), f"client {k}") for k in range(count)]
+            clients = [ClientData(scores[k], np.concatenate(self._labels[k]), f"client {k}",
+                                  None if self._ids[k][0] is None else np.concatenate(self._ids[k]))
+                       for k in range(count)]
             result = evaluate(clients, self.mechanism, release=self.releases, **self.options)
         self.releases += 1
         self._result = result

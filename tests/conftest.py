@@ -20,6 +20,7 @@ LONGEST_FIRST = [
     "tests/test_error_bars.py",  # ~95 s
     "tests/mpc/test_process_faults.py",  # ~70 s
     "tests/mpc/test_links.py",  # ~70 s
+    "tests/mpc/test_attack_matrix.py",  # ~40 s: one deployment in network namespaces, attacked
     "tests/test_readme.py",  # ~65 s (the main job runs in scripts/setup.sh)
     "tests/test_distributed.py",  # ~55 s
     "tests/test_readme_later.py",  # ~50 s

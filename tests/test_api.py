@@ -26,6 +26,7 @@ DOCTEST_MODULES = [
     "secure_auc.dp.rng",
     "secure_auc.mpc.primitives.scan",
     "secure_auc.mpc.sort.radix",
+    "secure_auc.mpc.sort.registry",
 ]
 CONSTANTS = {"__version__", "METHODS", "FAMILIES"}
 

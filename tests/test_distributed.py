@@ -473,3 +473,20 @@ def test_plain_protocol_refuses_distributed_noise():
 def test_parameters_checked(kwargs, match):
     with pytest.raises(InputError, match=match):
         DistributedNoise(**kwargs)
+
+
+def test_a_very_large_epsilon_is_calibrated_at_the_cap_with_more_noise_never_less():
+    """eps up to the accepted 10^4: discrete Laplace shares are calibrated at eps <= 30 per statistic
+    (beyond ~36, 1 - exp(-eps) rounds to 1 and the sampler's scale was a math domain error), the
+    Gaussian at eps <= 10 (its accountant's PLD would not fit in memory): each at least as noisy as
+    the requested eps needs, and the draws still work."""
+    lap = DistributedNoiseMechanism(epsilon=1e4, clients=2)
+    cal = lap.calibration(1000)
+    split = lap.split_for(2)
+    assert 0 < cal.param_c < 1 and 0 < cal.param_p < 1
+    assert cal.var_c >= float(dlap_variance(split * 1e4 / 999)) / 4 and cal.var_p >= float(dlap_variance((1 - split) * 1e4))
+    c, p = cal.draw(GeneratorUniforms(np.random.default_rng(7)), (4,))
+    assert np.all(np.isfinite(c)) and np.all(np.isfinite(p))
+    gauss = DistributedNoiseMechanism(epsilon=1e4, clients=2, noise="gaussian", delta=1e-6)
+    capped = DistributedNoiseMechanism(epsilon=10.0, clients=2, noise="gaussian", delta=1e-6)
+    assert gauss.calibration(1000) == capped.calibration(1000)

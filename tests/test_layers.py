@@ -137,3 +137,22 @@ def test_no_module_imports_another_modules_private_names():
                 offenders += [f"{path.relative_to(PKG)}: {a.name}" for a in node.names
                               if a.name.startswith("_") and not a.name.startswith("__")]
     assert offenders == []
+
+
+def test_a_sort_is_named_in_one_module_and_implements_the_interface():
+    """A sort is chosen by name in one place (``mpc/sort/registry.py``): no other module spells a
+    sort's name (a comparison, a default, a list of choices), and every registered sort implements
+    the rank step's interface (its sorter with sort and unsort, the mid-ranks over it, its rounds)."""
+    from secure_auc.mpc.sort.registry import SORTS, RankSort
+
+    where: dict = {}
+    for path in PKG.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and node.value in SORTS:
+                where.setdefault(str(path.relative_to(PKG)), set()).add(node.value)
+    assert where == {"mpc/sort/registry.py": set(SORTS)}
+    for name, sort in SORTS.items():
+        assert sort.name == name and sort.opens and isinstance(sort, RankSort)
+        missing = [m for m in ("sorter", "midranks", "from_sources", "seconds")
+                   if getattr(type(sort), m) is getattr(RankSort, m)]
+        assert missing == [], f"{name} does not implement {missing}"

@@ -19,8 +19,8 @@ import numpy as np
 
 from ..validation import InputError, check_binary_labels, check_scores
 
-__all__ = ["ClientData", "read_client_file", "read_client_csv", "read_score_file", "read_label_file", "write_client_csv",
-           "same_files", "write_client_file"]
+__all__ = ["ClientData", "read_client_file", "read_client_csv", "read_score_file", "read_label_file",
+           "read_labels_and_ids", "write_client_csv", "same_files", "write_client_file"]
 
 _LABELS = {"0": 0, "1": 1, "false": 0, "true": 1, "0.0": 0, "1.0": 1}
 
@@ -221,13 +221,14 @@ def read_client_file(path: str | Path, *, score_column: str = "score", label_col
 
 
 def _read_columns(path: str | Path, score_column: str | None, label_column: str | None,
-                  id_column: str | None = None) -> tuple:
-    """(scores, labels, ids) of a client file of any form, each None when not asked for."""
+                  id_column: str | None = None, id_option: str = "--id-column") -> tuple:
+    """(scores, labels, ids) of a client file of any form, each None when not asked for
+    (``id_option``: where the identifier column was named, for messages)."""
     raw = _read_bytes(os.fspath(path))
     path = Path(path)
     if raw[:4] == PARQUET_MAGIC:
-        return _read_parquet(path, score_column, label_column, id_column)
-    return _parse_csv(path, _decode(path, raw), score_column, label_column, id_column)
+        return _read_parquet(path, score_column, label_column, id_column, id_option)
+    return _parse_csv(path, _decode(path, raw), score_column, label_column, id_column, id_option)
 
 
 def read_client_csv(path: str | Path, *, score_column: str = "score", label_column: str = "label",
@@ -342,12 +343,43 @@ def read_label_file(path: str | Path, *, label_column: str = "label") -> np.ndar
     return _read_columns(path, None, label_column)[1]
 
 
+def read_labels_and_ids(path: str | Path, *, label_column: str = "label", id_column: str = "id",
+                        id_option: str = "--id-column") -> tuple[np.ndarray, np.ndarray]:
+    """Read the labels and the record identifiers alone from a file of any form
+    :func:`read_client_file` reads (a labels file of a deployed client).
+
+    ``id_option`` names where the identifier column was given, in a message about a
+    missing column.  A missing, empty or repeated identifier is refused naming the file,
+    the row and the column.
+
+    Returns
+    -------
+    (numpy.ndarray of int8, numpy.ndarray)
+        The labels and the identifiers (text, or integers from Parquet), in file order.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from secure_auc.data.io import read_labels_and_ids
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = Path(tmp) / "labels.csv"
+    ...     _ = path.write_text("uid,label\\nann,1\\nbob,0\\nann,1\\n")
+    ...     read_labels_and_ids(path, id_column="uid")
+    Traceback (most recent call last):
+        ...
+    secure_auc.validation.InputError: ...labels.csv: row 3, column 'uid': record identifier 'ann' appears again ...
+    """
+    _, labels, ids = _read_columns(path, None, label_column, id_column, id_option)
+    return labels, ids
+
+
 def _option_hint(name: str, default: str, option: str) -> str:
     return "" if name != default else f" (another name: {option})"
 
 
 def _parse_csv(path: Path, text: str, score_column: str | None, label_column: str | None,
-               id_column: str | None = None) -> tuple:
+               id_column: str | None = None, id_option: str = "--id-column") -> tuple:
     """(scores, labels, ids) of a CSV file's text, each None when its column is not asked for."""
     import io
 
@@ -363,7 +395,7 @@ def _parse_csv(path: Path, text: str, score_column: str | None, label_column: st
         _find_column(path, header, score_column, _option_hint(score_column, "score", "--score-column"))
     li = None if label_column is None else \
         _find_column(path, header, label_column, _option_hint(label_column, "label", "--label-column"))
-    ii = None if id_column is None else _find_column(path, header, id_column, " (--id-column)")
+    ii = None if id_column is None else _find_column(path, header, id_column, f" ({id_option})")
     _distinct(path, header, score=si, label=li, identifier=ii)
     found = [i for i in (si, li) if i is not None]
     needs = f"column{'s' * (len(found) > 1)} " + " and ".join(repr(header[i].strip()) for i in found)
@@ -410,13 +442,15 @@ def _parse_csv(path: Path, text: str, score_column: str | None, label_column: st
         raise InputError(f"{path}: line {reader.line_num}: not valid CSV ({exc})") from None
     if not row:
         raise InputError(f"{path}: has a header but no data rows")
+    if ii is not None:
+        _unique_ids(path, np.asarray(ids, dtype=np.str_), header[ii].strip())
     return (None if si is None else np.asarray(scores, dtype=np.float64),
             None if li is None else np.asarray(labels, dtype=np.int8),
             None if ii is None else np.asarray(ids, dtype=np.str_))
 
 
 def _read_parquet(path: Path, score_column: str | None, label_column: str | None,
-                  id_column: str | None = None) -> tuple:
+                  id_column: str | None = None, id_option: str = "--id-column") -> tuple:
     """(scores, labels, ids) of a Parquet file, each None when its column is not asked for."""
     try:
         import pyarrow.parquet as pq
@@ -429,7 +463,7 @@ def _read_parquet(path: Path, score_column: str | None, label_column: str | None
             _find_column(path, header, score_column, _option_hint(score_column, "score", "--score-column"))
         li = None if label_column is None else \
             _find_column(path, header, label_column, _option_hint(label_column, "label", "--label-column"))
-        ii = None if id_column is None else _find_column(path, header, id_column, " (--id-column)")
+        ii = None if id_column is None else _find_column(path, header, id_column, f" ({id_option})")
         _distinct(path, header, score=si, label=li, identifier=ii)
         wanted = sorted({i for i in (si, li, ii) if i is not None})
         table = pq.read_table(path, columns=[header[i] for i in wanted])
@@ -476,7 +510,23 @@ def _read_parquet(path: Path, score_column: str | None, label_column: str | None
         elif ids.dtype.kind not in "iu":
             raise InputError(f"{path}: column {header[ii]!r} holds {ids.dtype} values; record identifiers are "
                              "integers or text")
+        _unique_ids(path, ids, header[ii])
     return scores, labels, ids
+
+
+def _unique_ids(path: Path, ids: np.ndarray, name: str) -> None:
+    """Refuse a record identifier that appears twice in one file (its label would count twice in a
+    release), naming the file, the column and both rows."""
+    if len(ids) < 2:
+        return
+    order = np.argsort(ids, kind="stable")
+    same = np.flatnonzero(ids[order][1:] == ids[order][:-1])
+    if same.size:
+        later = order[same + 1]
+        i = int(later.min())  # the first row that repeats an earlier one
+        first = int(np.flatnonzero(ids == ids[i])[0])
+        raise InputError(f"{path}: row {i + 1}, column {name!r}: record identifier {str(ids[i])!r} appears again "
+                         f"(first in row {first + 1}); each record's label may count once per release")
 
 
 def _parquet_column(path: Path, column, name: str) -> np.ndarray:

@@ -33,6 +33,8 @@ entry under ``[[clients]]``; those entries hold paths on that client's host)::
     scores = "scoring:score"       # module:function, or a file per evaluation: "scores/epoch{epoch}.npy" (.csv, ...)
     ledger = "privacy.db"          # optional: this client's own privacy ledger (SQLite, created if missing)
     budget = 10.0                  # optional, with ledger: the total eps allowed for each of its records
+    id_column = "id"               # optional, with ledger: the labels file's column of record identifiers;
+                                   # every release is then charged to each record (else to the labels as one dataset)
 
     [report]                       # optional: the whole evaluation (secure_auc.report) under the same eps
     metrics = ["roc", "pr", "ks", "lift", "precision-at", "calibration", "logloss"]
@@ -55,6 +57,7 @@ except ModuleNotFoundError:  # Python 3.10: the same parser as a package
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..mpc import RANK_METHODS
 from ..validation import InputError, check_real, check_timeout
 
 __all__ = ["DeployConfig", "ClientEntry", "load_config", "options_config", "parse_address", "parse_role",
@@ -65,7 +68,7 @@ REPORT_KEYS = ("metrics", "split", "bands", "top_fractions", "head_fractions", "
 MECHANISM_KEYS = ("name", "epsilon", "delta", "noise", "allocation", "sensitivity", "alpha", "beta",
                   "honest_fraction", "split")
 _MECHANISM_NUMBERS = ("epsilon", "delta", "sensitivity", "alpha", "beta", "honest_fraction", "split")
-_DEPLOYMENT_DEFAULTS = {"computing_parties": 3, "provider": "ttp", "sort": "radix", "timeout": 60.0,
+_DEPLOYMENT_DEFAULTS = {"computing_parties": 3, "provider": "ttp", "sort": RANK_METHODS[0], "timeout": 60.0,
                         "join_timeout": 300.0, "score_timeout": 600.0}
 DEPLOYMENT_DEFAULTS = _DEPLOYMENT_DEFAULTS  # [deployment]'s defaults, as the serve command's help states them
 
@@ -108,6 +111,7 @@ class ClientEntry:
     ledger: Path | None
     budget: float | None
     budget_delta: float
+    id_column: str | None = None  # the labels file's column of record identifiers: charged per record
 
 
 @dataclass(frozen=True)
@@ -300,8 +304,6 @@ def load_config(path) -> DeployConfig:
         raise InputError(f"{path}: deployment.computing_parties must be 2 or 3, got {w!r}")
     if dep["provider"] not in ("ttp", "tfp"):
         raise InputError(f"{path}: deployment.provider must be \"ttp\" or \"tfp\", got {dep['provider']!r}")
-    from ..mpc import RANK_METHODS
-
     if dep["sort"] not in RANK_METHODS:
         raise InputError(f"{path}: deployment.sort must be one of {', '.join(RANK_METHODS)}, got {dep['sort']!r}")
     timeouts = {k: _seconds(dep[k], f"deployment.{k}", path) for k in ("timeout", "join_timeout", "score_timeout")}
@@ -347,16 +349,19 @@ def load_config(path) -> DeployConfig:
     for k, c in enumerate(entries):
         if not isinstance(c, dict):
             raise InputError(f"{path}: clients[{k}] must be a table")
-        _unknown(c, ("labels", "label_column", "scores", "ledger", "budget", "budget_delta"), f"clients[{k}]", path)
-        if "budget" in c and "ledger" not in c:
-            raise InputError(f"{path}: clients[{k}].budget needs clients[{k}].ledger")
+        _unknown(c, ("labels", "label_column", "id_column", "scores", "ledger", "budget", "budget_delta"),
+                 f"clients[{k}]", path)
+        for option in ("budget", "id_column"):
+            if option in c and "ledger" not in c:
+                raise InputError(f"{path}: clients[{k}].{option} needs clients[{k}].ledger")
+        id_column = _id_column(c, k, path)
         clients.append(ClientEntry(
             labels=base / c["labels"] if "labels" in c else None, label_column=str(c.get("label_column", "label")),
             scores=str(c["scores"]) if "scores" in c else None,
             ledger=base / c["ledger"] if "ledger" in c else None,
             budget=_number(c["budget"], f"clients[{k}].budget", path, low=0, low_open=True) if "budget" in c else None,
             budget_delta=_number(c.get("budget_delta", 0.0), f"clients[{k}].budget_delta", path, low=0,
-                                 low_open=False, high=1)))
+                                 low_open=False, high=1), id_column=id_column))
     report_options = _table(data, "report", path, required=False)
     _unknown(report_options, REPORT_KEYS, "report", path)
     if "split" in report_options and not isinstance(report_options["split"], dict):
@@ -377,6 +382,20 @@ def load_config(path) -> DeployConfig:
     return config
 
 
+def _id_column(entry: dict, k: int, path) -> str | None:
+    """Client ``k``'s ``id_column``: a column name of its labels file (CSV or Parquet), or None."""
+    if "id_column" not in entry:
+        return None
+    name = entry["id_column"]
+    if not isinstance(name, str) or not name.strip():
+        raise InputError(f"{path}: clients[{k}].id_column must be the name of a column of its labels file, "
+                         f"got {name!r}")
+    if str(entry.get("labels", "")).endswith(".npy"):
+        raise InputError(f"{path}: clients[{k}].id_column needs labels in a CSV or Parquet file with that column "
+                         "(a .npy array has no columns)")
+    return name
+
+
 def check_report(config: DeployConfig, where) -> None:
     """The report's options, checked now (an InputError names ``where`` and [report])."""
     if not config.report_options:
@@ -392,7 +411,7 @@ def check_report(config: DeployConfig, where) -> None:
 
 
 def options_config(*, computing_parties: int, clients: int, mechanism: dict, roster, client_addresses,
-                   provider: str = "ttp", sort: str = "radix", timeout: float = 60.0, listen=None,
+                   provider: str = "ttp", sort: str = RANK_METHODS[0], timeout: float = 60.0, listen=None,
                    rendezvous: tuple[str, int] = ("127.0.0.1", 0), report: dict | None = None) -> DeployConfig:
     """The deployment that command-line options describe (``python -m secure_auc.cli.compute``
     under torchrun, ``secure-auc client``): the same :class:`DeployConfig` a file gives, so

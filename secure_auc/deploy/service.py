@@ -51,7 +51,6 @@ import contextlib
 import importlib
 import logging
 import math
-import select
 import sys
 import time
 from dataclasses import dataclass
@@ -829,8 +828,9 @@ def _answer_open(msg: dict, hook, inputs: ClientInputs, config: DeployConfig, me
 class ClientInputs:
     """What client k's service holds: its ``labels``, its ``hook`` (``hook(epoch, client=k,
     evaluation=n)`` -> scores, or (scores, noise key)), its own ``ledger`` (optional) and
-    what the ledger charges (``charged``: the labels' commitment, or a
-    :class:`secure_auc.ClientData` with record ids, charged per record)."""
+    what the ledger charges (``charged``: a :class:`secure_auc.dp.accountant.Records` or
+    :class:`secure_auc.ClientData`, each record when it has ``ids``, else the labels as one
+    dataset; or the same keyed by :meth:`secure_auc.Ledger.keyed`)."""
 
     labels: np.ndarray
     hook: object
@@ -842,20 +842,26 @@ class ClientInputs:
 def client_inputs(config: DeployConfig, k: int) -> ClientInputs:
     """Client ``k``'s inputs from its ``[[clients]]`` entry (paths on its host), its ledger
     read (and checked) now, so that a broken one stops the service at start-up."""
-    from ..dp.accountant import Ledger, label_commitment
+    from ..dp.accountant import Ledger, Records
 
     entry = config.clients[k]
     if entry.labels is None or entry.scores is None:
         raise InputError(f"{config.path}: clients[{k}] needs labels and scores on this client's host")
-    labels = read_labels(entry.labels, entry.label_column)
+    labels, ids = read_labels(entry.labels, entry.label_column), None
+    if entry.id_column is not None:  # each record charged, as evaluate charges a file read with --id-column
+        from ..data.io import read_labels_and_ids
+
+        labels, ids = read_labels_and_ids(entry.labels, label_column=entry.label_column, id_column=entry.id_column,
+                                          id_option=f"clients[{k}].id_column in {config.path}")
     hook = load_hook(entry.scores, config.path.resolve().parent)
-    ledger, dataset = None, label_commitment(labels)
+    ledger, charged = None, Records(labels, ids, str(entry.labels))
     if entry.ledger is not None:
         ledger = Ledger(entry.ledger)
         if entry.budget is not None:
-            ledger.set_budget(dataset, entry.budget, entry.budget_delta)
-        ledger.spent(dataset)
-    return ClientInputs(labels, hook, ledger, dataset)
+            ledger.set_budget(entry.budget, entry.budget_delta)
+        charged = ledger.keyed(charged, k)  # keyed once: each evaluation charges the same records
+        ledger.spent(charged)
+    return ClientInputs(labels, hook, ledger, charged)
 
 
 def run_client_service(config: DeployConfig, k: int, identity, inputs: ClientInputs | None = None, *,
@@ -999,12 +1005,13 @@ def _client_select(msg, k, inputs, ledger, links, config, describe_party, me, ke
 def _ready(links, timeout: float, sockets=()) -> list:
     """The sockets of ``links`` with a message (or a disconnection) to read, and of ``sockets``
     that are readable, within ``timeout`` seconds: a message already decrypted into a link's
-    buffer (two arrived together) shows in no ``select``, so those come first."""
+    buffer (two arrived together) shows in no ``poll``, so those come first."""
+    from ..mpc.comm.inlinks import readable_sockets
+
     ready = [link.sock for link in links if link.session.buffered()]
     if ready:
         return ready
-    ready, _, _ = select.select([link.sock for link in links] + list(sockets), [], [], timeout)
-    return ready
+    return readable_sockets([link.sock for link in links] + list(sockets), timeout)
 
 
 def _next_message(links, timeout: float | None, describe_party) -> dict:

@@ -8,9 +8,11 @@ and the PLD accountants of Google's ``dp-accounting`` (:func:`.events.compose`),
 per record.
 
 Records.  When a client's data carries a record identifier (an ``id`` column,
-``--id-column``; :attr:`secure_auc.ClientData.ids`), each identifier is a
-record: reordered, filtered, grown and overlapping datasets are charged exactly
-on the records they contain, whatever else changed.  Identifiers are stored
+``--id-column``, a deployed client's ``id_column``; :attr:`secure_auc.ClientData.ids`,
+``MPCSession(ids=...)``, :class:`Records`), each identifier is a record (every path
+hands :meth:`Ledger.reserve` the same labels and identifiers): reordered, filtered,
+grown and overlapping datasets are charged exactly on the records they contain,
+whatever else changed.  Identifiers are stored
 keyed, never in the clear: a 64-bit tag under the ledger's own 256-bit key
 (drawn from :mod:`secrets` when the ledger is created, kept in it), by
 length-prefixed CBC-MAC with AES-128 under a subkey derived from it with
@@ -93,7 +95,8 @@ import numpy as np
 from ..validation import InputError
 from .events import NONE_EVENT, NOOP_EVENT, check_event, compose
 
-__all__ = ["Ledger", "BudgetExceeded", "Spent", "Reservation", "KeyedData", "label_commitment", "NOISE_MECHANISMS"]
+__all__ = ["Ledger", "BudgetExceeded", "Spent", "Reservation", "KeyedData", "Records", "label_commitment",
+           "NOISE_MECHANISMS"]
 
 NOISE_MECHANISMS = ("laplace", "gaussian", "distributed", "rr+report")  # rr+report: RR with a report's noise
 FORMAT = "secure-auc privacy ledger 3 (per record, SQLite)"
@@ -135,6 +138,41 @@ def label_commitment(labels) -> str:
     """
     y = np.asarray(labels)
     return f"labels n={len(y)} positives={int(np.count_nonzero(y))}"
+
+
+@dataclass(frozen=True)
+class Records:
+    """One client's labels as its ledger charges them, without scores: each record when
+    ``ids`` are given (one per label), else the labels as one dataset
+    (:func:`label_commitment`).  What a path that holds labels apart from scores (a
+    session, a deployed client) hands to :meth:`Ledger.reserve` or :meth:`Ledger.keyed`,
+    as :func:`secure_auc.evaluate` hands its :class:`secure_auc.ClientData`: the ledger
+    reads the same ``labels``, ``ids`` and ``source`` of either.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from secure_auc import ClientData, make_mechanism
+    >>> from secure_auc.dp.accountant import Ledger, Records
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> a, b = Ledger(Path(tmp.name) / "a.db"), Ledger(Path(tmp.name) / "b.db")
+    >>> _ = a.reserve([Records([0, 1, 1], ids=["x", "y", "z"])], make_mechanism("laplace", 1.0))
+    >>> _ = b.reserve([ClientData([0.2, 0.9, 0.4], [0, 1, 1], ids=["x", "y", "z"])], make_mechanism("laplace", 1.0))
+    >>> a.histories() == b.histories()
+    True
+    >>> a.histories()[0]["kind"], a.histories()[0]["count"]
+    ('record', 3)
+    >>> tmp.cleanup()
+    """
+
+    labels: object
+    ids: object = None
+    source: str = "<memory>"
+
+    def __post_init__(self):
+        if self.ids is not None and len(self.ids) != len(self.labels):
+            raise InputError(f"{self.source}: {len(self.ids)} record identifiers for {len(self.labels)} labels")
 
 
 class BudgetExceeded(InputError):
@@ -569,14 +607,16 @@ class Ledger:
             order = _hmac(key, b"order", len(labels), y).hex()
             return self._keyed_data("dataset", tag, order, f"client {client}'s dataset")
         ids = np.asarray(ids)
+        source = getattr(data, "source", "<memory>")
+        who = f"client {client}" + ("" if source in ("<memory>", f"client {client}") else f" ({source})")
         if len(ids) != len(labels):
-            raise InputError(f"client {client}: {len(ids)} record identifiers for {len(labels)} labels")
+            raise InputError(f"{who}: {len(ids)} record identifiers for {len(labels)} labels")
         raw = _record_tags(_hmac(key, b"record identifiers")[:16], ids)
         tags = np.sort(raw)
         dup = np.flatnonzero(tags[1:] == tags[:-1])
         if dup.size:
             row = int(np.flatnonzero(raw == tags[dup[0]])[1]) + 1
-            raise InputError(f"client {client}: record identifier {str(ids[row - 1])!r} (row {row}) appears more than "
+            raise InputError(f"{who}: record identifier {str(ids[row - 1])!r} (row {row}) appears more than "
                              "once; each record's label may count once per release")
         order = _hmac(key, b"order", len(labels), y, raw.tobytes()).hex()
         return self._keyed_data("record", tags, order, f"client {client}'s {len(tags):,} records")

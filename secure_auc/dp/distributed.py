@@ -386,11 +386,17 @@ def _ddg_events(var_c: float, var_p: float, honest: int, sens_c: int, sens_p: in
     return [ddg_event(var_c, honest, sens_c), ddg_event(var_p, honest, sens_p)]
 
 
+_EPS_CAP = 30.0  # the largest eps per statistic a discrete Laplace is calibrated at
+_EPS_CAP_GAUSSIAN = 10.0  # the largest eps the Gaussian and Skellam shares are calibrated at
+
+
 @lru_cache(maxsize=256)
 def _calibrate(noise: str, epsilon: float, delta: float | None, split: float, total: int, honest: int) -> Calibration:
     sens_d = float(total - 1)  # sensitivity of D = 2C
     if noise == "discrete_laplace":
-        eps_d, eps_p = split * epsilon / sens_d, (1.0 - split) * epsilon
+        # calibrated at no more than eps = 30 per statistic: beyond ~36, 1 - exp(-eps) rounds to p = 1;
+        # a smaller eps means more noise than charged, never less (at eps = 30 it is 0 but w.p. 2e-13)
+        eps_d, eps_p = min(split * epsilon / sens_d, _EPS_CAP), min((1.0 - split) * epsilon, _EPS_CAP)
         return Calibration(noise, honest, -math.expm1(-eps_d), -math.expm1(-eps_p),
                            float(dlap_variance(eps_d)) / 4.0, float(dlap_variance(eps_p)))
     if noise == "skellam":
@@ -592,7 +598,12 @@ class DistributedNoiseMechanism(Mechanism):
         if total < 2:
             raise InputError(f"need at least 2 samples, got M = {total}")
         h = self.honest_of(k)
-        return _calibrate(self.noise, float(self.epsilon), self.delta, self.split_for(k), int(total), h)
+        eps = float(self.epsilon)
+        if self.noise != "discrete_laplace":
+            # calibrated at no more than eps = 10: more noise than charged, never less (far beyond it the
+            # accountant's privacy loss distribution would not fit in memory; the error is already ~1e-5)
+            eps = min(eps, _EPS_CAP_GAUSSIAN)
+        return _calibrate(self.noise, eps, self.delta, self.split_for(k), int(total), h)
 
     def privacy_event(self, total: int | None = None) -> dict:
         """The curator's noise on (D, P): two eps-DP events (discrete Laplace), two Skellam events

@@ -9,7 +9,7 @@ Stacked like CrypTen's own package, each layer importing only those below it:
   ``randomness`` and ``dealer`` (correlated randomness), ``beaver`` (gates),
   ``bits``, ``circuits`` (comparisons), ``b2a``, ``inputs`` (sharing),
   ``shuffle``, ``scan``, ``opening`` (to one party, to owners, to everyone).
-* ``sort/``       — oblivious sorts: radix (secret permutations composed digit
+* ``sort/``       — oblivious sorts, chosen by name in ``sort/registry``: radix (secret permutations composed digit
   by digit) and the bitonic network (the reference).
 * ``encoding``    — exact, order-preserving integer keys for float scores.
 * ``ranks``       — the rank step: shared keys -> sorted -> mid-ranks -> unsorted -> owners.
@@ -48,18 +48,8 @@ class MPCError(RuntimeError):
     started: bool = True
 
 
-RANK_METHODS = ("radix", "network")  # the first is the default
+from .sort.registry import RANK_METHOD_HELP, RANK_METHODS, rank_method_help  # noqa: E402 - the sorts, by name
+
+__all__ = ["MPCError", "MPC_OPTIONS", "RANK_METHODS", "RANK_METHOD_HELP", "rank_method_help"]
+
 MPC_OPTIONS = ("provider", "sort", "timeout", "port", "progress", "computing", "hosts")  # of session.run_mpc_local
-RANK_METHOD_HELP = {
-    "radix": "oblivious radix sort composing secret permutations digit by digit; opens only freshly "
-             "shuffled, uniformly random permutations; the shuffles' correlated randomness comes from "
-             "the triples' provider (the dealer with ttp, the server with tfp), which must not collude "
-             "with a computing party, as for the triples; O(M) per digit, fastest (default)",
-    "network": "Batcher's bitonic sorting network on 33-bit comparisons: multiplications and masked "
-               "openings only, nothing beyond the triples' provider; O(M log^2 M), the reference",
-}
-
-
-def rank_method_help() -> str:
-    """One help line naming every rank method and what it assumes."""
-    return "secure rank method: " + "; ".join(f"{k} = {v}" for k, v in RANK_METHOD_HELP.items())

@@ -54,8 +54,8 @@ from .party import PartyConfig, PartyResult, ProtocolError, agree_public, progre
 from .primitives.argmax import secure_argmax
 from .primitives.opening import open_to, reconstruct
 from .primitives.outside import HostSharing, OutsideShares, correction_party
-from .ranks import DIGIT_BITS, key_digits, limbs_from_shared_bits, radix_midranks_shared, secure_midranks
-from .sort import RadixSort
+from .ranks import DIGIT_BITS, key_digits, limbs_from_shared_bits
+from .sort.registry import rank_sort
 
 log = logging.getLogger(__name__)
 
@@ -71,11 +71,9 @@ CH_HELLO, CH_PUBLIC, CH_BIT, CH_INPUTS, CH_RANKS, CH_STATS, CH_ALIVE = range(1, 
 
 def input_columns(sort: str, limbs: int) -> tuple[int, int]:
     """(number of digit rounds, columns a host shares per row): the key limbs, then for
-    the radix sort each round's digit (one column, :func:`.ranks.key_digits`)."""
-    if sort != "radix":
-        return 0, limbs
-    rounds = RadixSort(digit_bits=DIGIT_BITS).rounds(32 * limbs)
-    return rounds, limbs + rounds
+    a sort by digits each round's digit (one column, :func:`.ranks.key_digits`;
+    :meth:`.sort.registry.RankSort.columns`)."""
+    return rank_sort(sort).columns(limbs)
 
 
 def _digit_slice(limbs: int, l: int) -> slice:
@@ -269,15 +267,13 @@ def compute_evaluation(rank, config, links, describe, is_server, start, hellos) 
     corr = {h: links[h].recv_array(CH_INPUTS, (rows[h], cols)) for h in mine}
     keys = shares.shares("keys", rows, limbs, corr, column_slice=slice(0, limbs))
     progress = progress_reporter(config.progress and is_server)
-    with Heartbeat(links.values(), CH_ALIVE):  # the hosts wait for the ranks
-        if config.sort == "radix":
-            def digits(l):
-                return shares.shares(("digit", l), rows, 1, corr, column_slice=_digit_slice(limbs, l))
 
-            twice = radix_midranks_shared(keys, digits, limbs, digit_bits=DIGIT_BITS, progress=progress)
-        else:
-            twice = secure_midranks(keys, progress=progress)
-    del corr, keys
+    def digits(l):  # a sort by digits reads them round by round
+        return shares.shares(("digit", l), rows, 1, corr, column_slice=_digit_slice(limbs, l))
+
+    with Heartbeat(links.values(), CH_ALIVE):  # the hosts wait for the ranks
+        twice = rank_sort(config.sort).midranks(keys, digits, limbs, progress=progress)
+    corr = keys = None  # freed
     rank_seconds = time.perf_counter() - rank_start
 
     # 4. each host gets the shares of its own rows only

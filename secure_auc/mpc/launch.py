@@ -528,20 +528,11 @@ def _failure(results, errors: dict, dead: list, procs: dict, k: int, last_seen: 
 
 
 def rank_step_estimate(m: int, parties: int, method: str) -> float:
-    """Rough seconds of the rank step on the 2-core reference machine (docs/benchmarks.md)."""
-    if method == "radix":
-        # 16 digit rounds for float32 keys (32 for float64), each linear in M, and every
-        # shuffle has one pass per party; on the idle machine over the TLS links
-        # (docs/benchmarks.md) 2^20 scores: 6.9-7.9 s among 2 parties, 8.5-10.8 s among 3;
-        # 458,407 among 3: 4.8 s; 4,584,062 among 3: 53 s
-        return 0.2 + 7.5e-6 * m * (parties - 1) ** 0.3
-    n = 1 << max(0, (m - 1).bit_length())
-    p = max(1, n.bit_length() - 1)
-    stages = p * (p + 1) // 2
-    # per stage: latency plus a cost per compared pair (2^16: 1.9 s, 4.9 s for 2, 3 parties;
-    # 2^20: 40 s, 64 s)
-    latency, per_pair = 0.002 * (parties - 1) ** 3, 3.6e-7 * (parties - 1) ** 0.6
-    return stages * (latency + per_pair * n / 2)
+    """Rough seconds of the rank step on the 2-core reference machine (docs/benchmarks.md):
+    the sort's own estimate (:meth:`.sort.registry.RankSort.seconds`)."""
+    from .sort.registry import rank_sort
+
+    return rank_sort(method).seconds(m, parties)
 
 
 def announce(m: int, parties: int, method: str) -> None:

@@ -58,206 +58,20 @@ import contextlib
 import numpy as np
 import torch
 
-from . import RANK_METHODS, RANK_METHOD_HELP
 from .comm import backend
-from .encoding import encode_keys, is_float32_exact, limbs_for, share_keys
-from .primitives.b2a import bit_to_arithmetic
-from .primitives.circuits import EQ_BITS, eq_masked, eq_masked_and_words
+from .encoding import encode_keys, is_float32_exact, limbs_for
+from .primitives.circuits import eq_masked
 from .primitives.inputs import SourceSharing
-from .primitives.memory import TRIM_MIN_ROWS, release_free_memory
 from .primitives.opening import open_to_all, open_to_owners
-from .primitives.dealer import DealerChannel, digit_kind
+from .primitives.dealer import DealerChannel
 from .primitives.randomness import Randomness, dealer_randomness
-from .primitives.scan import copy_forward, scan_plan
-from .sort import BitonicSort, RadixSort, n_stages
+from .sort.midranks import (DIGIT_BITS, ask_for_equality, key_digits, mark_step, midrank_bits, next_pow2,
+                            radix_midranks, radix_midranks_shared, secure_midranks, steps, twice_midranks_sorted)
+from .sort.registry import RANK_METHOD_HELP, RANK_METHODS, rank_sort
 
-__all__ = ["steps", "secure_midranks", "radix_midranks", "key_digits", "twice_midranks_sorted", "reveal_to_owners", "agree_limbs", "limbs_from_shared_bits", "radix_midranks_shared", "rank_step", "midrank_bits", "DIGIT_BITS",
+__all__ = ["steps", "secure_midranks", "radix_midranks", "key_digits", "twice_midranks_sorted", "reveal_to_owners",
+           "agree_limbs", "limbs_from_shared_bits", "radix_midranks_shared", "rank_step", "midrank_bits", "DIGIT_BITS",
            "next_pow2", "RANK_METHODS", "RANK_METHOD_HELP"]
-
-steps: list = []  # callables (name) told where each step of the rank step ends, in every party (benchmarks)
-
-
-def _step(name: str) -> None:
-    for tell in steps:
-        tell(name)
-
-
-SCAN_AHEAD = 4  # the mid-rank scan's triple batches asked for ahead of their use
-DIGIT_BITS = 2  # bits per digit of the radix sort (one-hot columns per digit: 2^DIGIT_BITS - 1)
-
-
-def next_pow2(n: int) -> int:
-    return 1 << max(0, (n - 1).bit_length())
-
-
-def _ask_for_equality(rnd, limbs: int, n: int, bits: int = EQ_BITS) -> None:
-    """Ask the dealer at once for all the randomness of :func:`.primitives.circuits.eq_masked`
-    on (limbs, n) differences of ``bits`` bits: the masks, then the AND triples (one batch
-    per AND round, as it takes them)."""
-    rounds = eq_masked_and_words(limbs, n, bits)
-    rnd.reserve({})
-    rnd.channel.plan_triples([limbs * n], "eq32", now=True)
-    rnd.channel.plan_triples(rounds, "binary", ahead=len(rounds), now=True)
-
-
-def midrank_bits(n: int) -> int:
-    """The bits of 2 x mid-rank (0-based) among n rows: 2 x mid-rank <= 2 (n - 1)."""
-    return max(1, (2 * n - 2).bit_length())
-
-
-def twice_midranks_sorted(keys_sorted: torch.Tensor, rnd, dtype=torch.int64, window: bool = False) -> torch.Tensor:
-    """Shares of 2 x mid-rank (0-based) of each row of integer-encoded keys in ascending order,
-    given as this party's (n,) or (n, limbs) int64 shares; ``rnd`` (a
-    :class:`.sort.Randomness`) supplies the products' triples.  The scan and the
-    result are in the ring of ``dtype`` (int32: Z_2^32, enough for n < 2^30).
-    ``window`` (int32 only): the result is right mod 2^:func:`midrank_bits` only (its
-    exact value; higher bits are not), and the scan's products open only those bits."""
-    rank = backend.rank()
-    keys = keys_sorted.reshape(keys_sorted.shape[0], -1)
-    n = keys.shape[0]
-    one = 1 if rank == 0 else 0
-    if n == 1:
-        return torch.zeros(1, dtype=dtype)
-    d = (keys[1:] - keys[:-1]).t().contiguous()  # (limbs, n - 1)
-    # every batch of randomness of the equality test asked for now (the same batches, one per AND round):
-    # the dealer's answers travel while the parties work, instead of a request and an answer ahead of
-    # each round; the scan's first batches are computed meanwhile, the rest four batches ahead (two
-    # combine rounds)
-    kinds = ("pair32", "mul32") if dtype == torch.int32 else ("pair", "mul")
-    bits = midrank_bits(n) if window and dtype == torch.int32 else None
-    _ask_for_equality(rnd, d.shape[0], n - 1)  # no new request if asked for already
-    rnd.channel.plan_triples([n - 1], "b2a", now=True)
-    for kind, sizes in zip(kinds, scan_plan(2, n)):
-        if bits is not None:  # the products are needed mod 2^bits: so are their corrections
-            rnd.channel.narrow(kind, bits)
-        rnd.channel.plan_triples(sizes, kind, ahead=SCAN_AHEAD, now=True)
-    eq = bit_to_arithmetic(eq_masked(d, rnd), n - 1, rnd).to(dtype)  # mod 2^32
-    del d
-    starts = one - eq  # row j + 1 starts a tie group
-    first = torch.full((1,), one, dtype=dtype)
-    # row 0: group starts, forward; row 1: group ends, on the reversed sequence
-    f = torch.stack([torch.cat([first, starts]), torch.cat([first, starts.flip(0)])])
-    del eq, starts
-    pos = torch.arange(n, dtype=dtype)
-    v = f * torch.stack([pos, pos.flip(0)])
-    # the scan's triples batch by batch, each asked for four batches ahead (planned above; in one batch,
-    # the dealer would hold the whole scan's: about 10 n words per stream, 6 GB at n = 2^20 in Z_2^64)
-    rnd.reserve({})
-    out = copy_forward(f, v, rnd, bits=bits)
-    return out[0] + out[1].flip(0)
-
-
-def secure_midranks(keys: torch.Tensor, progress=None) -> torch.Tensor:
-    """2 x global mid-rank (0-based) of every row of the shared keys, in input order,
-    by the bitonic network.
-
-    ``keys``: this party's (m, limbs) int64 shares of integer-encoded keys, every
-    limb in a 32-bit range (:func:`.encoding.share_keys`).  Padded internally to
-    a power of two with public keys (added to rank 0's share).
-    ``progress(stage, n_stages)`` is called after each of the sort's stages, the
-    mid-rank step and each unsort stage.  Returns this party's (m,) int64
-    shares; opens nothing.
-    """
-    from .encoding import pad_keys
-
-    rank = backend.rank()
-    m = keys.shape[0]
-    n = next_pow2(m)
-    if n > m:
-        pad = torch.from_numpy(pad_keys(n - m, keys.shape[1]))
-        keys = torch.cat([keys, pad if rank == 0 else torch.zeros_like(pad)])
-    s = n_stages(n)
-    total = 2 * s + 1
-
-    def report(offset):
-        if progress is None:
-            return None
-        return lambda stage, _stages: progress(offset + stage, total)
-
-    sorter = BitonicSort()
-    with dealer_randomness() as rnd:
-        keys_sorted = sorter.sort(keys, rnd, progress=report(0))
-        _step("sorting network")
-        twice_sorted = twice_midranks_sorted(keys_sorted, rnd)
-        _step("mid-rank scan")
-        if progress is not None:
-            progress(s + 1, total)
-        twice = sorter.unsort(twice_sorted, rnd, progress=report(s + 1))
-        _step("unsort")
-    return twice[:m]
-
-
-def key_digits(keys: np.ndarray, digit: int, bits: int) -> np.ndarray:
-    """Digit ``digit`` (bits ``digit*bits ..``, least significant first) of the
-    unsigned form of integer keys (n, limbs) from :func:`.encoding.encode_keys`: the
-    first limb offset by 2^31 (to [0, 2^32)), limbs concatenated most significant
-    first.  Returns (n,) int64 values in [0, 2^bits)."""
-    limbs = keys.shape[1]
-    value = np.zeros(keys.shape[0], dtype=np.int64)
-    for t in range(bits):
-        q = digit * bits + t
-        if q >= 32 * limbs:
-            break
-        col = limbs - 1 - q // 32
-        limb = keys[:, col] + ((1 << 31) if col == 0 else 0)
-        value |= ((limb >> (q % 32)) & 1) << t
-    return value
-
-
-def radix_midranks(local_keys, sizes, sources, limbs: int, *, digit_bits: int = DIGIT_BITS, progress=None,
-                   sharing: SourceSharing | None = None, channel: DealerChannel | None = None,
-                   window: bool = False):
-    """2 x global mid-rank (0-based) of every row, in input order, by the radix sort
-    (:mod:`.sort.radix`).  ``local_keys``: this party's (n, limbs) keys if it is a
-    source.  Returns this party's (M,) int64 shares; opens only shuffled permutations.
-    ``window``: right mod 2^:func:`midrank_bits` only (:func:`twice_midranks_sorted`)."""
-    rank = backend.rank()
-    sharing = SourceSharing(sizes, sources) if sharing is None else sharing
-    mine = rank in sources
-    keys = sharing.share(local_keys if mine else None, limbs, "keys")
-    _step("sharing")
-
-    def digits(l):
-        local = key_digits(local_keys, l, digit_bits) if mine else None
-        return sharing.share(local, 1, ("digit", l))
-
-    return radix_midranks_shared(keys, digits, limbs, digit_bits=digit_bits, progress=progress, channel=channel,
-                                 window=window)
-
-
-def radix_midranks_shared(keys: torch.Tensor, digits, limbs: int, *, digit_bits: int = DIGIT_BITS, progress=None,
-                          dtype=torch.int32, channel: DealerChannel | None = None, window: bool = False):
-    """:func:`radix_midranks` on keys already shared: ``keys`` this party's (M, limbs)
-    shares, ``digits(l)`` its (M, 1) shares of digit ``l``'s value
-    (:func:`key_digits`; only its value mod 2^digit_bits counts).  Returns this party's
-    (M,) shares of 2 x mid-rank in the ring of ``dtype`` (int32: Z_2^32, as the openings
-    to owners need; int64: Z_2^64, as CrypTen's tensors need)."""
-    sorter = RadixSort(digit_bits=digit_bits, channel=channel)
-    key_bits = 32 * limbs
-    rounds = sorter.rounds(key_bits)
-    total = rounds + 2
-    m = keys.shape[0]
-
-    def ask_for_equality(rnd):  # the mid-rank step's first triples, computed during the last digit round
-        if m > 1:
-            _ask_for_equality(rnd, limbs, m - 1)
-
-    # the mid-rank step tests neighbours' keys for equality on EQ_BITS bits: the last shuffle carries no more
-    keys_sorted = sorter.sort(digits, key_bits, keys, progress=None if progress is None else
-                              (lambda r, _n: progress(r, total)), then=ask_for_equality, carry_bits=EQ_BITS)
-    _step("digit rounds")
-    if keys.shape[0] >= TRIM_MIN_ROWS:  # memory, not time, limits runs this large
-        release_free_memory()
-    twice_sorted = twice_midranks_sorted(keys_sorted, sorter.randomness, dtype, window)
-    del keys_sorted
-    _step("mid-rank scan")
-    if progress is not None:
-        progress(rounds + 1, total)
-    twice = sorter.unsort(twice_sorted, midrank_bits(m) if window and dtype == torch.int32 else None)
-    _step("unsort")
-    if progress is not None:
-        progress(total, total)
-    return twice
 
 
 def reveal_to_owners(shares: torch.Tensor, sizes, owners, bits: int | None = None):
@@ -301,7 +115,7 @@ def limbs_from_shared_bits(bits: torch.Tensor, channel: DealerChannel | None = N
     # tree over width bits instead of 32 (4 AND rounds fewer for 2 sources)
     width = bits.numel().bit_length()
     with (contextlib.nullcontext(Randomness(channel)) if channel is not None else dealer_randomness()) as rnd:
-        _ask_for_equality(rnd, 1, 1, width)
+        ask_for_equality(rnd, 1, 1, width)
         if prefetch is not None and channel is not None:
             channel.plan_triples([prefetch[1]], prefetch[0], now=True)
         none = eq_masked(count, rnd, width) & 1  # XOR shares of [count == 0], bit 0 only
@@ -314,31 +128,15 @@ def rank_step(scores, client_sizes: list[int], rank: int, *, method: str = RANK_
     """Run the whole rank step as party ``rank``; return this client's 2 x mid-ranks (or None).
 
     Client k (holding ``client_sizes[k]`` scores) is party ``first_client + k``;
-    other parties pass ``scores=None``.
+    other parties pass ``scores=None``; ``method``: the sort (:mod:`.sort.registry`).
     """
-    if method not in RANK_METHODS:
-        raise ValueError(f"unknown rank method {method!r}; choose from {RANK_METHODS}")
+    sort = rank_sort(method)
     sources = [first_client + k for k in range(len(client_sizes))]
-    # the radix method's seeds and dealer channel serve the limbs' test too: each set up once
-    sharing = channel = bits = prefetch = None
-    if method == "radix":
-        sharing = SourceSharing(client_sizes, sources, wait=False)  # the seeds travel with the dealer's
-        channel = DealerChannel()
-        # the first digit round's randomness is asked for during the limbs' test, narrowed as the sort will
-        kind = digit_kind(DIGIT_BITS, backend.world_size())
-        channel.narrow(kind, RadixSort(DIGIT_BITS).window(sum(client_sizes)))
-        prefetch = (kind, sum(client_sizes))
+    sharing, channel, prefetch = sort.setup(client_sizes, sources)
     limbs = agree_limbs(scores, client_sizes, sources, sharing, channel, prefetch=prefetch)
     local = encode_keys(scores, limbs) if rank in sources else None
-    if method == "radix":
-        # right mod 2^bits only, the bits of 2 x mid-rank: the scan and the opening send no more
-        bits = midrank_bits(sum(client_sizes))
-        twice = radix_midranks(local, client_sizes, sources, limbs, progress=progress, sharing=sharing,
-                               channel=channel, window=True)
-    else:
-        keys = share_keys(local, client_sizes, sources, limbs)
-        _step("sharing")
-        twice = secure_midranks(keys, progress=progress)
+    twice, bits = sort.from_sources(local, client_sizes, sources, limbs, progress=progress, sharing=sharing,
+                                    channel=channel)
     mine = reveal_to_owners(twice, client_sizes, sources, bits)
-    _step("opening to owners")
+    mark_step("opening to owners")
     return mine

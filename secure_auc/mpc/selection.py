@@ -54,7 +54,8 @@ from .party import PartyConfig, ProtocolError, agree_public, progress_reporter
 from .primitives.argmax import argmax_levels, secure_argmax
 from .primitives.opening import open_to
 from .primitives.outside import HostSharing
-from .ranks import DIGIT_BITS, key_digits, limbs_from_shared_bits, radix_midranks_shared, secure_midranks
+from .ranks import DIGIT_BITS, key_digits, limbs_from_shared_bits
+from .sort.registry import rank_sort
 
 __all__ = ["SelectionConfig", "SelectionPartyResult", "selection_computing_job", "selection_host_job",
            "run_selection_local"]
@@ -93,15 +94,12 @@ def _rank_rows(rank, config, links, describe, is_server, hellos):
     corr = {h: links[h].recv_array(CH_INPUTS, (rows[h], cols)) for h in mine}
     keys = shares.shares("keys", rows, limbs, corr, column_slice=slice(0, limbs))
     progress = progress_reporter(config.progress and is_server)
-    with Heartbeat(links.values(), CH_ALIVE):
-        if config.sort == "radix":
-            def digits(l):
-                return shares.shares(("digit", l), rows, 1, corr,
-                                     column_slice=slice(limbs + l, limbs + l + 1))
 
-            twice = radix_midranks_shared(keys, digits, limbs, digit_bits=DIGIT_BITS, progress=progress)
-        else:
-            twice = secure_midranks(keys, progress=progress)
+    def digits(l):  # a sort by digits reads them round by round
+        return shares.shares(("digit", l), rows, 1, corr, column_slice=slice(limbs + l, limbs + l + 1))
+
+    with Heartbeat(links.values(), CH_ALIVE):
+        twice = rank_sort(config.sort).midranks(keys, digits, limbs, progress=progress)
     seconds = time.perf_counter() - start
     send_ranks(links, twice, rows)
     return rows, shares, mine, seconds

@@ -24,7 +24,7 @@ import time
 import numpy as np
 
 from ..data.io import ClientData
-from ..dp.accountant import finishing
+from ..dp.accountant import Records, finishing
 from ..validation import InputError, check_binary_labels
 from . import RANK_METHODS, MPCError
 from .input_parties import READY
@@ -54,6 +54,12 @@ class MPCSession:
     ledger : secure_auc.Ledger, optional
         Charged for every client's labels before each evaluation
         (:meth:`secure_auc.Ledger.reserve`), as :func:`secure_auc.evaluate` does.
+    ids : list of array-like, optional
+        Client k's record identifiers, one per label (None for a client without):
+        the ledger then charges every release to each record, as
+        :func:`secure_auc.evaluate` does for a :class:`secure_auc.ClientData` with ``ids``;
+        without, each client's labels are charged as one dataset.  They stay in this
+        process (never sent to a party).
     dataset_name : str, optional
         A name for the clients' datasets in the ledger's report.
     deploy : str or pathlib.Path, optional
@@ -90,13 +96,18 @@ class MPCSession:
     def __init__(self, labels, mechanism, *, computing: int = 3, provider: str = "ttp", sort: str = RANK_METHODS[0],
                  timeout: float = 60.0, hosts: int | None = None, port: int | None = None, ledger=None,
                  dataset_name: str | None = None, progress: bool = False, deploy=None, key=None, metrics=None,
-                 budget: dict | None = None, report=None):
+                 budget: dict | None = None, report=None, ids=None):
         if computing not in (2, 3):
             raise InputError(f"a session has 2 or 3 computing parties, got {computing}")
         self.labels = [check_binary_labels(y, name=f"client {k}: labels") for k, y in enumerate(labels)]
         if not self.labels or any(len(y) == 0 for y in self.labels):
             raise InputError("every client needs at least one sample")
         self.sizes = [len(y) for y in self.labels]
+        if ids is not None and len(ids) != len(self.labels):
+            raise InputError(f"ids: expected one array of record identifiers per client ({len(self.labels)}), "
+                             f"got {len(ids)}")
+        records = [Records(y, None if ids is None or ids[k] is None else np.asarray(ids[k]), f"client {k}")
+                   for k, y in enumerate(self.labels)]
         mechanism.check_release()
         self._cost = None  # with a report: what the ledger charges (the AUC's and the report's releases composed)
         self._total_cost = None
@@ -119,10 +130,8 @@ class MPCSession:
         self.timeout = float(timeout)
         self.mechanism = self.config.mechanisms[0]  # bound to the clients present
         self.ledger, self.dataset_name = ledger, dataset_name
-        if ledger is not None:
-            from ..dp.accountant import label_commitment
-
-            self._datasets = [label_commitment(y) for y in self.labels]
+        if ledger is not None:  # keyed once (repeated identifiers refused now): each evaluation charges them
+            self._datasets = [ledger.keyed(r, k) for k, r in enumerate(records)]
         self._closed = False
         self._stop = threading.Event()  # set: every party is stopped at once (abort)
         self._opened = False  # whether the current evaluation's aggregate reached this process

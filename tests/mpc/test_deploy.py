@@ -104,6 +104,7 @@ def test_torchrun_runs_the_services_of_a_configuration_for_several_epochs(tmp_pa
     process ends by itself, each client's ledger charged three times."""
     import importlib.util
 
+    from secure_auc import evaluate
     from secure_auc.data import ClientData
     from secure_auc.dp import StatisticsMechanism
     from secure_auc.dp.accountant import Ledger, label_commitment
@@ -119,6 +120,17 @@ def test_torchrun_runs_the_services_of_a_configuration_for_several_epochs(tmp_pa
     sizes = [60, 41, 30]
     base, master = _ports()
     data = bench.write_deployment(tmp_path, sizes, epochs=2, ports=(master, base, free_port()), timeout=60.0)
+    # client 0's labels carry record identifiers (its entry's id_column): its ledger charges each record, as
+    # evaluate does; half of them were in an evaluation of another file before
+    ids0 = np.array([f"r{i}" for i in range(sizes[0])])
+    rows = "".join(f"{i},{y}\n" for i, y in zip(ids0, data["labels"][0]))
+    (tmp_path / "labels-0.csv").write_text("id,label\n" + rows)
+    config = (tmp_path / "deploy.toml").read_text()
+    (tmp_path / "deploy.toml").write_text(config.replace('ledger = "ledger-0.db"\n',
+                                                         'ledger = "ledger-0.db"\nid_column = "id"\n'))
+    earlier = np.array([f"r{i}" for i in range(sizes[0] // 2, sizes[0] + 20)])
+    evaluate([ClientData(np.linspace(0, 1, len(earlier)), np.arange(len(earlier)) % 2, ids=earlier)],
+             StatisticsMechanism(1.0, allocation="adaptive"), protocol="plain", ledger=Ledger(tmp_path / "ledger-0.db"))
     for role in ("helper-1", "helper-2"):  # the identity template's names
         (tmp_path / "keys" / f"{role.replace('-', '')}.pem").symlink_to(tmp_path / "keys" / f"{role}.pem")
     env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -155,8 +167,11 @@ def test_torchrun_runs_the_services_of_a_configuration_for_several_epochs(tmp_pa
         assert report["estimated_positives"] == float(aggregate.positives)
         assert report["std"] > 0 and report["ci_low"] < report["auc"] < report["ci_high"]
     assert "startup_seconds" in json.dumps(reports[0]) and "startup_seconds" not in json.dumps(reports[1])
-    for k, y in enumerate(data["labels"]):  # two evaluations, one selection with its release
+    for k, y in enumerate(data["labels"][1:], start=1):  # two evaluations, one selection with its release
         assert Ledger(tmp_path / f"ledger-{k}.db").spent(label_commitment(y)).releases == 3
+    # client 0, per record: those also in the earlier file 1 + 3 releases, its others 3, the earlier's others 1
+    assert [(h["kind"], h["count"], h["releases"]) for h in Ledger(tmp_path / "ledger-0.db").histories()] == [
+        ("record", sizes[0] - sizes[0] // 2, 4), ("record", sizes[0] // 2, 3), ("record", 20, 1)]
 
 
 @pytest.mark.parametrize("extra, message", [

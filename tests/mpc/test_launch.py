@@ -424,3 +424,4 @@ def test_a_script_without_the_main_guard_runs_once(tmp_path):
     book = Ledger(ledger)
     assert len(book.releases()) == 4  # each of the two clients once by evaluate, once by the session
     assert book.spent().releases == 2  # the most charged labels: one evaluate, one session evaluation
+    assert {h["kind"] for h in book.histories()} == {"dataset"}  # without identifiers: each client's labels

@@ -247,6 +247,7 @@ def _network_requests(rank, scores, budget):
 
     from secure_auc.mpc import ranks
     from secure_auc.mpc.primitives import dealer
+    from secure_auc.mpc.sort import midranks
 
     asked = []
     shares = dealer.DealerChannel.shares
@@ -256,7 +257,7 @@ def _network_requests(rank, scores, budget):
         return shares(self, kind, n)
 
     dealer.DealerChannel.shares = recording
-    ranks.BitonicSort = functools.partial(ranks.BitonicSort, batch_words=budget)
+    midranks.BitonicSort = functools.partial(midranks.BitonicSort, batch_words=budget)
     twice = ranks.rank_step(scores if rank == 1 else None, [len(scores)], rank, method="network")
     return twice, asked
 

@@ -40,7 +40,7 @@ from . import tls
 from .channel import ChannelError, public_bytes
 
 __all__ = ["InputLinkError", "InputLink", "Heartbeat", "PortBoard", "host_id", "listen", "accept_hosts", "connect",
-           "observers"]
+           "observers", "readable_sockets"]
 
 log = logging.getLogger(__name__)
 
@@ -175,12 +175,9 @@ class InputLink:
 
     def readable(self, seconds: float) -> bool:
         """Whether a message (or the peer's disconnection) has arrived within ``seconds``."""
-        import select
-
         if self.session.buffered():
             return True
-        ready, _, _ = select.select([self.sock], [], [], seconds)
-        return bool(ready)
+        return bool(readable_sockets([self.sock], seconds))
 
     def close(self) -> None:
         """End the link with close_notify."""
@@ -239,6 +236,29 @@ class PortBoard:
                 raise InputLinkError(f"{who} did not open its port for the clients within {timeout:g} s")
             time.sleep(0.02)
         return int(self._ports[p])
+
+
+def readable_sockets(socks, seconds: float | None) -> list:
+    """Those of ``socks`` that have something to read (or were closed) within ``seconds``
+    (None: as long as it takes).  ``poll``, not ``select``: ``select`` refuses a descriptor
+    above 1023, which a party holding many connections (a stranger's) may be given.
+
+    >>> a, b = socket.socketpair()
+    >>> readable_sockets([a], 0.0)
+    []
+    >>> _ = b.send(b"x")
+    >>> readable_sockets([a, b], 1.0) == [a]
+    True
+    >>> a.close(); b.close()
+    """
+    import select
+
+    poll, by_fd = select.poll(), {}
+    for sock in socks:
+        by_fd[sock.fileno()] = sock
+        poll.register(sock, select.POLLIN)
+    events = poll.poll(None if seconds is None else max(0.0, seconds) * 1000)
+    return [by_fd[fd] for fd, _ in events if fd in by_fd]
 
 
 def listen(addr: str, port: int) -> socket.socket:

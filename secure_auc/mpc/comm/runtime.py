@@ -151,8 +151,11 @@ def init_party(*, rank: int, parties: int, master_addr: str, master_port: int,
         _init_insecure(rank, total, str(master_addr), int(master_port), provider, timeout, on_ready, run_token)
         return
     from . import rendezvous, secure
+    from .deafen import more_descriptors
     from .roster import Roster, describe_rank, generate_identity, local_link_key
     from .transport import listen_for_links
+
+    more_descriptors()  # a flood at a listener during the start-up does not use up this party's descriptors
 
     exchange = roster == "exchange"
     describe = (lambda r: describe_rank(r, parties - 1)) if exchange else roster.describe

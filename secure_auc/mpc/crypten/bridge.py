@@ -32,8 +32,8 @@ party opens a score or a key:
    limbs, the 32 digits of :math:`v + 2^{63}` the same way, and the limbs
    :math:`(v \gg 32, v \bmod 2^{32})` from a B2A of its 32 high bits
    (:func:`wide_keys`).
-4. *Rank step.*  The radix sort (:func:`..ranks.radix_midranks_shared`, mid-rank
-   scan in :math:`\mathbb{Z}_{2^{64}}` for an ``MPCTensor`` out, in
+4. *Rank step.*  The sort chosen by name (:func:`..sort.registry.rank_sort`): the radix
+   sort (:func:`..ranks.radix_midranks_shared`, mid-rank scan in :math:`\mathbb{Z}_{2^{64}}` for an ``MPCTensor`` out, in
    :math:`\mathbb{Z}_{2^{32}}` when the ranks go to their owners), or the sorting network
    (:func:`..ranks.secure_midranks`, no digits), on these keys.
 5. *Out.*  :func:`rank_mpctensor` returns 1-based mid-ranks as an ``MPCTensor``
@@ -62,7 +62,8 @@ from ..primitives.bits import bitslice, unslice
 from ..primitives.circuits import carry_save
 from ..primitives.opening import open_all
 from ..primitives.randomness import dealer_randomness
-from ..ranks import DIGIT_BITS, radix_midranks_shared, reveal_to_owners, secure_midranks
+from ..ranks import DIGIT_BITS, reveal_to_owners
+from ..sort.registry import rank_sort
 from .safe import released
 
 __all__ = ["score_keys", "wide_keys", "add_planes", "any_set", "digits_mod4", "rank_mpctensor",
@@ -236,20 +237,16 @@ def twice_midranks_mpctensor(x, *, method: str = RANK_METHODS[0], progress=None,
     them; the mid-rank scan sends half the bytes).  ``timings``
     (a dict, optional) gets the seconds and the bytes (sent and received, this party's
     counters) of the conversion (``"conversion"``, ``"conversion_bytes"``)."""
-    if method not in RANK_METHODS:
-        raise InputError(f"unknown rank method {method!r}; choose from {RANK_METHODS}")
+    sort = rank_sort(method)
     share = _arithmetic_share(x)
     start, sent = time.perf_counter(), backend.communication_stats()["bytes"]
     with released():
         with dealer_randomness() as rnd:
-            keys, digit_shares = score_keys(share, rnd, digits=method == "radix")
+            keys, digit_shares = score_keys(share, rnd, digits=sort.digits)
         if timings is not None:
             timings["conversion"] = time.perf_counter() - start
             timings["conversion_bytes"] = backend.communication_stats()["bytes"] - sent
-        if method == "radix":
-            return radix_midranks_shared(keys, lambda l: digit_shares[l], keys.shape[1], progress=progress,
-                                         dtype=dtype)
-        return secure_midranks(keys, progress=progress)
+        return sort.midranks(keys, lambda l: digit_shares[l], keys.shape[1], progress=progress, dtype=dtype)
 
 
 def rank_mpctensor(x, *, method: str = RANK_METHODS[0], progress=None):
