@@ -151,7 +151,7 @@ def init_party(*, rank: int, parties: int, master_addr: str, master_port: int,
         _init_insecure(rank, total, str(master_addr), int(master_port), provider, timeout, on_ready, run_token)
         return
     from . import rendezvous, secure
-    from .deafen import more_descriptors
+    from .descriptors import more_descriptors
     from .roster import Roster, describe_rank, generate_identity, local_link_key
     from .transport import listen_for_links
 
