@@ -71,13 +71,13 @@ def main(argv=None) -> int:
     ap.add_argument("--parties", type=int, default=3, help="computing parties (default 3)")
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args(argv)
-    from secure_auc.mpc.launch import spawn_parties
+    from secure_auc.mpc.launch import run_parties
 
     m, w = 1 << args.log2, args.parties
     rng = np.random.default_rng(args.seed)
     sizes = [len(p) for p in np.array_split(np.arange(m), w - 1)]
     scores = [rng.random(n).astype(np.float32) for n in sizes]
-    done = spawn_parties(bench_party, {r: (scores, sizes) for r in range(w)}, w, provider="ttp", timeout=600)
+    done = run_parties(bench_party, {r: (scores, sizes) for r in range(w)}, w, provider="ttp", timeout=600)
     rows = {}
     names = ("client-shared", "MPCTensor, ranks to their holders", "MPCTensor, ranks as an MPCTensor")
     for name in names:

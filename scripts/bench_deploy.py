@@ -4,7 +4,7 @@
 Deploys the helpers layout as services on this machine (server, two helpers, the
 dealer, three clients, each its own ``secure-auc serve`` process), each client
 scoring its samples with the epoch's model file through its hook, connects a
-session (:meth:`secure_auc.mpc.session.MPCSession.connect`) and evaluates
+session (:meth:`secure_auc.session.MPCSession.connect`) and evaluates
 ``--epochs`` epochs of ``--samples`` scores; then runs the local session
 (every party a local process, the scores passed in) on the same scores.  Prints,
 for each, the start-up (services up and connected, or local processes started
@@ -222,7 +222,7 @@ def main(argv=None) -> int:
 
     from secure_auc.dp.registry import make_mechanism
     from secure_auc.mpc.launch import free_port
-    from secure_auc.mpc.session import MPCSession
+    from secure_auc.session import MPCSession
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--samples", type=int, default=12_000, help="M, over three clients (default 12,000)")

@@ -166,7 +166,7 @@ def run(m: int, parties: int, provider: str, dtype: str, method: str = "radix", 
         timeout: float = 3600) -> dict:
     from scipy.stats import rankdata
 
-    from secure_auc.mpc.launch import spawn_parties
+    from secure_auc.mpc.launch import run_parties
 
     if parties < 2:
         raise SystemExit("--parties: at least 2 (the server and one client)")
@@ -180,8 +180,8 @@ def run(m: int, parties: int, provider: str, dtype: str, method: str = "radix", 
     sizes = [len(p) for p in parts]
     per_rank = {r: (parts[r - 1] if r >= 1 else None, sizes, method) for r in range(parties)}
     wall = time.perf_counter()
-    done = spawn_parties(_job, per_rank, parties, provider=provider, timeout=120, deadline=timeout,
-                         after_dealer=_dealer_peak)
+    done = run_parties(_job, per_rank, parties, provider=provider, timeout=120, deadline=timeout,
+                       after_dealer=_dealer_peak)
     wall = time.perf_counter() - wall
     got = np.concatenate([done[r]["twice"] for r in range(1, parties)])
     exact = bool(np.array_equal(got, 2 * (rankdata(scores) - 1)))

@@ -65,7 +65,7 @@ def run(parties: int = 3, samples: int = 1 << 16, mechanism: str = "laplace", ep
     from secure_auc import ClientData, make_mechanism
     from secure_auc.dp.rng import ClientRngs, client_key
     from secure_auc.mpc.crypten.vfl import vfl_party
-    from secure_auc.mpc.launch import spawn_parties
+    from secure_auc.mpc.launch import run_parties
     from secure_auc.protocol import Client, Server
     from secure_auc.protocol.plain import run_plain
 
@@ -79,7 +79,7 @@ def run(parties: int = 3, samples: int = 1 << 16, mechanism: str = "laplace", ep
     per_rank = {r: (cols, w1, w2, label_parts[r - 1] if r else None, sizes, mech, keys[r - 1] if r else None, sort,
                     verify) for r in range(parties)}
     start = time.perf_counter()
-    done = spawn_parties(vfl_party, per_rank, parties, provider="ttp", timeout=timeout)
+    done = run_parties(vfl_party, per_rank, parties, provider="ttp", timeout=timeout)
     wall = time.perf_counter() - start
     done = {r: done[r] for r in range(parties)}  # the dealer returns nothing
     estimates, aggregates = done[0]["result"]

@@ -101,13 +101,13 @@ def profile(m: int, parties: int, kernels: str = "numba", threads: int | None = 
     from scipy.stats import rankdata
 
     from bench_rank import scores_for
-    from secure_auc.mpc.launch import spawn_parties
+    from secure_auc.mpc.launch import run_parties
 
     scores, _ = scores_for(m, "float32", 0)
     parts = np.array_split(scores, parties - 1)
     sizes = [len(p) for p in parts]
     per_rank = {r: (parts[r - 1] if r >= 1 else None, sizes, kernels, threads) for r in range(parties)}
-    done = spawn_parties(_job, per_rank, parties, provider="ttp", timeout=120, deadline=3600, after_dealer=_dealer)
+    done = run_parties(_job, per_rank, parties, provider="ttp", timeout=120, deadline=3600, after_dealer=_dealer)
     got = np.concatenate([done[r]["twice"] for r in range(1, parties)])
     mean = {k: float(np.mean([done[r]["by_kind"][k] for r in range(parties)])) for k in KINDS}
     labels = {f for r in range(parties) for f in done[r]["by_function"]}

@@ -28,7 +28,6 @@ share of runs within 1e-4 of the best.
 """
 
 import argparse
-import math
 import sys
 import time
 
@@ -105,9 +104,9 @@ def summary(best, chosen) -> str:
 
 
 def argmax_cost(counts, parties: int = 3) -> None:
-    from secure_auc.mpc.launch import spawn_parties
+    from secure_auc.mpc.launch import run_parties
 
-    done = spawn_parties(_argmax_job, {r: (counts,) for r in range(parties)}, parties, provider="ttp", timeout=60)
+    done = run_parties(_argmax_job, {r: (counts,) for r in range(parties)}, parties, provider="ttp", timeout=60)
     print(f"secure argmax among {parties} computing parties (TTP dealer), this machine:")
     print("| T | levels | seconds | rounds (server) | bytes sent+received per party (max) |")
     print("|---|---|---|---|---|")

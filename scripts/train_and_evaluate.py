@@ -9,7 +9,7 @@ samples, labels from a logistic model).  After each epoch the model scores every
 samples and the AUC is evaluated twice over the clients' private labels:
 
 * with the plain protocol, :func:`secure_auc.evaluate` (the server would see the scores);
-* with the MPC protocol, an :class:`secure_auc.mpc.session.MPCSession` whose parties start
+* with the MPC protocol, an :class:`secure_auc.session.MPCSession` whose parties start
   once, before the first epoch, and evaluate each epoch's scores.
 
 Both evaluations charge one privacy ledger (a temporary file, or ``--ledger``), which
@@ -49,7 +49,7 @@ def run(epochs: int, samples: int, clients: int, epsilon: float, budget: float, 
         computing: int = 3, timeout: float = 120.0) -> list[dict]:
     from secure_auc import ClientData, Ledger, evaluate, make_mechanism
     from secure_auc.dp.accountant import label_commitment
-    from secure_auc.mpc.session import MPCSession
+    from secure_auc.session import MPCSession
 
     xs, ys = make_data(samples, clients, 8, seed)
     mechanism = make_mechanism("laplace", epsilon, allocation="adaptive")

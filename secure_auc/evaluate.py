@@ -99,8 +99,10 @@ def check_arguments(mechanism, *, protocol: str, seed, ledger, mpc_options, data
     if protocol not in ("plain", "mpc"):
         raise InputError(f"protocol must be 'plain' or 'mpc', got {protocol!r}")
     if mechanism is not None and not hasattr(mechanism, "for_clients"):
+        from .dp.registry import FAMILIES, family
+
         hint = "" if not isinstance(mechanism, str) else \
-            f" (e.g. make_mechanism({mechanism!r}{'' if mechanism == 'none' else ', 1.0'}))"
+            f" (e.g. make_mechanism({mechanism!r}{'' if mechanism in FAMILIES and not family(mechanism).private else ', 1.0'}))"
         raise InputError(f"mechanism must come from secure_auc.make_mechanism{hint}, got {mechanism!r}")
     if seed is not None:
         if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
@@ -323,7 +325,7 @@ def evaluate(
         is the exact, non-private computation).
     protocol : {"mpc", "plain"}, default "mpc"
         ``mpc`` (as on the command line): the secret-shared protocol with one local
-        process per party, a one-evaluation :class:`secure_auc.mpc.session.MPCSession`
+        process per party, a one-evaluation :class:`secure_auc.mpc.session.LocalSession`
         (imports torch and CrypTen only then; ``extra["startup_seconds"]`` is the
         parties' start-up, which ``seconds`` leaves out).  ``plain``: the
         paper's plain-sort protocol in this process (the server sees every score).
@@ -412,9 +414,9 @@ def evaluate(
     check_arguments(mechanism, protocol=protocol, seed=seed, ledger=ledger, mpc_options=mpc_options,
                     dataset_name=dataset_name)
     if mechanism is None:
-        from .dp.registry import make_mechanism
+        from .dp.registry import DEFAULT_FAMILY, make_mechanism
 
-        mechanism = make_mechanism("laplace", 1.0, allocation="adaptive")
+        mechanism = make_mechanism(DEFAULT_FAMILY, 1.0)  # as the command line's defaults
     check_clients(clients)
     mechanism = mechanism.for_clients(len(clients))  # calibrated for the clients present, or refused
     sizes = [len(c) for c in clients]

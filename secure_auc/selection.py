@@ -298,7 +298,8 @@ def _noisy_max(data, epsilon, protocol, seed, mpc_options) -> tuple[int, dict]:
 
 
 def _repeat_and_select(data, charge: SelectionCharge, protocol, seed, mpc_options) -> tuple[int, dict]:
-    from .dp.registry import make_mechanism
+    from .dp.distributed import DistributedNoise
+    from .dp.mechanisms import StatisticsMechanism
     from .evaluate import evaluate
 
     rng = np.random.default_rng(seed if seed is not None else secrets.randbits(128))
@@ -306,14 +307,14 @@ def _repeat_and_select(data, charge: SelectionCharge, protocol, seed, mpc_option
     picks = rng.integers(0, data[0].scores.shape[1], runs)
     k = len(data)
     if protocol == "plain":
-        mech = make_mechanism("laplace", charge.base_epsilon)
+        mech = StatisticsMechanism(charge.base_epsilon, allocation="adaptive")  # the default family's defaults
         aucs = [evaluate([c.candidate(int(t)) for c in data], mech, protocol="plain",
                          seed=int(rng.integers(0, 2**62))).auc for t in picks]
     else:
-        from .mpc.session import MPCSession
+        from .mpc.session import LocalSession
 
         opts = dict(mpc_options)
-        with MPCSession([c.labels for c in data], make_mechanism("distributed", charge.base_epsilon, clients=k),
+        with LocalSession([c.labels for c in data], DistributedNoise(charge.base_epsilon, k),
                         **opts) as session:
             aucs = [session.evaluate([c.scores[:, int(t)] for c in data]).auc for t in picks]
     best = int(np.argmax(aucs))
@@ -321,11 +322,12 @@ def _repeat_and_select(data, charge: SelectionCharge, protocol, seed, mpc_option
 
 
 def _release(out: SelectionResult, data, index, release_epsilon, protocol, seed, ledger, dataset_name, mpc_options):
-    from .dp.registry import make_mechanism
+    from .dp.distributed import DistributedNoise
+    from .dp.mechanisms import StatisticsMechanism
     from .evaluate import evaluate
 
-    mech = (make_mechanism("distributed", release_epsilon, clients=len(data)) if protocol == "mpc"
-            else make_mechanism("laplace", release_epsilon))
+    mech = (DistributedNoise(release_epsilon, len(data)) if protocol == "mpc"
+            else StatisticsMechanism(release_epsilon, allocation="adaptive"))
     opts = None
     if protocol == "mpc":
         opts = dict(mpc_options or {})

@@ -1,7 +1,7 @@
 """The label-DP AUC in a training loop: a metric object and a scikit-learn-style function.
 
 Both are thin layers over :func:`secure_auc.evaluate` (one evaluation, the parties started
-for it) or over an open :class:`secure_auc.mpc.session.MPCSession` (the parties started
+for it) or over an open :class:`secure_auc.session.MPCSession` (the parties started
 once, every epoch evaluated on the same links), and return the same
 :class:`secure_auc.EvaluationResult`:
 
@@ -311,7 +311,7 @@ class FederatedAUC:
     def select(self, epochs=None, *, epsilon: float = 1.0, release_epsilon: float | None = None):
         """Select the best of the session's earlier evaluations, releasing only which one
         (report-noisy-max, eps-DP whatever their number), and with ``release_epsilon`` its DP
-        AUC: the session's :meth:`~secure_auc.mpc.session.MPCSession.select`.
+        AUC: the session's :meth:`~secure_auc.session.MPCSession.select`.
 
         Parameters
         ----------

@@ -27,6 +27,9 @@ DOCTEST_MODULES = [
     "secure_auc.mpc.primitives.scan",
     "secure_auc.mpc.sort.radix",
     "secure_auc.mpc.sort.registry",
+    "secure_auc.mpc.finish",
+    "secure_auc.mpc.roles.world",
+    "secure_auc.mpc.launch",
     "secure_auc.mpc.kernels",
     "secure_auc.mpc.warm_kernels",
 ]

@@ -93,7 +93,7 @@ def test_party_configuration_binds_every_mechanism():
 
 
 def test_session_refuses_before_starting(monkeypatch):
-    from secure_auc.mpc.session import MPCSession
+    from secure_auc.session import MPCSession
 
     monkeypatch.setattr(MPCSession, "_start", _never)
     labels = [c.labels for c in _clients()]

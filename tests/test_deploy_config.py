@@ -188,7 +188,7 @@ def test_a_withdrawn_reservation_is_not_charged(tmp_path):
 
 
 def test_one_argument_switches_the_session_to_deployed_services(tmp_path):
-    from secure_auc.mpc.session import MPCSession
+    from secure_auc.session import MPCSession
 
     with pytest.raises(InputError, match="with deploy=, a session takes only key="):
         MPCSession([np.array([0, 1])], make_mechanism("none"), deploy=tmp_path / "deploy.toml")

@@ -6,9 +6,12 @@ with ``ast`` (those inside functions too), relative imports resolved, and each
 arrow checked against the layers, top to bottom:
 
     cli  ->  evaluate, experiments  ->  protocol, mpc, simulation, deploy  ->  dp, data  ->  metrics, validation, local_stats
+
+and each mechanism family's name is spelled in its own module (its declaration) and the registry only.
 """
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -17,7 +20,7 @@ PKG = Path(__file__).resolve().parents[1] / "secure_auc"
 
 LAYERS = [
     ("cli", "__main__"),
-    ("evaluate", "experiments", "training", "selection"),
+    ("evaluate", "experiments", "training", "selection", "session"),
     ("protocol", "mpc", "simulation", "deploy", "result", "report"),
     ("dp", "data"),
     ("metrics", "validation", "local_stats"),
@@ -139,6 +142,54 @@ def test_no_module_imports_another_modules_private_names():
     assert offenders == []
 
 
+# the same spelling for another concept: (module, literal) -> what it is there
+HOMONYMS = {
+    ("dp/events.py", "none"): "the kind of a non-private privacy event, stored in ledgers",
+    ("dp/events.py", "gaussian"): "the kind of a Gaussian privacy event, stored in ledgers",
+    ("dp/distributed.py", "gaussian"): "the distributed family's discrete Gaussian shares (its noise= value)",
+    ("dp/distributed.py", "laplace"): "the distributed family's discrete Laplace shares (its noise= value)",
+    ("experiments/paper_tables.py", "rr"): "the paper's published tables, keyed by the paper's method names",
+}
+
+
+def _literals(path: Path) -> set[str]:
+    """The string constants of a module, its docstrings and ``__all__`` left out."""
+    tree = ast.parse(path.read_text())
+    skip = set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body and \
+                isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+            skip.add(id(body[0].value))
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            skip |= {id(n) for n in ast.walk(node.value)}
+    return {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+            and id(n) not in skip}
+
+
+def test_each_mechanism_family_is_named_in_its_own_module_and_the_registry_only():
+    import sys
+
+    from secure_auc.dp.registry import families
+
+    declared = {}
+    for fam in families():
+        homes = [m.__file__ for name, m in list(sys.modules.items())
+                 if name.startswith("secure_auc.") and getattr(m, "FAMILY", None) is fam]
+        assert len(homes) == 1, (fam.name, homes)
+        declared[fam.name] = str(Path(homes[0]).relative_to(PKG))
+    assert len(declared) >= 5
+    found = {name: set() for name in declared}
+    for path in PKG.rglob("*.py"):
+        for name in _literals(path) & set(declared):
+            found[name].add(str(path.relative_to(PKG)))
+    wrong = {name: sorted(where - {declared[name], "dp/registry.py"} - {m for m, n in HOMONYMS if n == name})
+             for name, where in found.items()}
+    assert {name: w for name, w in wrong.items() if w} == {}
+    assert all(declared[name] in found[name] for name in declared)  # the declaration spells it
+    assert all(name in found and module in found[name] for module, name in HOMONYMS)  # no stale exception
+
+
 def test_a_sort_is_named_in_one_module_and_implements_the_interface():
     """A sort is chosen by name in one place (``mpc/sort/registry.py``): no other module spells a
     sort's name (a comparison, a default, a list of choices), and every registered sort implements
@@ -156,3 +207,77 @@ def test_a_sort_is_named_in_one_module_and_implements_the_interface():
         missing = [m for m in ("sorter", "midranks", "from_sources", "seconds")
                    if getattr(type(sort), m) is getattr(RankSort, m)]
         assert missing == [], f"{name} does not implement {missing}"
+
+
+def _room(module: str, level: int) -> str:
+    """A module's room as a reader sees the tree: at level 2 ``secure_auc.X`` (a top-level module or a
+    whole folder), at level 3 inside ``secure_auc.mpc`` its modules and folders (``comm``, ``roles``...)."""
+    return ".".join(module.split(".")[:level])
+
+
+def _cycles(graph: dict) -> list:
+    cycles, seen = [], set()
+    for start in graph:
+        stack, path = [(start, iter(graph.get(start, ())))], [start]
+        while stack:
+            node, it = stack[-1]
+            nxt = next(it, None)
+            if nxt is None:
+                stack.pop()
+                path.pop()
+                continue
+            if nxt == start:
+                cycles.append(tuple(path))
+            elif nxt not in path and nxt not in seen:
+                stack.append((nxt, iter(graph.get(nxt, ()))))
+                path.append(nxt)
+        seen.add(start)
+    return cycles
+
+
+@pytest.mark.parametrize("level, inside", [(2, "secure_auc."), (3, "secure_auc.mpc.")])
+def test_no_import_runs_back_up_between_folders(level, inside):
+    """Folders import one way only: no folder imports a module of a folder that imports it, among
+    the package's top-level modules and folders, and among ``secure_auc.mpc``'s (the faces,
+    ``secure_auc/__init__.py`` and ``secure_auc/mpc/__init__.py``, aside)."""
+    faces = ("secure_auc", "secure_auc.mpc")
+    rooms: dict = {}
+    for mod, targets in _graph().items():
+        if mod in faces or not mod.startswith(inside):
+            continue
+        for t in targets:
+            a, b = _room(mod, level), _room(t, level)
+            if a != b and t not in faces and t.startswith(inside):
+                rooms.setdefault(a, set()).add(b)
+    assert _cycles(rooms) == []
+
+
+@functools.lru_cache(maxsize=1)
+def _called_names() -> dict:
+    """Every module's called names (``f(...)`` and ``x.f(...)``), each module parsed once."""
+    out = {}
+    for mod, path in _modules().items():
+        names = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call):
+                f = node.func
+                names.add(f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None)
+        out[mod] = names
+    return out
+
+
+def _calls(name: str, within=("secure_auc",)) -> set:
+    """The modules (under ``within``) whose code calls ``name`` (a plain or an attribute call)."""
+    return {mod for mod, names in _called_names().items() if mod.startswith(within) and name in names}
+
+
+def test_each_role_is_written_once():
+    """CrypTen is initialised and the dealer's branch taken in one module, the parties are spawned
+    in one, and the evaluation's last steps (the clients' statistics and noise, the report
+    vectors, the server's estimate) are computed in one, whatever the layout or the path."""
+    assert _calls("init_party") == {"secure_auc.mpc.roles.world"}
+    assert _calls("run_dealer") == {"secure_auc.mpc.roles.world"}
+    assert _calls("spawn_parties") == {"secure_auc.mpc.launch"}
+    mpc_and_services = ("secure_auc.mpc", "secure_auc.deploy", "secure_auc.cli")
+    steps = {step: _calls(step, mpc_and_services) for step in ("ClientGroup", "Client", "Server", "host_report")}
+    assert set().union(*steps.values()) == {"secure_auc.mpc.finish"}, steps

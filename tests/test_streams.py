@@ -228,7 +228,7 @@ def test_skellam_noise_is_refused_in_every_release():
     starts; from a numpy Generator (analysis, simulation) they are still drawn."""
     from secure_auc import evaluate
     from secure_auc.data import ClientData
-    from secure_auc.mpc.session import MPCSession
+    from secure_auc.session import MPCSession
     from secure_auc.validation import InputError
 
     mech = make_mechanism("distributed", 1.0, clients=3, delta=1e-6, noise="skellam")

@@ -88,7 +88,7 @@ def test_a_deployed_session_is_refused_where_scores_are_passed_in():
     """A deployed session's clients score their own samples: the metric object and the function,
     which pass scores in, say so in one line instead of failing on a missing attribute."""
     from secure_auc.deploy.session import DeployedSession
-    from secure_auc.mpc.session import MPCSession
+    from secure_auc.session import MPCSession
     from secure_auc.training import FederatedAUC, dp_roc_auc_score
 
     deployed = object.__new__(DeployedSession)  # no services needed: refused before any use

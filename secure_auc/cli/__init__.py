@@ -7,11 +7,11 @@ import json
 import logging
 import os
 import sys
+from dataclasses import dataclass
 
 from ..data.partition import SCHEMES
-from ..dp.accountant import finishing
-from ..dp.mechanisms import ALLOCATIONS, SENSITIVITIES
-from ..dp.registry import make_mechanism
+from ..dp.family import UNIVERSAL, Family
+from ..dp.registry import DEFAULT_FAMILY, FAMILIES, families, family, flips_labels
 from ..mpc import RANK_METHODS, MPCError, rank_method_help
 from ..validation import SEED_BOUND, InputError, check_secret_seed, check_timeout
 from .ledger import add_ledger_options, add_planning_options, check_ledger_options
@@ -21,86 +21,100 @@ from .output import (OneLineParser, add_output_options, json_safe, apply_verbosi
 
 __all__ = ["main", "build_parser"]
 
-MECHANISMS = ("none", "rr", "laplace", "gaussian", "distributed")
+def _mechanism_option_table() -> dict:
+    """Every option a family takes on the command line, in declaration order: name -> [(family, Option)]."""
+    table: dict = {}
+    for fam in families():
+        for opt in fam.options:
+            if opt.cli:
+                table.setdefault(opt.name, []).append((fam, opt))
+    return table
 
 
-MECHANISM_DEFAULTS = {"epsilon": 1.0, "allocation": "adaptive", "sensitivity": "local", "alpha": 0.5, "beta": 0.5,
-                      "honest_fraction": 1.0}
+def mechanism_option_names() -> list[str]:
+    """The names of the mechanism options (``--epsilon`` ... as ``epsilon``), from the families' declarations."""
+    return list(_mechanism_option_table())
 
 
 def add_mechanism_options(p: argparse.ArgumentParser, planning: bool = False) -> None:
-    """The mechanism options; ``planning``: the command also takes --evaluations T (add_planning_options)."""
-    # options that apply to some mechanisms only default to None, so that one given where it has no
-    # effect is refused (check_mechanism_options) instead of silently ignored
+    """The mechanism options, as the families declare them (:mod:`secure_auc.dp.family`); ``planning``:
+    the command also takes --evaluations T (add_planning_options)."""
+    # every option defaults to None, so that one given where it has no effect is refused
+    # (mechanism_choice) instead of silently ignored; the family's defaults are filled in there
     g = p.add_argument_group("label differential privacy")
-    g.add_argument("--mechanism", choices=MECHANISMS, default="laplace",
-                   help="none (exact, non-private), rr (randomized response on labels, debiased), "
-                        "laplace or gaussian (noise on each client's localSum and localP, as in the paper), "
-                        "distributed (noise on the aggregate only, in shares: discrete Laplace, or discrete "
-                        "Gaussian with --delta; MPC protocol only). Default: laplace")
-    g.add_argument("--epsilon", type=float, default=None,
-                   help="privacy budget eps per evaluation, in [1e-6, 1e4] (default 1.0; not with none)"
-                        + ("; with --evaluations T, the total of the T" if planning else ""))
-    g.add_argument("--delta", type=float, default=None,
-                   help="delta in (0, 1): required by --mechanism gaussian; with distributed it selects discrete "
-                        "Gaussian shares (default: none, pure eps-DP)"
-                        + ("; with --evaluations T, the total delta of the T" if planning else ""))
-    g.add_argument("--allocation", choices=ALLOCATIONS, default=None,
-                   help="laplace/gaussian only: how eps is split between localSum and localP: split (alpha), "
-                        "orthogonal (shared beta) or adaptive (per-client beta). Default: adaptive")
-    g.add_argument("--sensitivity", choices=SENSITIVITIES, default=None,
-                   help="--allocation split only: local (client's max rank, LocalLaplace) or "
-                        "global (M-1, GlobalLaplace). Default: local")
-    g.add_argument("--alpha", type=float, default=None,
-                   help="--allocation split only: share of eps on localSum (default 0.5)")
-    g.add_argument("--beta", type=float, default=None,
-                   help="--allocation orthogonal only: share of eps on localP (default 0.5)")
-    g.add_argument("--honest-fraction", type=float, default=None,
-                   help="distributed only: fraction of clients assumed not to collude with the server; the honest "
-                        "clients' shares alone give the guarantee (default 1.0)")
-    g.add_argument("--split", type=float, default=None,
-                   help="distributed only: share of the budget on the centred rank statistic (of eps for discrete "
-                        "Laplace; of the squared-sensitivity budget for discrete Gaussian shares). Default: variance-optimal from "
-                        "public priors AUC 0.75, base rate 0.25 (0.716 for discrete Laplace)")
+    g.add_argument("--mechanism", choices=list(FAMILIES), default=DEFAULT_FAMILY,
+                   help=", ".join(f"{f.name} ({f.summary})" for f in families()) + f". Default: {DEFAULT_FAMILY}")
+    private = [f.name for f in families() if f.private]
+    for name, decl in _mechanism_option_table().items():
+        takers = [f.name for f, _ in decl]
+        if len({o for _, o in decl}) > 1:  # declared differently by each family that takes it
+            text = "; ".join(f"{f.name}: {o.describe()}" for f, o in decl)
+        elif set(takers) >= set(private):
+            others = [f.name for f in families() if f.name not in takers]
+            text = decl[0][1].describe() + (f" (not with {', '.join(others)})" if others else "")
+        else:
+            text = f"{', '.join(takers)} only: {decl[0][1].describe()}"
+        if planning and name in UNIVERSAL:
+            text += "; with --evaluations T, the total of the T"
+        opt = decl[0][1]
+        g.add_argument(opt.flag, type=opt.type, choices=opt.choices or None, default=None, help=text)
 
 
-def check_mechanism_options(args) -> list[str]:
-    """Refuse the mechanism options that do not apply to ``--mechanism`` (and ``--allocation``),
-    then fill in the defaults.  Returns the names the user gave, for passing them on."""
-    from .output import check_not_given, resolve_defaults
+@dataclass(frozen=True)
+class MechanismChoice:
+    """The mechanism the command line asks for, read once (:func:`mechanism_choice`).
 
-    given = [n for n in ("epsilon", "delta", *MECHANISM_DEFAULTS, "split") if getattr(args, n, None) is not None]
-    given = list(dict.fromkeys(given))
-    mech = args.mechanism
-    planning = getattr(args, "evaluations", None) is not None  # --delta: the total delta of the T evaluations
-    everything = ["epsilon", "delta", "allocation", "sensitivity", "alpha", "beta", "honest_fraction", "split"]
-    if mech == "none":
-        check_not_given(args, everything, "to --mechanism none (exact, no noise)")
-    elif mech == "rr":
-        check_not_given(args, everything[2 if planning else 1:],
-                        "to --mechanism rr (randomized response takes --epsilon only)")
-    elif mech in ("laplace", "gaussian"):
-        check_not_given(args, ["honest_fraction", "split"], f"to --mechanism {mech}, only to distributed")
-        if mech == "laplace" and not planning:
-            check_not_given(args, ["delta"], "to --mechanism laplace (pure eps-DP); use gaussian or distributed")
-        alloc = args.allocation or MECHANISM_DEFAULTS["allocation"]
-        if alloc != "split":
-            check_not_given(args, ["alpha", "sensitivity"], f"to --allocation {alloc}, only to --allocation split")
-        if alloc != "orthogonal":
-            check_not_given(args, ["beta"], f"to --allocation {alloc}, only to --allocation orthogonal")
-    elif mech == "distributed":
-        check_not_given(args, ["allocation", "sensitivity", "alpha", "beta"],
-                        "to --mechanism distributed (it divides eps with --split)")
-    resolve_defaults(args, MECHANISM_DEFAULTS)
-    return given
+    ``family``: its declaration; ``values``: the family's options with its defaults filled in
+    (with --evaluations, ``epsilon``/``delta`` are the totals of the T evaluations); ``given``:
+    the options given (name -> value, for the torchrun parties); ``total``: the (eps, delta) of
+    the plan (with --evaluations), else None."""
+
+    family: Family
+    values: dict
+    given: dict
+    total: tuple | None = None
+
+    def mechanism(self, clients: int | None = None, *, epsilon: float | None = None, delta: float | None = None):
+        """The mechanism (``epsilon``/``delta``: a planned evaluation's own)."""
+        values = dict(self.values)
+        eps, d = values.pop("epsilon", None), values.pop("delta", None)
+        if epsilon is not None:
+            eps, d = epsilon, (delta if d is not None else None)  # delta per evaluation: the family's own only
+        return self.family.build(eps, delta=d, clients=clients, **values)
+
+    def table(self) -> dict:
+        """As a deployment configuration's ``[mechanism]`` table (every value set)."""
+        return {"name": self.family.name} | {k: v for k, v in self.values.items() if v is not None}
+
+    def argv(self) -> list[str]:
+        """The options as given on the command line (for the torchrun parties)."""
+        out = ["--mechanism", self.family.name]
+        for name, value in self.given.items():
+            out += ["--" + name.replace("_", "-"), str(value)]
+        return out
 
 
-def mechanism_argv(args, given: list[str]) -> list[str]:
-    """The mechanism options as given on the command line (for the torchrun parties)."""
-    out = ["--mechanism", args.mechanism]
+def mechanism_choice(args) -> MechanismChoice:
+    """``args`` -> the family's declaration -> the options checked and completed (one pass, nothing
+    written on ``args``): an option the family does not take, or that does not apply with the
+    others (``--alpha`` without ``--allocation split``), is refused in one line."""
+    fam = family(args.mechanism)
+    table = _mechanism_option_table()
+    planning = getattr(args, "evaluations", None) is not None  # --epsilon/--delta: the totals of the T
+    given = {n: getattr(args, n) for n in table if getattr(args, n, None) is not None}
     for name in given:
-        out += ["--" + name.replace("_", "-"), str(getattr(args, name))]
-    return out
+        if fam.takes(name) or (planning and fam.private and name in UNIVERSAL):
+            continue
+        reason = fam.refusal(name, {})
+        if "*" not in fam.notes:
+            reason += f", only to {', '.join(f.name for f, _ in table[name])}"
+        raise InputError(f"--{name.replace('_', '-')} does not apply {reason}")
+    values = fam.resolve(given)
+    for opt in fam.options:
+        if opt.name in given and not opt.applies(values):
+            raise InputError(f"{opt.flag} does not apply {opt.refusal(values)}")
+    total = (values.get("epsilon"), given.get("delta") or 0.0) if planning and fam.private else None
+    return MechanismChoice(fam, values, given, total)
 
 
 DATA_DEFAULTS = {"clients": 10, "partition": "iid", "data_seed": 0}
@@ -380,9 +394,9 @@ def cmd_client(args) -> int:
 def mechanism_options(args, clients: int) -> dict:
     """The mechanism options given on the command line (defaults filled in), as a deployment
     configuration's ``[mechanism]`` table: what every party compares at connection time."""
-    mechanism_from_args(args, clients)  # checks the options and fills in the defaults
-    names = ("epsilon", "delta", "allocation", "sensitivity", "alpha", "beta", "honest_fraction", "split")
-    return {"name": args.mechanism} | {n: getattr(args, n, None) for n in names if getattr(args, n, None) is not None}
+    choice = mechanism_choice(args)
+    choice.mechanism(clients)  # the mechanism's own checks, now
+    return choice.table()
 
 
 def _print_table(rows: list[tuple[str, str]]) -> None:
@@ -398,30 +412,20 @@ def _fmt(x, spec=".6f"):
 def mechanism_from_args(args, clients: int | None = None, *, epsilon: float | None = None,
                         delta: float | None = None):
     """The mechanism the options describe (``epsilon``/``delta``: a planned evaluation's own)."""
-    if not hasattr(args, "_mechanism_given"):
-        args._mechanism_given = check_mechanism_options(args)
-    return make_mechanism(
-        args.mechanism, args.epsilon if epsilon is None else epsilon,
-        delta=args.delta if epsilon is None else delta, allocation=args.allocation,
-        sensitivity=args.sensitivity, alpha=args.alpha, beta=args.beta, clients=clients,
-        honest_fraction=args.honest_fraction, split=args.split,
-    )
+    return mechanism_choice(args).mechanism(clients, epsilon=epsilon, delta=delta)
 
 
-def planned_mechanism(args, clients: int, total: int | None):
+def planned_mechanism(args, clients: int, total: int | None, choice: MechanismChoice | None = None):
     """With --evaluations T: the plan (--epsilon/--delta the total); otherwise None."""
     if getattr(args, "evaluations", None) is None:
         return None
     from ..dp.planning import plan_evaluations
 
-    if not hasattr(args, "_mechanism_given"):  # the defaults filled in (--epsilon 1), the options checked
-        args._mechanism_given = check_mechanism_options(args)
-
-    takes_delta = args.mechanism in ("gaussian", "distributed") and args.delta is not None
+    choice = choice or mechanism_choice(args)
     with progress_bar(args, 14, f"planning {args.evaluations} evaluations") as bar:  # on a terminal only
         return plan_evaluations(
-            lambda e, d: mechanism_from_args(args, clients, epsilon=e, delta=d if takes_delta else None),
-            args.evaluations, args.epsilon, args.delta or 0.0, total=total, iterations=14,
+            lambda e, d: choice.mechanism(clients, epsilon=e, delta=d),
+            args.evaluations, *choice.total, total=total, iterations=14,
             progress=lambda step, steps: bar.update())
 
 
@@ -453,7 +457,7 @@ def print_report(result, source: str, as_json: bool) -> None:
         rows.append(("95% interval", r.ci_note))
     if r.std is None and r.epsilon is not None:
         rows.append(("standard deviation", "undefined: the noisy count of positives is outside (0, M)"))
-    if r.mechanism == "rr":
+    if flips_labels(r.mechanism):
         rows.append(("AUC on flipped labels", _fmt(r.raw_auc)))
     rows.append(("seconds", f"{r.seconds:.3f}"))
     for key, value in r.extra.items():
@@ -494,8 +498,9 @@ def check_run_options(args) -> None:
         raise InputError(f"--port must be in 1..65534 (a local run uses it and the next port), or 0 for a free one, got {port}")
 
 
-def check_evaluate_options(args) -> None:
-    """Options given where they have no effect are refused; then the defaults are filled in."""
+def check_evaluate_options(args) -> MechanismChoice:
+    """Options given where they have no effect are refused; then the defaults are filled in.
+    Returns the mechanism asked for."""
     from .output import check_not_given, resolve_defaults
 
     if args.files:
@@ -508,21 +513,22 @@ def check_evaluate_options(args) -> None:
     if args.protocol == "plain":
         check_not_given(args, ["provider", "sort", "timeout", "port", "layout", "computing_parties", "threads"],
                         "to --protocol plain, only to --protocol mpc")
-    if args.mechanism == "none":
-        check_not_given(args, ["seed"], "to --mechanism none (there is no noise to seed)")
+    if not family(args.mechanism).private:
+        check_not_given(args, ["seed"], f"to --mechanism {args.mechanism} (there is no noise to seed)")
     if args.layout == "clients":
         check_not_given(args, ["computing_parties"], "to --layout clients (every client computes)")
-    args._mechanism_given = check_mechanism_options(args)
+    choice = mechanism_choice(args)
     resolve_defaults(args, DATA_DEFAULTS | MPC_DEFAULTS)
     if args.layout == "helpers" and args.computing_parties is None:
         args.computing_parties = 3
     check_run_options(args)
+    return choice
 
 
 def cmd_evaluate(args) -> int:
     from ..evaluate import builtin_clients, evaluate, load_clients
 
-    check_evaluate_options(args)
+    choice = check_evaluate_options(args)
     from .report import check_report_options, report_arguments, split_report, write_report_files
 
     check_report_options(args)
@@ -540,15 +546,15 @@ def cmd_evaluate(args) -> int:
                                   auc=args.data_auc, base_rate=args.base_rate, data_seed=args.data_seed)
         source = f"built-in Criteo-like dataset{' (large)' if args.large else ''}, {args.partition} split"
     total = sum(len(c) for c in clients)
-    plan = planned_mechanism(args, len(clients), total)
-    mechanism = plan.mechanism if plan else mechanism_from_args(args, clients=len(clients))
+    plan = planned_mechanism(args, len(clients), total, choice)
+    mechanism = plan.mechanism if plan else choice.mechanism(len(clients))
     ledger = None
     if args.ledger:
         from ..dp.accountant import Ledger
 
         ledger = Ledger(args.ledger)
         budget = (args.budget, args.budget_delta or 0.0) if args.budget is not None else (
-            (args.epsilon, args.delta or 0.0) if plan else None)
+            choice.total if plan else None)
         if budget is not None:
             ledger.set_budget(*budget)
     mpc_options = None
@@ -637,14 +643,14 @@ def cmd_compare(args) -> int:
     for m in sizes:
         if m < max(parties) * 2:
             raise InputError(f"M = {m} is too small for {max(parties) - 1} clients")
-    if args.mechanism == "distributed":
-        raise InputError("compare runs both protocols, and distributed noise runs only in the MPC protocol; "
-                         "choose rr, laplace or gaussian")
+    if family(args.mechanism).needs_secure_sum:
+        raise InputError(f"compare runs both protocols, and {args.mechanism} noise runs only in the MPC protocol; "
+                         "choose " + ", ".join(f.name for f in families() if f.private and not f.needs_secure_sum))
     if not 0 <= args.seed < 2**63:
         raise InputError(f"--seed must be between 0 and 2^63 - 1, got {args.seed}")
-    args._mechanism_given = check_mechanism_options(args)
-    mechanism = mechanism_from_args(args)
-    margs = mechanism_argv(args, args._mechanism_given)
+    choice = mechanism_choice(args)
+    mechanism = choice.mechanism()
+    margs = choice.argv()
     check_writable_dir(args.out)  # before the sweep, not after it
     with progress_bar(args, len(sizes) * len(parties), "compare") as bar:
         if progress_enabled(args):

@@ -33,7 +33,7 @@ import argparse
 import os
 import sys
 
-from . import add_helpers_options, mechanism_options, print_report, setup_logging
+from . import add_helpers_options, mechanism_option_names, mechanism_options, print_report, setup_logging
 from .report import add_report_options, print_report_tables, report_table, split_report
 from .output import OneLineParser
 from ..validation import InputError
@@ -109,9 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     return code  # pragma: no cover - leave_process does not return
 
 
-_FILE_OPTIONS = ("clients", "roster", "mechanism", "epsilon", "delta", "allocation", "sensitivity", "alpha", "beta",
-                 "honest_fraction", "split", "provider", "sort", "timeout", "client_port", "listen", "metrics",
-                 "metric_split", "rank_bands", "top_fractions")
+_FILE_OPTIONS = ("clients", "roster", "mechanism", *mechanism_option_names(), "provider", "sort", "timeout",
+                 "client_port", "listen", "metrics", "metric_split", "rank_bands", "top_fractions")
 
 
 def _config(args, world: int, master: str):

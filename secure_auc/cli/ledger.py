@@ -114,8 +114,11 @@ def cmd_budget(args) -> int:
 def cmd_plan(args, planned_mechanism) -> int:
     if args.evaluations is None:
         raise InputError("ledger plan needs --evaluations T")
-    if args.mechanism == "none":
-        raise InputError("ledger plan: --mechanism none adds no noise and spends an infinite budget; nothing to plan")
+    from ..dp.registry import family
+
+    if not family(args.mechanism).private:
+        raise InputError(f"ledger plan: --mechanism {args.mechanism} adds no noise and spends an infinite budget; "
+                         "nothing to plan")
     if args.clients < 1:
         raise InputError(f"--clients must be at least 1, got {args.clients}")
     if args.samples < max(2, args.clients):

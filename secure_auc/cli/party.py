@@ -132,10 +132,8 @@ def _run(args, started: float) -> int:
     import time
 
     from ..result import make_result
-    from ..mpc.audit import forbid_crypten_randomness
-    from ..mpc.comm.runtime import init_party, shutdown_party
-    from ..mpc.primitives.dealer import run_dealer
     from ..mpc.party import PartyConfig, run_party
+    from ..mpc.roles.world import WorldPlan, take_part
 
     if args.seed is not None:
         raise InputError("--seed is refused for MPC parties: every party would hold it and could recompute "
@@ -162,27 +160,23 @@ def _run(args, started: float) -> int:
 
         auc_mechanism, epsilons, kind, cost = plan_report(mechanism, spec)
         plan = report_plan(spec, epsilons, kind, mechanism, k)
+    config = PartyConfig(mechanisms=(auc_mechanism,), clients=k, provider=args.provider, sort=args.sort, report=plan)
     data = read_client_csv(args.files[rank - 1], id_column=args.id_column) if 1 <= rank <= k else None
     noise_key = read_noise_key_file(args.noise_key_file, rank - 1) if 1 <= rank <= k else None
     identity, roster = _identity_and_roster(args, rank, k)
     ledger, reservation = reserve_client_ledger(args, cost, data, rank - 1, k, noise_key) if 1 <= rank <= k else (None, None)
-    try:
-        init_party(rank=rank, parties=k + 1, master_addr=os.environ["MASTER_ADDR"],
-                   master_port=int(os.environ["MASTER_PORT"]), provider=args.provider, timeout=args.timeout,
-                   identity=identity, roster=roster, roll_call=True, threads=args.threads)
-    except BaseException:
-        if reservation is not None:
-            ledger.cancel(reservation)  # the parties never met: nothing was computed, nothing is charged
-        raise
-    if rank == k + 1:
-        with forbid_crypten_randomness():
-            run_dealer()
+    place = WorldPlan(rank=rank, parties=k + 1, address=os.environ["MASTER_ADDR"],
+                      port=int(os.environ["MASTER_PORT"]), provider=args.provider, timeout=args.timeout,
+                      identity=identity, roster=roster, roll_call=True,
+                      threads=args.threads)
+    joined: list = []  # when every party had met: the start-up ends, the evaluation starts
+    # a failure before the parties met withdraws the reservation (nothing was computed)
+    with finishing(ledger, reservation):
+        result = take_part(place, lambda: run_party(rank, config, data, noise_key),
+                           on_joined=lambda: joined.append(time.perf_counter()))
+    if place.dealer:
         return 0
-    start = time.perf_counter()
-    config = PartyConfig(mechanisms=(auc_mechanism,), clients=k, provider=args.provider, sort=args.sort, report=plan)
-    with finishing(ledger, reservation), forbid_crypten_randomness():
-        result = run_party(rank, config, data, noise_key)
-    shutdown_party()
+    start = joined[0]
     if rank != 0:
         return 0
     extra = {"startup_seconds": round(start - started, 3), "provider": args.provider, "sort": args.sort,

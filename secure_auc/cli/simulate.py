@@ -9,7 +9,8 @@ import time
 import numpy as np
 
 from ..validation import InputError, check_epsilon, check_fraction
-from ..dp.registry import METHODS
+from ..dp.registry import (DEFAULT_METHODS, DEFAULT_NOISE, METHODS, SHARE_NOISES, method_family, method_takes,
+                             noise_takes_delta, noises, paper_noise)
 from ..simulation.engine import Simulator
 from .output import add_output_options, json_safe, check_not_given, progress_bar, progress_enabled, resolve_defaults
 
@@ -34,8 +35,8 @@ def add_parser(sub) -> None:
     )
     p.add_argument("files", nargs="*", metavar="CLIENT.csv",
                    help="one CSV per client with columns 'score' and 'label' (default: the built-in dataset)")
-    p.add_argument("--methods", nargs="+", choices=list(METHODS), default=["rr", "global", "local", "adaptive"],
-                   help="mechanisms to simulate (default: rr global local adaptive)")
+    p.add_argument("--methods", nargs="+", choices=list(METHODS), default=list(DEFAULT_METHODS),
+                   help=f"mechanisms to simulate (default: {' '.join(DEFAULT_METHODS)})")
     p.add_argument("--clients", type=int, nargs="+", default=None,
                    help="values of K for the iid and noniid splits (default 10 1000)")
     p.add_argument("--partition", nargs="+", choices=("iid", "noniid", "files"), default=None,
@@ -47,14 +48,15 @@ def add_parser(sub) -> None:
     p.add_argument("--alpha", type=float, default=None,
                    help="global/local only: share of eps on localSum (default 0.5)")
     p.add_argument("--beta", type=float, default=None, help="orthogonal only: share of eps on localP (default 0.5)")
-    p.add_argument("--noise", choices=("laplace", "gaussian", "skellam"), default="laplace",
+    p.add_argument("--noise", choices=noises(), default=DEFAULT_NOISE,
                    help="noise family; for distributed, laplace means discrete Laplace shares and skellam "
                         "Skellam shares (simulation only: releases use the exact discrete Gaussian; needs --delta). "
-                        "Default: laplace")
+                        f"Default: {DEFAULT_NOISE}")
     p.add_argument("--honest-fraction", type=float, default=None,
                    help="distributed only: fraction of clients assumed honest (default 1)")
     p.add_argument("--delta", type=float, default=None,
-                   help="delta in (0, 1), for --noise gaussian or skellam only (required there)")
+                   help=f"delta in (0, 1), for --noise {' or '.join(n for n in noises() if noise_takes_delta(n))} "
+                        "only (required there)")
     p.add_argument("--exact-p", action="store_true",
                    help="global/local only: release localSum alone with the whole eps, the server uses the true "
                         "P and N (the paper's appendix variant behind its closed forms)")
@@ -91,16 +93,16 @@ def load_dataset(args):
 
 def _job_count(args) -> int:
     per_part = sum(1 if part == "files" else len(args.clients) for part in args.partition)
-    return len(args.epsilon) * sum(1 if m == "rr" else per_part for m in args.methods)
+    return len(args.epsilon) * sum(per_part if METHODS[m][2] else 1 for m in args.methods)
 
 
 def run_simulation(sim: Simulator, methods, clients, partitions, epsilons, *, reps, seed, alpha=0.5, beta=0.5,
-                   noise="laplace", delta=None, honest_fraction=1.0, exact_p=False, progress=None):
+                   noise=None, delta=None, honest_fraction=1.0, exact_p=False, progress=None):
     cells = []
     jobs = []
     for eps in epsilons:
         for method in methods:
-            if method == "rr":
+            if not METHODS[method][2]:  # no partition of the samples (randomized response)
                 jobs.append((method, eps, None, None))
             else:
                 for part in partitions:
@@ -110,7 +112,7 @@ def run_simulation(sim: Simulator, methods, clients, partitions, epsilons, *, re
     for i, (method, eps, k, part) in enumerate(jobs, 1):
         cells.append(sim.cell(method, eps, clients=k, partition=part, reps=reps, seed=seed,
                               alpha=alpha, beta=beta, noise=noise, delta=delta, honest_fraction=honest_fraction,
-                              exact_p=exact_p and method != "rr"))
+                              exact_p=exact_p and METHODS[method][2]))
         if progress:
             progress(f"[{i}/{len(jobs)}] {method} eps={eps:g}" + (f" K={k} {part}" if k else "")
                      + f"  ({time.perf_counter() - start:.1f} s)")
@@ -119,15 +121,13 @@ def run_simulation(sim: Simulator, methods, clients, partitions, epsilons, *, re
 
 def _check_applicable(args) -> None:
     """Options that no chosen method uses are refused, then defaults filled in."""
-    methods = set(args.methods)
-    if not methods & {"global", "local"}:
-        check_not_given(args, ["alpha"], "to --methods " + " ".join(args.methods) + ", only to global and local")
-    if "orthogonal" not in methods:
-        check_not_given(args, ["beta"], "to --methods " + " ".join(args.methods) + ", only to orthogonal")
-    if "distributed" not in methods:
-        check_not_given(args, ["honest_fraction"], "to --methods " + " ".join(args.methods) + ", only to distributed")
-    if args.noise == "laplace":
-        check_not_given(args, ["delta"], "to --noise laplace (pure eps-DP), only to gaussian and skellam")
+    for name in ("alpha", "beta", "honest_fraction"):  # as the methods' families declare them
+        if not any(method_takes(m, name, args.noise) for m in args.methods):
+            takers = [m for m in METHODS if method_takes(m, name)]
+            check_not_given(args, [name], "to --methods " + " ".join(args.methods) + f", only to {' and '.join(takers)}")
+    if not noise_takes_delta(args.noise):
+        check_not_given(args, ["delta"], f"to --noise {args.noise} (pure eps-DP), only to "
+                                         + " and ".join(n for n in noises() if noise_takes_delta(n)))
     if args.files:
         check_not_given(args, ["samples"], "to client files, only to the built-in dataset")
         if args.large:
@@ -147,7 +147,7 @@ def _cmd(args) -> int:
     _check_applicable(args)
     for e in args.epsilon:
         if e == float("inf"):  # the no-noise limit of randomized response (the paper's table), nothing else
-            others = [m for m in args.methods if m != "rr"]
+            others = [m for m in args.methods if not method_family(m).flips_labels]
             if others:
                 raise InputError(f"--epsilon inf (the no-noise limit) applies to --methods rr only, not to {others[0]}")
         else:
@@ -156,16 +156,18 @@ def _cmd(args) -> int:
     check_fraction(args.beta, name="beta")
     if args.reps < 2:
         raise InputError(f"reps must be at least 2 to estimate a standard deviation, got {args.reps}")
-    if args.noise in ("gaussian", "skellam") and args.delta is None:
+    if noise_takes_delta(args.noise) and args.delta is None:
         raise InputError(f"--noise {args.noise} needs --delta in (0, 1)")
-    if args.noise == "skellam" and set(args.methods) - {"distributed"}:
-        raise InputError("--noise skellam applies to --methods distributed only")
+    if args.noise in SHARE_NOISES and any(not method_takes(m, "noise") for m in args.methods):
+        raise InputError(f"--noise {args.noise} applies to --methods "
+                         f"{' and '.join(m for m in METHODS if method_takes(m, 'noise'))} only")
     if args.exact_p:
-        other = set(args.methods) - {"rr", "global", "local"}
+        other = {m for m in args.methods if METHODS[m][2] and METHODS[m][1].get("allocation") != "split"}
         if other:
             raise InputError(f"--exact-p applies to --methods global and local only, not {', '.join(sorted(other))}")
-        if args.noise != "laplace":
-            raise InputError("--exact-p is the paper's Laplace analysis: use --noise laplace")
+        if not paper_noise(args.noise):
+            raise InputError("--exact-p is the paper's Laplace analysis: use --noise "
+                             + " or ".join(n for n in noises() if paper_noise(n)))
     if args.threads is not None and args.threads < 1:
         raise InputError(f"threads must be at least 1, got {args.threads}")
     if args.partition is None:
@@ -205,7 +207,7 @@ def _cmd(args) -> int:
         cf = "-" if c.closed_form_std is None else f"{c.closed_form_std:.3g}"
         print(f"{c.method:<11} {c.partition or '-':<9} {c.clients or '-':>7} {c.epsilon:>5g} {c.mean:>10.6f} "
               f"{c.std:>10.3g} {cf:>11} {'-' if c.linearised_std is None else format(c.linearised_std, '.3g'):>12}")
-        if c.method == "rr":
+        if c.noisy_mean is not None:  # randomized response: before debiasing
             print(f"{'  (noisy AUC before debiasing)':<40} {c.noisy_mean:>10.6f} {c.noisy_std:>10.3g}")
             print(f"{'  (rank sum / (P N), exact P and N)':<40} {'':>10} {c.exact_pn_std:>10.3g} "
                   f"{c.closed_form_std:>11.3g}")

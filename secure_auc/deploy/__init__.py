@@ -5,7 +5,7 @@
 * :mod:`.service` — the services: the computing parties (server, helpers), the
   dealer, and the clients, which stay up across evaluations.
 * :mod:`.session` — :class:`.session.DeployedSession`, the platform's end
-  (:meth:`secure_auc.mpc.session.MPCSession.connect`): it asks the server
+  (:meth:`secure_auc.session.MPCSession.connect`): it asks the server
   service for evaluations and holds no client's labels or scores.
 """
 

@@ -63,13 +63,10 @@ from ..mpc import RANK_METHODS
 from ..validation import InputError, check_real, check_timeout
 
 __all__ = ["DeployConfig", "ClientEntry", "load_config", "options_config", "parse_address", "parse_role",
-           "MECHANISM_KEYS", "REPORT_KEYS"]
+           "REPORT_KEYS"]
 
 REPORT_KEYS = ("metrics", "split", "bands", "top_fractions", "head_fractions", "lift_bins", "calibration_bins",
                "clip")
-MECHANISM_KEYS = ("name", "epsilon", "delta", "noise", "allocation", "sensitivity", "alpha", "beta",
-                  "honest_fraction", "split")
-_MECHANISM_NUMBERS = ("epsilon", "delta", "sensitivity", "alpha", "beta", "honest_fraction", "split")
 _DEPLOYMENT_DEFAULTS = {"computing_parties": 3, "provider": "ttp", "sort": RANK_METHODS[0], "timeout": 60.0,
                         "join_timeout": 300.0, "score_timeout": 600.0}
 DEPLOYMENT_DEFAULTS = _DEPLOYMENT_DEFAULTS  # [deployment]'s defaults, as the serve command's help states them
@@ -318,21 +315,7 @@ def load_config(path) -> DeployConfig:
             raise InputError(f"{path}: deployment.threads must be a whole number at least 1, got {dep['threads']!r}")
         threads = check_threads(dep["threads"])
 
-    mech = _table(data, "mechanism", path)
-    _unknown(mech, MECHANISM_KEYS, "mechanism", path)
-    from ..dp.registry import FAMILIES
-
-    if "name" not in mech:
-        raise InputError(f"{path}: mechanism.name is missing ({', '.join(FAMILIES)})")
-    if mech["name"] not in FAMILIES:
-        raise InputError(f"{path}: mechanism.name must be one of {', '.join(FAMILIES)}, got {mech['name']!r}")
-    if mech["name"] in ("laplace", "gaussian"):
-        mech = {"allocation": "adaptive"} | mech  # the command line's default
-    for key in _MECHANISM_NUMBERS:
-        if key in mech:
-            check_real(mech[key], f"{path}: mechanism.{key}")
-    mech = {k: (float(v) if isinstance(v, int) and not isinstance(v, bool) and k not in ("name",) else v)
-            for k, v in mech.items()}
+    mech = _mechanism_table(_table(data, "mechanism", path), path)
 
     server = _table(data, "server", path)
     _unknown(server, ("rendezvous", "clients", "session", "listen"), "server", path)
@@ -342,7 +325,7 @@ def load_config(path) -> DeployConfig:
     helpers = data.get("helpers", [])
     if not isinstance(helpers, list) or len(helpers) != w - 1:
         raise InputError(f"{path}: {w} computing parties need {w - 1} [[helpers]] table(s), found "
-                         f"{len(helpers) if isinstance(helpers, list) else 'none'}")
+                         f"{len(helpers) if isinstance(helpers, list) else 'no [[helpers]] list'}")
     addresses = [parse_address(server["clients"], f"{path}: server.clients")]
     listen = [server.get("listen", addresses[0][0])]
     for i, h in enumerate(helpers, start=1):
@@ -392,6 +375,38 @@ def load_config(path) -> DeployConfig:
     return config
 
 
+def _mechanism_table(mech: dict, path: Path) -> dict:
+    """The ``[mechanism]`` table checked against its family's declaration (:mod:`secure_auc.dp.family`):
+    ``name`` one of the families, every other key one of that family's options, of its type (a number,
+    or one of its choices), the family's defaults filled in (except epsilon and delta, which the
+    mechanism requires as its own)."""
+    from ..dp.family import UNIVERSAL
+    from ..dp.registry import FAMILIES, families, family
+
+    if "name" not in mech:
+        raise InputError(f"{path}: mechanism.name is missing ({', '.join(FAMILIES)})")
+    if mech["name"] not in FAMILIES:
+        raise InputError(f"{path}: mechanism.name must be one of {', '.join(FAMILIES)}, got {mech['name']!r}")
+    fam = family(mech["name"])
+    for key in sorted(set(mech) - {"name"}):
+        if not fam.takes(key):
+            takers = [f.name for f in families() if f.takes(key)]
+            if not takers:
+                _unknown({key: None}, ("name", *(o.name for o in fam.options)), "mechanism", path)
+            raise InputError(f"{path}: mechanism.{key} does not apply to the mechanism {fam.name!r}, only to "
+                             f"{', '.join(takers)}")
+        opt = fam.option(key)
+        if opt.type is str:
+            if not isinstance(mech[key], str) or (opt.choices and mech[key] not in opt.choices):
+                raise InputError(f"{path}: mechanism.{key} must be "
+                                 + (f"one of {', '.join(opt.choices)}" if opt.choices else "text") + f", got {mech[key]!r}")
+        else:
+            check_real(mech[key], f"{path}: mechanism.{key}")
+    defaults = {o.name: o.default for o in fam.options if o.name not in UNIVERSAL and o.default is not None}
+    return {k: (float(v) if isinstance(v, int) and not isinstance(v, bool) else v)
+            for k, v in (defaults | mech).items()}
+
+
 def _id_column(entry: dict, k: int, path) -> str | None:
     """Client ``k``'s ``id_column``: a column name of its labels file (CSV or Parquet), or None."""
     if "id_column" not in entry:
@@ -428,7 +443,7 @@ def options_config(*, computing_parties: int, clients: int, mechanism: dict, ros
     under torchrun, ``secure-auc client``): the same :class:`DeployConfig` a file gives, so
     both run the services' code and agree on it at connection time.
 
-    ``mechanism``: the options of :data:`MECHANISM_KEYS` (None values left out);
+    ``mechanism``: a ``[mechanism]`` table, the family's name and options (None values left out);
     ``client_addresses``: computing party r's (host, port) for the clients; every wait, the
     start-up's and the scoring's included, is bounded by ``timeout``; ``report``: a ``[report]``
     table (:data:`REPORT_KEYS`; default: the AUC only).  No client entry holds

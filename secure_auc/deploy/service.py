@@ -48,7 +48,6 @@ the operators restart them.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import logging
 import math
 import sys
@@ -176,11 +175,8 @@ def run_computing_service(config: DeployConfig, kind: str, index: int, identity,
     ``on_result``, then shuts the deployment down; a refusal then ends it, naming the
     client and its reason.  ``select`` = (eps, release eps or None) with ``epochs``: then a
     selection among the N evaluations, its :class:`secure_auc.SelectionResult` to ``on_result``."""
-    from ..mpc.audit import forbid_crypten_randomness
     from ..mpc.comm.roster import describe_helpers_rank
-    from ..mpc.comm.runtime import init_party, shutdown_party
     from ..mpc.party import agree_public
-    from ..mpc.primitives.dealer import run_dealer
 
     started = time.perf_counter() - process_seconds()  # the start-up is reported from the process's start
     w = config.computing_parties
@@ -201,35 +197,37 @@ def run_computing_service(config: DeployConfig, kind: str, index: int, identity,
     # the start-up may take as long as join_timeout; every wait of the computing world is bounded by it
     # (the server keeps the others' waits alive between evaluations, every third of the timeout)
     from ..mpc.comm.runtime import PartyStartError
+    from ..mpc.roles.world import WorldPlan, take_part
 
-    try:
-        init_party(rank=rank, parties=w, master_addr=host, master_port=port, provider=config.provider,
-                   timeout=config.join_timeout + config.timeout, identity=identity, roster=roster, roll_call=True,
-                   roll_call_timeout=config.join_timeout, threads=config.threads)
-    except PartyStartError as exc:  # the setting that expired, named
-        raise ServiceError(f"{exc}" + ("" if "cannot start" in str(exc) else f" ({join_setting(config)})")) from None
-    if kind == "dealer":
-        with forbid_crypten_randomness():
-            ending = run_dealer()
-        if ending is not None and not ending[1]:
-            raise ServiceError(f"the deployment ended: {ending[0]}")
-        log.info("[dealer] %s", ending[0] if ending is not None else "the server ended the deployment")
-        return 0
+    place = WorldPlan(rank=rank, parties=w, address=host, port=port, provider=config.provider,
+                      timeout=config.join_timeout + config.timeout, identity=identity, roster=roster, roll_call=True,
+                      roll_call_timeout=config.join_timeout,
+                      threads=config.threads)
 
     def describe(r):
         return describe_helpers_rank(r, w - 1)
 
-    pconfig = config.party_config()
-    with forbid_crypten_randomness():
+    def job():
+        pconfig = config.party_config()
         agree_public(pconfig, rank, describe)
-        try:
-            if rank == 0:
-                server = _Server(config, pconfig, identity, roster, describe, started, epochs, on_result)
-                server.selection = select
-                return server.run()
-            return _helper(config, pconfig, rank, identity, roster, describe)
-        finally:
-            shutdown_party()
+        if rank == 0:
+            server = _Server(config, pconfig, identity, roster, describe, started, epochs, on_result)
+            server.selection = select
+            return server.run()
+        return _helper(config, pconfig, rank, identity, roster, describe)
+
+    try:
+        outcome = take_part(place, job, leave_on_error=True)
+    except PartyStartError as exc:  # the setting that expired, named
+        if getattr(exc, "started", True):
+            raise
+        raise ServiceError(f"{exc}" + ("" if "cannot start" in str(exc) else f" ({join_setting(config)})")) from None
+    if not place.dealer:
+        return outcome
+    if outcome is not None and not outcome[1]:
+        raise ServiceError(f"the deployment ended: {outcome[0]}")
+    log.info("[dealer] %s", outcome[0] if outcome is not None else "the server ended the deployment")
+    return 0
 
 
 def _accept_clients(config: DeployConfig, rank: int, identity, roster, describe):
@@ -254,14 +252,12 @@ def _tell_the_end(link, error: Exception) -> None:
 
 
 def _helper(config, pconfig, rank, identity, roster, describe) -> int:
-    from ..mpc import input_parties as ip
     from ..mpc.comm import backend
-
-    from ..mpc.input_parties import party_keep, party_session_select
+    from ..mpc.roles.computing import ComputingRole
 
     me = describe(rank).split(" (")[0]
     links, _ = _accept_clients(config, rank, identity, roster, describe)
-    kept = []  # each evaluation's rank statistic in shares, for a selection (never opened)
+    role = ComputingRole(rank, pconfig, links, describe)  # keeps each evaluation's rank statistic for a selection
     try:
         while True:
             msg = backend.broadcast_obj(None, 0)
@@ -273,13 +269,9 @@ def _helper(config, pconfig, rank, identity, roster, describe) -> int:
             elif op == "cancel":
                 log.warning("[%s] %s", me, escape(msg["reason"]))
             elif op == "evaluate":
-                hellos = {h: links[h].recv_obj(ip.CH_HELLO) for h in range(len(links))}
-                backend.reset_communication_stats()
-                ip.compute_evaluation(rank, pconfig, links, describe, False, time.perf_counter(), hellos)
-                kept.append(party_keep(links, rank, pconfig.computing))
+                role.evaluate()
             elif op == "select":
-                hellos = {h: links[h].recv_obj(ip.CH_HELLO) for h in range(len(links))}
-                party_session_select(rank, pconfig.computing, links, hellos, kept, describe, pconfig.mechanisms[0])
+                role.select()
             elif op == "end":
                 if msg.get("shutdown"):
                     log.info("[%s] %s", me, escape(msg["reason"]))
@@ -301,7 +293,8 @@ class _Server:
         self.links: dict = {}
         self.session = None
         self.evaluations = 0
-        self.kept, self.kept_epochs, self.total = [], [], 0  # for selections (mpc.selection)
+        self.role = None  # the computing party's role over the clients' links (its kept statistics)
+        self.kept_epochs, self.total = [], 0  # the epoch of each kept evaluation, the rows (for selections)
         self.interval = max(0.5, config.timeout / 3)
 
     # -- keeping the computing world's waits alive
@@ -322,7 +315,10 @@ class _Server:
 
         control = listen(*self.config.session_address) if self.epochs is None else None
         try:
+            from ..mpc.roles.computing import ComputingRole
+
             self.links, joins = _accept_clients(self.config, 0, self.identity, self.roster, self.describe)
+            self.role = ComputingRole(0, self.pconfig, self.links, self.describe)
             self.join(joins)
             return self.loop(control) if control is not None else self.run_epochs()
         except KeyboardInterrupt as exc:  # SIGTERM, SIGINT, SIGHUP: the deployment ends in order
@@ -554,9 +550,6 @@ class _Server:
         return answers
 
     def evaluate(self, epoch) -> dict:
-        from ..mpc import input_parties as ip
-        from ..mpc.comm import backend
-
         start = time.perf_counter()
         if self.evaluations == 0:
             self.first_request = start
@@ -579,21 +572,16 @@ class _Server:
         for link in self.links.values():
             link.send_obj(CH_CONTROL, {"op": "go"})
         self.tell_helpers({"op": "evaluate", "evaluation": n})
-        hellos = {h: self.links[h].recv_obj(ip.CH_HELLO) for h in range(len(self.links))}
-        backend.reset_communication_stats()
-        result = ip.compute_evaluation(0, self.pconfig, self.links, self.describe, True, time.perf_counter(), hellos)
-        from ..mpc.input_parties import party_keep
-
-        self.kept.append(party_keep(self.links, 0, self.pconfig.computing))
+        result = self.role.evaluate()
         self.kept_epochs.append(epoch)
-        self.total = sum(int(hello["samples"]) for hello in hellos.values())
-        self.sizes = [int(hello["samples"]) for _, hello in sorted(hellos.items())]
+        self.sizes = [int(rows) for rows in result.sizes]  # each client's samples (public)
+        self.total = sum(self.sizes)
         agg = result.aggregate
         log.info("[server] evaluation %d (epoch %s): AUC estimate %.6f, rank step %.3f s, %.3f s in all", n, epoch,
                  float(result.estimate.auc), result.rank_seconds, time.perf_counter() - start)
         return {"ok": True, "evaluation": n, "epoch": epoch,
                 "aggregate": [int(agg.global_sum_fixed), int(agg.positives_fixed), int(agg.total)],
-                "sizes": [int(hello["samples"]) for _, hello in sorted(hellos.items())],
+                "sizes": list(self.sizes),
                 "seconds": round(time.perf_counter() - start, 4), "scoring_seconds": round(scoring, 4),
                 "rank_step_seconds": round(result.rank_seconds, 4), "server_bytes": int(result.bytes_sent),
                 "computing_parties": self.config.computing_parties} | (
@@ -602,13 +590,10 @@ class _Server:
 
     def select(self, epochs, epsilon, release_epsilon=None) -> dict:
         """A selection among earlier evaluations (their epochs; default all), as
-        :meth:`secure_auc.mpc.session.MPCSession.select` does locally: each client is asked (it may
+        :meth:`secure_auc.session.MPCSession.select` does locally: each client is asked (it may
         refuse: its budget), then adds its noise shares; only the index is opened, here.  With
         ``release_epsilon``: the clients then share their statistics of the selected evaluation at
         that eps (the configured mechanism), opened here (``release``: the aggregate)."""
-        from ..mpc import input_parties as ip
-        from ..mpc.input_parties import party_session_select
-
         if epochs is None:
             epochs = list(dict.fromkeys(self.kept_epochs))
         last = {e: i for i, e in enumerate(self.kept_epochs)}  # an epoch evaluated twice: its latest evaluation
@@ -630,9 +615,7 @@ class _Server:
         for link in self.links.values():
             link.send_obj(CH_CONTROL, {"op": "go"})
         self.tell_helpers({"op": "select"})
-        hellos = {h: self.links[h].recv_obj(ip.CH_HELLO) for h in range(len(self.links))}
-        result = party_session_select(0, self.pconfig.computing, self.links, hellos, self.kept, self.describe,
-                                      self.pconfig.mechanisms[0])
+        result = self.role.select()
         log.info("[server] selection among %d evaluations: epoch %s", len(idx), self.kept_epochs[result.selected])
         reply = {"ok": True, "selected": self.kept_epochs[result.selected], "epochs": list(epochs),
                  "argmax_seconds": round(result.argmax_seconds, 4), "argmax_bytes": result.argmax_bytes,
@@ -651,12 +634,10 @@ def evaluation_result(mechanism, reply: dict, *, startup: dict | None = None, se
     ``seconds`` (default: the server's own) is end to end.  With ``report``
     (:meth:`.config.DeployConfig.report`; ``mechanism`` is then the AUC's) the metrics derived
     from the opened report vector join ``extra``, as :func:`secure_auc.report.release.attach_report` puts them."""
-    from ..protocol.messages import Aggregate
-    from ..protocol.server import Server
+    from ..mpc.finish import server_estimates
     from ..result import make_result
 
-    aggregate = Aggregate(*reply["aggregate"])
-    estimate = Server(mechanism).estimate(aggregate)
+    ([estimate], [aggregate]) = server_estimates(reply["aggregate"][:2], [mechanism], reply["aggregate"][2])
     extra = {k: reply[k] for k in ("evaluation", "epoch", "rank_step_seconds", "scoring_seconds", "sizes",
                                    "server_bytes")}
     extra |= {"server_seconds": reply["seconds"], "layout": "helpers",
@@ -689,14 +670,12 @@ def selection_result(mechanism, reply: dict, epsilon: float, release_epsilon: fl
                           selection_epsilon=epsilon,
                           extra={k: reply[k] for k in ("argmax_seconds", "argmax_bytes", "argmax_rounds")})
     if release_epsilon is not None:
-        from ..protocol.messages import Aggregate
-        from ..protocol.server import Server
+        from ..mpc.finish import server_estimates
         from ..result import make_result
 
         release = release_mechanism(mechanism, release_epsilon)
-        aggregate = Aggregate(*reply["release"])
-        res = make_result(release, Server(release).estimate(aggregate), aggregate, list(reply["sizes"]),
-                          protocol="mpc", seconds=out.seconds)
+        ([estimate], [aggregate]) = server_estimates(reply["release"][:2], [release], reply["release"][2])
+        res = make_result(release, estimate, aggregate, list(reply["sizes"]), protocol="mpc", seconds=out.seconds)
         release_result(out, res, release_epsilon)
     return out
 
@@ -876,8 +855,7 @@ def run_client_service(config: DeployConfig, k: int, identity, inputs: ClientInp
     from ..mpc.audit import forbid_crypten_randomness
     from ..mpc.comm.inlinks import PartyUnreachable, connect
     from ..mpc.comm.roster import describe_helpers_rank
-    from ..mpc.input_parties import host_evaluation
-    from ..mpc.input_parties import host_keep
+    from ..mpc.roles.host import HostRole
 
     me = f"client {k}"
     roster = config.roster()
@@ -886,7 +864,6 @@ def run_client_service(config: DeployConfig, k: int, identity, inputs: ClientInp
         inputs = client_inputs(config, k)
     mechanism, pconfig = config.charged(), config.party_config()  # with a report: the composed cost is charged
     w = config.computing_parties
-    kept = []  # per evaluation: ([labels], own rows' 2 x mid-ranks), for a release after a selection
 
     def describe_party(p):
         return describe_helpers_rank(p, w - 1).split(" (")[0]
@@ -908,6 +885,7 @@ def run_client_service(config: DeployConfig, k: int, identity, inputs: ClientInp
         if refusal:
             return 0
         labels, hook, ledger = inputs.labels, inputs.hook, inputs.ledger
+        role = HostRole(k, k, pconfig, links)  # keeps each evaluation's ranks for a release after a selection
         verdict = _next_message(links, config.join_timeout, describe_party)
         if verdict.get("op") != "joined":
             raise ServiceError(f"the deployment did not start: {escape(verdict.get('reason', verdict))}")
@@ -924,7 +902,7 @@ def run_client_service(config: DeployConfig, k: int, identity, inputs: ClientInp
                         return 0
                     raise ServiceError(f"the deployment ended: {escape(msg['reason'])}")
                 if op == "select":  # among earlier evaluations, whose statistics the computing parties kept
-                    _client_select(msg, k, inputs, ledger, links, config, describe_party, me, kept)
+                    _client_select(msg, k, inputs, ledger, role, config, describe_party, me)
                     continue
                 if op != "open":
                     raise ServiceError(f"the server sent {escape(repr(op))[:60]} where an evaluation was expected")
@@ -951,26 +929,24 @@ def run_client_service(config: DeployConfig, k: int, identity, inputs: ClientInp
                 if answer is not None:  # nothing to release: this client refused
                     raise ServiceError("the server sent go to an evaluation this client refused")
                 with finishing(ledger, reservation):
-                    out = host_evaluation(k, [ClientData(scores, labels)], k, [key], pconfig, links, True)
-                    host_keep(links, k, [labels], out["ranks"])
-                    kept.append(([labels], out["ranks"][0].astype(np.int32)))  # for a release after a selection
+                    role.evaluate([ClientData(scores, labels)], [key])
                 log.info("[%s] evaluation %d (epoch %s) done in %.3f s", me, n, epoch, time.perf_counter() - start)
     finally:
         for link in links:
             link.close()
 
 
-def _client_select(msg, k, inputs, ledger, links, config, describe_party, me, kept) -> None:
+def _client_select(msg, k, inputs, ledger, role, config, describe_party, me) -> None:
     """Client ``k``'s part of a selection: charge its ledger (or refuse), then share its noise
-    (and with a release, its statistics of the selected evaluation from ``kept``: each
-    evaluation's labels and own rows' ranks)."""
+    (and with a release, its statistics of the selected evaluation from the ranks its ``role``
+    kept, :class:`secure_auc.mpc.roles.host.HostRole`)."""
     from ..dp.accountant import finishing
     from ..dp.selection import SelectAndRelease, SelectionCharge, release_mechanism
-    from ..mpc.input_parties import host_session_select
 
     from ..dp.accountant import BudgetExceeded
 
-    reservation, answer, release, evaluations, epsilon = None, None, None, None, None
+    reservation, answer, release_eps, evaluations, epsilon = None, None, None, None, None
+    links = role.links
     try:
         evaluations, epsilon, total = msg["evaluations"], float(msg["epsilon"]), int(msg["total"])
         if not (math.isfinite(epsilon) and epsilon > 0) or total < 1:
@@ -981,9 +957,7 @@ def _client_select(msg, k, inputs, ledger, links, config, describe_party, me, ke
             release_eps = float(release_eps)
             if not (math.isfinite(release_eps) and release_eps > 0):
                 raise InputError(f"the server sent release eps = {release_eps!r} for the selection")
-            mechanism = config.party_config().mechanisms[0]
-            charge = SelectAndRelease(charge, release_mechanism(mechanism, release_eps))
-            release = (release_eps, mechanism, k, kept)
+            charge = SelectAndRelease(charge, release_mechanism(role.config.mechanisms[0], release_eps))
         if ledger is not None:
             reservation = ledger.reserve([inputs.charged], charge, clients=[k], total=total,
                                          name=inputs.name, note=f"deployed client {k}, selection")
@@ -999,7 +973,7 @@ def _client_select(msg, k, inputs, ledger, links, config, describe_party, me, ke
             raise ServiceError(f"the deployment ended: {escape(decision.get('reason'))}")
         return
     with finishing(ledger, reservation):
-        host_session_select(links, k, evaluations, epsilon, len(config.clients), total, [None], release)
+        role.select(evaluations, epsilon, len(config.clients), total, [None], release_eps)
 
 
 def _ready(links, timeout: float, sockets=()) -> list:

@@ -122,14 +122,14 @@ class DeployedSession:
         Returns
         -------
         secure_auc.EvaluationResult
-            As :meth:`secure_auc.mpc.session.MPCSession.evaluate` and :func:`secure_auc.evaluate`
+            As :meth:`secure_auc.session.MPCSession.evaluate` and :func:`secure_auc.evaluate`
             return it: the estimate, std and 95 % interval (from the clients' public sizes and
             the aggregate), and in ``extra`` the cost: ``rank_step_seconds``, ``scoring_seconds``
             (the slowest client's hook), ``server_seconds``, ``sizes``, the server's bytes and,
             in the first evaluation only, the start-up (``startup_seconds``: the services' own,
             and ``connect_seconds``), which ``seconds`` (here, end to end) does not include.
             With a ``[report]`` in the configuration, its metrics join ``extra`` as
-            :meth:`secure_auc.mpc.session.MPCSession.evaluate` (``metrics=``) puts them.
+            :meth:`secure_auc.session.MPCSession.evaluate` (``metrics=``) puts them.
 
         Raises
         ------
@@ -154,7 +154,7 @@ class DeployedSession:
 
     def select(self, epochs=None, *, epsilon: float = 1.0, release_epsilon: float | None = None):
         """Select the best of this deployment's earlier evaluations (their ``epochs``; default all),
-        releasing only which (report-noisy-max, eps-DP: :meth:`secure_auc.mpc.session.MPCSession.select`);
+        releasing only which (report-noisy-max, eps-DP: :meth:`secure_auc.session.MPCSession.select`);
         with ``release_epsilon``, also the selected evaluation's DP AUC, std and 95 % interval
         (the configured mechanism at that eps; each client's ledger charged eps + E2 once).
 

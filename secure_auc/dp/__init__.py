@@ -5,7 +5,9 @@ from .base import Estimate, Mechanism, NoisyStatistics, PrivacyCost
 from .distributed import DistributedNoise
 from .mechanisms import ALLOCATIONS, SENSITIVITIES, NoNoise, RandomizedResponse, StatisticsMechanism
 from .registry import FAMILIES, METHODS, make_mechanism
-from .noise import LAPLACE, NoiseFamily, analytic_gaussian_sigma, gaussian
+from .families.gaussian import gaussian
+from .families.laplace import LAPLACE
+from .noise import NoiseFamily, analytic_gaussian_sigma
 from .randomized_response import debias_auc, flip_probability, randomized_response
 from .rng import ClientRngs, client_rngs, make_rng
 

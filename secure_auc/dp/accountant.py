@@ -94,11 +94,10 @@ import numpy as np
 
 from ..validation import InputError
 from .events import NONE_EVENT, NOOP_EVENT, check_event, compose
+from .registry import flips_labels, seeded_noise
 
-__all__ = ["Ledger", "BudgetExceeded", "Spent", "Reservation", "KeyedData", "Records", "label_commitment",
-           "NOISE_MECHANISMS"]
+__all__ = ["Ledger", "BudgetExceeded", "Spent", "Reservation", "KeyedData", "Records", "label_commitment"]
 
-NOISE_MECHANISMS = ("laplace", "gaussian", "distributed", "rr+report")  # rr+report: RR with a report's noise
 FORMAT = "secure-auc privacy ledger 3 (per record, SQLite)"
 STATES = ("reserved", "released", "failed")
 REPORT_DELTA = 1e-6  # delta at which (eps, delta) events are reported when the budget has no delta
@@ -324,7 +323,7 @@ def _check_charge(row, path) -> dict:
         _fail(path, f"{where}: the privacy event is not JSON")
     except ValueError as exc:
         _fail(path, f"{where}: {exc}")
-    if (eps is None) != (ev["kind"] == "none"):
+    if (eps is None) != (ev["kind"] == NONE_EVENT["kind"]):
         _fail(path, f"{where}: epsilon null must go with a non-private event")
     for key, value in (("seed_tag", seed_tag), ("rr_key", rr_key)):
         if value is not None and not isinstance(value, str):
@@ -723,13 +722,14 @@ class Ledger:
         for r in hist_charges:
             if r["evaluation"] == evaluation:  # another client of this run: its noise key is its own
                 continue
-            if mech_name in NOISE_MECHANISMS and r["mechanism"] in NOISE_MECHANISMS and r["seed_tag"] == tag:
+            # the families declare whether their noise comes from the seeded noise keys (registry)
+            if seeded_noise(mech_name) and seeded_noise(r["mechanism"]) and r["seed_tag"] == tag:
                 raise InputError(
                     f"{u.what}: this seed was already used for {r['mechanism']} noise on some of them (release "
                     f"{r['id']}, {r['time']}); the same seed gives the same noise, and two releases with the "
                     "same noise reveal their exact difference. Use another seed or none")
             asked = r["requested_epsilon"] if r["requested_epsilon"] is not None else r["epsilon"]
-            if mech_name == "rr" and r["mechanism"] == "rr" and r["seed_tag"] == tag and r["epsilon"] is not None \
+            if flips_labels(mech_name) and r["mechanism"] == mech_name and r["seed_tag"] == tag and r["epsilon"] is not None \
                     and asked != cost.epsilon:
                 raise InputError(
                     f"{u.what}: this seed was already used for randomized response at eps = "
@@ -821,7 +821,7 @@ class Ledger:
                 hist_ids = {c for gid in touched for c in groups[gid][2]}
                 self._refusals(u, [charges[c] for c in sorted(hist_ids)], mech_name, cost, tag, evaluation)
                 rr_key = None
-                if mech_name == "rr" and tag is not None and sizes is not None and u.order is not None:
+                if flips_labels(mech_name) and tag is not None and sizes is not None and u.order is not None:
                     n_k = int(sizes[clients.index(k)])
                     rr_key = f"eps={float(cost.epsilon)!r}|seed={tag}|client={k}|n={n_k}|labels={u.order}"
                 free = rr_key is not None and not new.size and any(charges[c]["rr_key"] == rr_key for c in hist_ids)

@@ -120,11 +120,13 @@ import numpy as np
 from ..local_stats import LocalStatistics
 from ..validation import InputError, check_delta, check_epsilon
 from .base import Mechanism, NoisyStatistics, PrivacyCost
+from .family import EPSILON, Family, Option
 from .discrete import discrete_gaussian, dlap_variance, negative_binomial
 from .noise import analytic_gaussian_sigma
 from .streams import Uniforms
 
 __all__ = [
+    "FAMILY",
     "NOISES",
     "DistributedNoiseMechanism",
     "DistributedNoise",
@@ -145,6 +147,7 @@ __all__ = [
     "MIN_SHARE_STD",
 ]
 
+NAME = "distributed"  # the family (declared at the end of this module: FAMILY)
 NOISES = ("discrete_laplace", "skellam", "gaussian")
 SKELLAM_RELEASE = ("Skellam noise is for analysis only: its Poisson shares cannot be drawn exactly at these means; "
                    "use noise='gaussian' (exact distributed discrete Gaussian shares, the same standard deviation)")
@@ -511,7 +514,7 @@ class DistributedNoiseMechanism(Mechanism):
     split: float | None = None
     prior_auc: float = 0.75
     prior_base_rate: float = 0.25
-    name: str = field(default="distributed", init=False)
+    name: str = field(default=NAME, init=False)
     needs_secure_sum = True  # each client adds only a share: only the aggregate may be opened
 
     def check_release(self) -> None:
@@ -626,7 +629,7 @@ class DistributedNoiseMechanism(Mechanism):
         return composed_event([skellam_event(cal.param_c, int(total) - 1), skellam_event(cal.param_p, 1)])
 
     def describe(self) -> dict:
-        return {"mechanism": "distributed", "epsilon": self.epsilon, "delta": self.delta or 0.0,
+        return {"mechanism": NAME, "epsilon": self.epsilon, "delta": self.delta or 0.0,
                 "allocation": f"{self.noise} shares, split {self.eps_split:.3f}, "
                               f"{self.honest} of {self.clients} clients honest", "sensitivity": None}
 
@@ -717,3 +720,31 @@ def centred_std(total: int, positives: int, auc: float, epsilon: float, split: f
     mech = DistributedNoiseMechanism(epsilon, clients, noise=noise, delta=delta, honest_fraction=honest_fraction,
                                      split=split)
     return mech.linearised_std(total, positives, auc)
+
+
+# -- the family's declaration (:mod:`.family`) ----------------------------------------------------------
+def _make(epsilon, delta, clients, honest_fraction, split, noise):
+    if clients is None:
+        raise InputError("distributed noise needs the number of clients")
+    # pure eps: discrete Laplace shares; (eps, delta): exact discrete Gaussian shares
+    if noise is None:
+        shares = "gaussian" if delta is not None else "discrete_laplace"
+    else:
+        shares = {"laplace": "discrete_laplace"}.get(noise, noise)
+    return DistributedNoise(epsilon, clients, noise=shares, delta=delta, honest_fraction=honest_fraction, split=split)
+
+
+FAMILY = Family(
+    NAME, "noise on the aggregate only, in shares: discrete Laplace, or discrete Gaussian with --delta; MPC protocol "
+          "only",
+    (EPSILON,
+     Option("delta", "delta of one evaluation: discrete Gaussian shares (without it: discrete Laplace "
+                     "shares, pure eps-DP)", range="(0, 1)"),
+     Option("honest_fraction", "fraction of clients assumed not to collude with the server; the honest clients' "
+                               "shares alone give the guarantee", default=1.0, range="(0, 1]"),
+     Option("split", "share of the budget on the centred rank statistic (of eps for discrete Laplace; of the "
+                     "squared-sensitivity budget for discrete Gaussian shares; without it: variance-optimal from "
+                     "public priors AUC 0.75, base rate 0.25, 0.716 for discrete Laplace)", range="(0, 1)"),
+     Option("noise", "the shares' noise: laplace (discrete Laplace), gaussian (discrete Gaussian) or skellam "
+                     "(analysis only); default: by delta", type=str, cli=False)),
+    make=_make, notes={"*": "it divides eps with --split"}, needs_secure_sum=True)

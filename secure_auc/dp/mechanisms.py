@@ -34,24 +34,30 @@ Two families (paper, Sections 4 and 5):
 
 * :class:`NoNoise`: the exact, non-private computation (for references/tests).
 
-All implement :class:`.base.Mechanism`; :mod:`.registry` builds them by name.
+All implement :class:`.base.Mechanism`; :mod:`.registry` builds them by name.  :class:`NoNoise` and
+:class:`RandomizedResponse` are declared with their families (:mod:`.families.none`,
+:mod:`.families.rr`), the noises in :mod:`.families.laplace` and :mod:`.families.gaussian`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..local_stats import LocalStatistics
-from ..validation import InputError, check_delta, check_epsilon, check_fraction
-from .base import Estimate, Mechanism, NoisyStatistics, PrivacyCost
-from .noise import GRID, LAPLACE, NoiseFamily, gaussian
-from .randomized_response import debias_auc, flip_probability, randomized_response
+from ..validation import InputError, check_epsilon, check_fraction
+from .base import Mechanism, NoisyStatistics, PrivacyCost
+from .families.none import NoNoise
+from .family import EPSILON, Family, Option
+from .families.rr import RandomizedResponse
+from .noise import GRID, NoiseFamily, default_noise, noise_kind
 
 __all__ = [
     "ALLOCATIONS",
     "SENSITIVITIES",
+    "STATISTICS_OPTIONS",
+    "statistics_family",
     "NoNoise",
     "RandomizedResponse",
     "Allocation",
@@ -59,111 +65,6 @@ __all__ = [
     "orthogonal_statistic",
     "noisy_quotient",
 ]
-
-
-@dataclass(frozen=True)
-class NoNoise(Mechanism):
-    """The exact, non-private computation (references and tests).
-
-    The clients release their exact statistics; the cost is eps = inf.
-
-    Examples
-    --------
-    >>> from secure_auc import NoNoise, make_mechanism
-    >>> NoNoise() == make_mechanism("none"), NoNoise().cost
-    (True, PrivacyCost(epsilon=inf, delta=0.0))
-    >>> NoNoise().describe()["epsilon"] is None
-    True
-    """
-
-    name: str = field(default="none", init=False)
-
-    @property
-    def cost(self) -> PrivacyCost:
-        return PrivacyCost(float("inf"))
-
-    def privatize(self, stats: LocalStatistics, rng, reps: int | None = None, *, total: int | None = None,
-                  exact: bool = True):
-        shape = (stats.clients,) if reps is None else (reps, stats.clients)
-        return NoisyStatistics(
-            np.broadcast_to(stats.local_sum, shape).copy(),
-            np.broadcast_to(stats.local_p, shape).copy(),
-            stats.n,
-        )
-
-
-@dataclass(frozen=True)
-class RandomizedResponse(NoNoise):
-    """Flip labels with probability 1/(1+e^eps) before anything leaves the client.
-
-    The statistics on the flipped labels are released without further noise;
-    the server debiases eq. (1) with :func:`.randomized_response.debias_auc`.
-
-    Parameters
-    ----------
-    epsilon : float, default 1.0
-        eps > 0 of each label's randomized response.
-
-    Raises
-    ------
-    InputError
-        If ``epsilon`` is not > 0.
-
-    Examples
-    --------
-    With eps = ln 3 a label is flipped with probability 1/4:
-
-    >>> import math
-    >>> import numpy as np
-    >>> from secure_auc import RandomizedResponse
-    >>> from secure_auc.dp.rng import make_rng
-    >>> rr = RandomizedResponse(epsilon=math.log(3))
-    >>> round(rr.flip_probability, 12), rr.cost.delta
-    (0.25, 0.0)
-    >>> flipped = rr.prepare_labels(np.ones(10_000, dtype=np.int8), make_rng(0))
-    >>> bool(0.7 < flipped.mean() < 0.8)
-    True
-
-    Debiasing: with P' = N' = 50 of M = 100 noisy labels (estimated base rate
-    1/2, so a = b = rho), an AUC of 0.625 on flipped labels estimates
-    (0.625 - rho) / (1 - 2 rho) = 0.75:
-
-    >>> est = rr.estimate(global_sum=0.625 * 50 * 50 + 50 * 49 / 2, positives=50, total=100)
-    >>> float(est.raw_auc), round(float(est.auc), 9)
-    (0.625, 0.75)
-    >>> RandomizedResponse(epsilon=0)
-    Traceback (most recent call last):
-        ...
-    secure_auc.validation.InputError: epsilon must be > 0, got 0
-    """
-
-    epsilon: float = 1.0
-    name: str = field(default="rr", init=False)
-
-    def __post_init__(self):
-        check_epsilon(self.epsilon)
-
-    @property
-    def flip_probability(self) -> float:
-        return flip_probability(self.epsilon)
-
-    @property
-    def cost(self) -> PrivacyCost:
-        return PrivacyCost(self.epsilon)
-
-    def prepare_labels(self, labels, rng, owner=None):
-        return randomized_response(labels, self.epsilon, rng, owner)
-
-    def estimate(self, global_sum, positives, total: int) -> Estimate:
-        """Eq. (1) on the flipped labels' sums, then the debiasing of
-        :func:`.randomized_response.debias_auc`."""
-        raw = super().estimate(global_sum, positives, total)
-        p = raw.positives
-        auc = debias_auc(raw.raw_auc, p, total - p, self.epsilon).auc
-        return Estimate(auc=auc, raw_auc=raw.raw_auc, global_sum=raw.global_sum, positives=p)
-
-    def describe(self) -> dict:
-        return {"mechanism": "rr", "epsilon": self.epsilon, "delta": 0.0, "allocation": None, "sensitivity": None}
 
 
 def orthogonal_statistic(stats: LocalStatistics) -> list[int]:
@@ -209,6 +110,26 @@ def noisy_quotient(twice_x: list[int], units: np.ndarray, n) -> np.ndarray:
 ALLOCATIONS = ("split", "orthogonal", "adaptive")
 SENSITIVITIES = ("local", "global")
 
+# the options of every family built on StatisticsMechanism (their noise apart)
+STATISTICS_OPTIONS = (
+    EPSILON,
+    Option("allocation", "how eps is split between localSum and localP: split (alpha), orthogonal (shared beta) "
+           "or adaptive (per-client beta)", type=str, default="adaptive", choices=ALLOCATIONS),
+    Option("sensitivity", "local (client's max rank, LocalLaplace) or global (M-1, GlobalLaplace)", type=str,
+           default="local", choices=SENSITIVITIES, when=("allocation", ("split",))),
+    Option("alpha", "share of eps on localSum", default=0.5, range="(0, 1)", when=("allocation", ("split",))),
+    Option("beta", "share of eps on localP", default=0.5, range="(0, 1)", when=("allocation", ("orthogonal",))),
+)
+
+
+def statistics_family(noise: str, options=STATISTICS_OPTIONS, **declaration):
+    """The declaration (:class:`.family.Family`) of the family that adds the noise ``noise``
+    (:func:`.noise.noise_kind`) with :class:`StatisticsMechanism`."""
+    def make(epsilon, delta, clients, allocation, sensitivity, alpha, beta):
+        return StatisticsMechanism(epsilon=epsilon, noise=noise, delta=delta, allocation=allocation,
+                                   sensitivity=sensitivity, alpha=alpha, beta=beta)
+    return Family(noise, options=options, make=make, noise=noise, **declaration)
+
 
 @dataclass(frozen=True)
 class Allocation:
@@ -232,7 +153,8 @@ class StatisticsMechanism(Mechanism):
     ----------
     epsilon : float
         Total budget per evaluation (eps-label-DP, or (eps, delta)).
-    noise : {"laplace", "gaussian"}, default "laplace"
+    noise : {"laplace", "gaussian"}, optional
+        The per-client noise (:func:`.noise.noise_kind`); default: discrete Laplace.
     delta : float, optional
         Required for Gaussian noise, in (0, 1); each of the two noises spends
         delta / 2.  Not allowed for Laplace noise.
@@ -275,7 +197,7 @@ class StatisticsMechanism(Mechanism):
     """
 
     epsilon: float
-    noise: str = "laplace"
+    noise: str | None = None  # None: the default noise (discrete Laplace)
     delta: float | None = None
     allocation: str = "split"
     sensitivity: str = "local"
@@ -284,14 +206,9 @@ class StatisticsMechanism(Mechanism):
 
     def __post_init__(self):
         check_epsilon(self.epsilon)
-        if self.noise not in ("laplace", "gaussian"):
-            raise InputError(f"noise must be 'laplace' or 'gaussian', got {self.noise!r}")
-        if self.noise == "gaussian":
-            if self.delta is None:
-                raise InputError("Gaussian noise needs --delta in (0, 1)")
-            check_delta(self.delta)
-        elif self.delta not in (None, 0, 0.0):
-            raise InputError("delta applies to Gaussian noise only (Laplace is pure eps-DP)")
+        if self.noise is None:
+            object.__setattr__(self, "noise", default_noise())
+        noise_kind(self.noise, self.delta)  # a known noise, with the delta it needs (or none)
         if self.allocation not in ALLOCATIONS:
             raise InputError(f"allocation must be one of {ALLOCATIONS}, got {self.allocation!r}")
         if self.sensitivity not in SENSITIVITIES:
@@ -309,8 +226,8 @@ class StatisticsMechanism(Mechanism):
 
     @property
     def family(self) -> NoiseFamily:
-        # each of the two noises spends half of delta
-        return LAPLACE if self.noise == "laplace" else gaussian(self.delta / 2.0)
+        """The noise of each of the two releases (each spends half of delta)."""
+        return noise_kind(self.noise, self.delta)
 
     def describe(self) -> dict:
         return {
@@ -330,8 +247,7 @@ class StatisticsMechanism(Mechanism):
         sigma_c(eps_i, delta / 2), hence (1 / (2 sigma_c^2))-zCDP; for the
         adaptive allocation the largest total rho over the per-client split.
         """
-        from .events import composed_event, pure_event, zcdp_event
-        from .noise import analytic_gaussian_sigma
+        from .events import composed_event
 
         eps = self.epsilon
         if eps == float("inf"):
@@ -341,18 +257,8 @@ class StatisticsMechanism(Mechanism):
         elif self.allocation == "orthogonal":
             shares = [self.beta, 1.0 - self.beta]
         else:
-            shares = None
-        if self.noise == "laplace":
-            return pure_event(eps) if shares is None else composed_event([pure_event(s * eps) for s in shares])
-        half = self.delta / 2.0
-
-        def rho(e):
-            return 0.5 / analytic_gaussian_sigma(np.asarray(e, dtype=np.float64), half) ** 2
-        if shares is None:
-            beta = np.linspace(1e-3, 1.0 - 1e-3, 999)
-            worst = max(float(np.max(rho(beta * eps) + rho((1.0 - beta) * eps))), float(rho(eps)))
-            return zcdp_event(worst)
-        return composed_event([zcdp_event(float(rho(s * eps))) for s in shares])
+            return self.family.adaptive_event(eps)
+        return composed_event([self.family.event(s * eps) for s in shares])
 
     def delta_method_std(self, stats: LocalStatistics, total: int, auc: float) -> float:
         """:func:`.variance.linearised_std` (noisy P included)."""

@@ -1,4 +1,8 @@
-"""Additive noise: discrete Laplace (pure eps) and discrete Gaussian ((eps, delta)).
+"""Additive noise: the interface of a per-client noise (:class:`NoiseFamily`) and the grid.
+
+The noises themselves are declared with their mechanism families: discrete
+Laplace (pure eps) in :mod:`.families.laplace`, discrete Gaussian ((eps, delta))
+in :mod:`.families.gaussian`; :func:`noise_kind` finds one by name.
 
 All noise is an integer number of steps of the protocol's fixed-point grid
 (:data:`GRID` = 2^-8), drawn exactly (:mod:`.discrete`), for a statistic on
@@ -31,10 +35,11 @@ from functools import lru_cache
 import numpy as np
 from scipy.special import log_ndtr
 
-from ..validation import check_delta
-from .discrete import dgauss_sigma, dgauss_variance, discrete_gaussian, discrete_laplace, dlap_variance
+from ..validation import InputError, check_delta
+from .discrete import dgauss_sigma
 
-__all__ = ["GRID", "grid_units", "NoiseFamily", "LAPLACE", "gaussian", "analytic_gaussian_sigma"]
+__all__ = ["GRID", "grid_units", "NoiseFamily", "noise_kind", "register_noise", "default_noise",
+           "analytic_gaussian_sigma", "dgauss_scale"]
 
 
 def _gaussian_delta(sigma: np.ndarray, eps: np.ndarray) -> np.ndarray:
@@ -91,6 +96,13 @@ def grid_units(sensitivity, grid: float = GRID) -> np.ndarray:
     return units
 
 
+def dgauss_scale(units: np.ndarray, eps: np.ndarray, delta: float) -> np.ndarray:
+    """The discrete Gaussian's sigma (grid steps) for sensitivities ``units`` and budgets ``eps``,
+    computed once per distinct pair (:func:`.discrete.dgauss_sigma`) and cached."""
+    e, u = np.ascontiguousarray(eps), np.ascontiguousarray(units)
+    return _dgauss_sigma_cached(u.tobytes(), e.tobytes(), u.shape, delta).copy()
+
+
 @lru_cache(maxsize=64)
 def _dgauss_sigma_cached(units_bytes: bytes, eps_bytes: bytes, shape: tuple, delta: float) -> np.ndarray:
     units = np.frombuffer(units_bytes, dtype=np.float64).reshape(shape)
@@ -101,61 +113,82 @@ def _dgauss_sigma_cached(units_bytes: bytes, eps_bytes: bytes, shape: tuple, del
 
 @dataclass(frozen=True)
 class NoiseFamily:
-    """Integer noise on the fixed-point grid for a statistic of given sensitivity.
+    """Integer noise on the fixed-point grid for a statistic of given sensitivity: the interface
+    each per-client noise implements, declared with its mechanism family
+    (:mod:`.families.laplace`: discrete Laplace, pure eps-DP; :mod:`.families.gaussian`: discrete
+    Gaussian, (eps, delta)).
 
-    ``laplace``: g DLap(t) with t = (Delta / g) / eps grid steps (discrete
-    Laplace, pure eps-DP, :func:`.discrete.discrete_laplace`).  ``gaussian``:
-    g N_Z(0, s^2) with the smallest s for which the discrete Gaussian is
-    (eps, delta)-DP for the integer sensitivity Delta / g (CKS Theorem 7,
-    :func:`.discrete.dgauss_sigma`), and at least (Delta / g) times the continuous
-    analytic Gaussian's sigma (within 1e-5 of it for every sensitivity of 64 grid
-    steps or more), so that it is also (1 / (2 sigma_c^2))-zCDP.  ``delta`` is the delta of one release (0
-    for Laplace).  Both are exact samplers driven by the uniform integers of
-    ``rng`` (the client's own noise stream in a release, :mod:`.streams`).
+    A noise is a scale per release in grid steps (:meth:`grid_scale`), its variance
+    (:meth:`variance`), an exact sampler (:meth:`draw`), the sum of several independent draws
+    for the parametric bootstrap of the intervals (:meth:`summed_draws`) and the privacy
+    event of one release (:meth:`event`).  ``delta`` is the delta of one release (0 for a
+    pure eps-DP noise).  Every sampler is driven by the uniform integers of ``rng`` (the
+    client's own noise stream in a release, :mod:`.streams`).  :func:`noise_kind` finds the
+    noise a :class:`.mechanisms.StatisticsMechanism` names.
 
     Examples
     --------
-    Noise for a statistic of sensitivity 5 with eps = 1: on the grid, with the
-    discrete Laplace's variance (the Laplace's 2 (5 / 1)^2 up to O(g^2)):
-
-    >>> import numpy as np
-    >>> from secure_auc.dp.noise import GRID, LAPLACE
-    >>> x = LAPLACE.sample(1.0, np.random.default_rng(0), (4,), sensitivity=5.0)
-    >>> bool(np.all(x / GRID == np.rint(x / GRID)))
-    True
-    >>> round(float(LAPLACE.std(1.0, sensitivity=5.0)) ** 2, 4)
-    50.0
+    >>> from secure_auc.dp.noise import NoiseFamily, noise_kind
+    >>> issubclass(type(noise_kind("laplace")), NoiseFamily), noise_kind("gaussian", 1e-6).delta
+    (True, 5e-07)
     """
 
-    name: str
+    name: str = ""
     delta: float = 0.0
+    takes_delta = False  # its mechanism needs a delta (and refuses none)
+    paper = False  # the paper's noise: its closed-form standard deviations and exact-P variant apply
 
-    def _scale(self, epsilon, sensitivity, grid):
-        """Grid-unit parameter: DLap scale t or discrete Gaussian sigma (0 where no noise is needed)."""
+    # -- what each noise implements -----------------------------------------------------------------
+    def grid_scale(self, epsilon: np.ndarray, units: np.ndarray) -> np.ndarray:
+        """The parameter, in grid steps, for budgets ``epsilon`` and sensitivities ``units`` (grid
+        steps, both finite and > 0)."""
+        raise NotImplementedError
+
+    def fast_scale(self, epsilon: np.ndarray, units: np.ndarray) -> np.ndarray | None:
+        """:meth:`grid_scale` without masks when every release needs noise (None: no fast path)."""
+        return None
+
+    def variance(self, scale: np.ndarray) -> np.ndarray:
+        """Variance in grid steps^2 of the noise of parameter ``scale`` (0: no noise)."""
+        raise NotImplementedError
+
+    def draw(self, rng, scale: np.ndarray, shape, *, exact: bool = True) -> np.ndarray:
+        """Integer noise (grid steps, int64) of parameter ``scale``."""
+        raise NotImplementedError
+
+    def summed_draws(self, rng, scale: float, count: int, draws: int) -> np.ndarray:
+        """``draws`` values of the sum of ``count`` independent noises of parameter ``scale``."""
+        raise NotImplementedError
+
+    def event(self, epsilon: float) -> dict:
+        """The privacy event (:mod:`.events`) of one release with budget ``epsilon``."""
+        raise NotImplementedError
+
+    def adaptive_event(self, epsilon: float) -> dict:
+        """The event of two releases whose split of ``epsilon`` is each client's own (a bound)."""
+        raise NotImplementedError
+
+    @classmethod
+    def for_mechanism(cls, delta: float | None) -> "NoiseFamily":
+        """The noise of a mechanism with ``delta`` (checked: the message names what is wrong), each of
+        its two releases spending half of it."""
+        raise NotImplementedError
+
+    # -- the same for every noise --------------------------------------------------------------------
+    def scale(self, epsilon, sensitivity=1.0, grid: float = GRID) -> np.ndarray:
+        """The noise's parameter in grid steps (DLap scale t, discrete Gaussian sigma; 0 where no noise is needed)."""
         eps, units = np.broadcast_arrays(np.asarray(epsilon, dtype=np.float64), grid_units(sensitivity, grid))
-        if self.name == "laplace" and np.all(units > 0) and np.all(np.isfinite(eps)):
-            return units / eps  # the common case, without masks
+        if np.all(units > 0) and np.all(np.isfinite(eps)):
+            fast = self.fast_scale(eps, units)  # the common case, without masks
+            if fast is not None:
+                return fast
         none = np.isinf(eps) | (units == 0)
         e, u = np.where(none, 1.0, eps), np.where(none, 1.0, units)
-        if self.name == "laplace":
-            scale = u / e
-        else:
-            e, u = np.ascontiguousarray(e), np.ascontiguousarray(u)
-            scale = _dgauss_sigma_cached(u.tobytes(), e.tobytes(), u.shape, self.delta).copy()
-            # never below the continuous analytic Gaussian's sigma: then the discrete Gaussian is
-            # rho-zCDP with rho <= 1 / (2 sigma_c^2) (CKS Theorem 4), the event the accountant composes
-            scale = np.maximum(scale, u * analytic_gaussian_sigma(e, self.delta))
-        return np.where(none, 0.0, scale)
+        return np.where(none, 0.0, self.grid_scale(e, u))
 
     def std(self, epsilon, sensitivity=1.0, grid: float = GRID) -> np.ndarray:
         """std of the noise of a statistic with ``sensitivity`` (on ``grid``) released with ``epsilon``."""
-        scale = self._scale(epsilon, sensitivity, grid)
-        if self.name == "laplace":
-            with np.errstate(divide="ignore"):
-                var = np.where(scale > 0, dlap_variance(1.0 / np.where(scale > 0, scale, 1.0)), 0.0)
-        else:
-            var = dgauss_variance(scale)
-        return grid * np.sqrt(var)
+        return grid * np.sqrt(self.variance(self.scale(epsilon, sensitivity, grid)))
 
     def sample(self, epsilon, rng: np.random.Generator, shape, sensitivity=1.0, grid: float = GRID, *,
                exact: bool = True) -> np.ndarray:
@@ -170,14 +203,36 @@ class NoiseFamily:
     def sample_units(self, epsilon, rng: np.random.Generator, shape, sensitivity=1.0,
                      grid: float = GRID, *, exact: bool = True) -> np.ndarray:
         """The integer noise itself (in grid steps, int64)."""
-        scale = np.broadcast_to(self._scale(epsilon, sensitivity, grid), shape)
-        if self.name == "laplace":
-            return discrete_laplace(rng, scale, shape, exact=exact)
-        return discrete_gaussian(rng, scale, shape, exact=exact)
+        scale = np.broadcast_to(self.scale(epsilon, sensitivity, grid), shape)
+        return self.draw(rng, scale, shape, exact=exact)
 
 
-LAPLACE = NoiseFamily("laplace")
+_KINDS: dict[str, type] = {}  # name -> NoiseFamily subclass, filled by the families' modules
+_DEFAULT: list[str] = []
 
 
-def gaussian(delta: float) -> NoiseFamily:
-    return NoiseFamily("gaussian", check_delta(delta))
+def register_noise(kind: type, *, default: bool = False) -> type:
+    """Make the noise ``kind`` (a :class:`NoiseFamily` subclass) known by its ``name``;
+    ``default``: the noise of a :class:`.mechanisms.StatisticsMechanism` that names none."""
+    _KINDS[kind.name] = kind
+    if default:
+        _DEFAULT[:] = [kind.name]
+    return kind
+
+
+def default_noise() -> str:
+    """The name of the default noise."""
+    return _DEFAULT[0]
+
+
+def noise_kind(name: str, delta: float | None = None) -> NoiseFamily:
+    """The noise called ``name`` as a mechanism with ``delta`` uses it (:meth:`NoiseFamily.for_mechanism`).
+
+    Raises
+    ------
+    InputError
+        On an unknown name (the message lists the known ones) or a delta the noise refuses.
+    """
+    if name not in _KINDS:
+        raise InputError(f"noise must be {' or '.join(repr(k) for k in _KINDS)}, got {name!r}")
+    return _KINDS[name].for_mechanism(delta)

@@ -1,4 +1,11 @@
-"""One registry of mechanisms, for the CLI, the simulator and the Python API.
+"""One registry of mechanism families, for the CLI, the deployment file, the accountant, the
+simulator and the Python API.
+
+Each family is declared once, in its own module, as a :class:`.family.Family` (its name,
+options with defaults and ranges, how to build it; the mechanism it builds brings its noise,
+variance and privacy event): :mod:`.families.none`, :mod:`.families.rr`,
+:mod:`.families.laplace`, :mod:`.families.gaussian` and :mod:`.distributed`.  This module
+collects them (:func:`register` adds one, e.g. in a test) and builds mechanisms by name.
 
 One vocabulary.  A mechanism is named either by its family with options
 (``make_mechanism("laplace", 1.0, allocation="split", sensitivity="global")``,
@@ -8,33 +15,170 @@ which is a shorthand for a family with options (:data:`METHODS`:
 
 Examples
 --------
->>> from secure_auc.dp.registry import make_mechanism
+>>> from secure_auc.dp.registry import family, make_mechanism
 >>> make_mechanism("global", 1.0) == make_mechanism("laplace", 1.0, allocation="split", sensitivity="global")
 True
 >>> make_mechanism("rr", 2.0).cost
 PrivacyCost(epsilon=2.0, delta=0.0)
+>>> [o.name for o in family("distributed").options if o.cli]
+['epsilon', 'delta', 'honest_fraction', 'split']
 """
 
 from __future__ import annotations
 
-from ..validation import InputError, check_epsilon
+from collections.abc import Sequence
+
+from ..validation import InputError
 from .base import Mechanism
-from .distributed import DistributedNoise
-from .mechanisms import NoNoise, RandomizedResponse, StatisticsMechanism
+from .distributed import FAMILY as DISTRIBUTED
+from .families.gaussian import FAMILY as GAUSSIAN
+from .families.laplace import FAMILY as LAPLACE
+from .families.none import FAMILY as NONE
+from .families.rr import FAMILY as RR
+from .family import Family
 
-__all__ = ["FAMILIES", "METHODS", "make_mechanism"]
+__all__ = ["FAMILIES", "METHODS", "DEFAULT_FAMILY", "DEFAULT_NOISE", "DEFAULT_METHODS", "SHARE_NOISES", "make_mechanism",
+           "family", "families", "register", "unregister", "method_family", "method_takes", "noises",
+           "noise_takes_delta", "paper_noise", "seeded_noise", "flips_labels"]
 
-FAMILIES = ("none", "rr", "laplace", "gaussian", "distributed")  # what ``--mechanism`` takes
+_REGISTERED: dict[str, Family] = {}
 
-# the paper's method names: (description, family options, needs a partition of the samples)
+
+def register(declaration: Family, *, replace: bool = False) -> Family:
+    """Add the family ``declaration`` (:class:`.family.Family`): the CLI, a deployment file's
+    ``[mechanism]`` table, the accountant and :func:`make_mechanism` take it from then on.
+
+    Raises
+    ------
+    ValueError
+        If a family of that name exists (unless ``replace``) or it names a method of :data:`METHODS`.
+    """
+    if not replace and declaration.name in _REGISTERED:
+        raise ValueError(f"a mechanism family {declaration.name!r} exists")
+    if declaration.name in METHODS and METHODS[declaration.name][3] != declaration.name:
+        raise ValueError(f"{declaration.name!r} is a method name")
+    _REGISTERED[declaration.name] = declaration
+    return declaration
+
+
+def unregister(name: str) -> None:
+    """Remove the family ``name`` (added by :func:`register`)."""
+    _REGISTERED.pop(name, None)
+
+
+def families() -> tuple[Family, ...]:
+    """Every family, in registration order."""
+    return tuple(_REGISTERED.values())
+
+
+def family(name: str) -> Family:
+    """The family ``name``.
+
+    Raises
+    ------
+    InputError
+        On an unknown name (the message lists the families).
+    """
+    if name not in _REGISTERED:
+        raise InputError(f"mechanism must be one of {', '.join(_REGISTERED)}, got {name!r}")
+    return _REGISTERED[name]
+
+
+class _Names(Sequence):
+    """The families' names, in registration order (a live view of the registry)."""
+
+    def __getitem__(self, i):
+        return tuple(_REGISTERED)[i]
+
+    def __len__(self):
+        return len(_REGISTERED)
+
+    def __repr__(self):
+        return repr(tuple(_REGISTERED))
+
+
+FAMILIES = _Names()  # what ``--mechanism`` takes
+
+# the paper's method names: (description, family options, needs a partition of the samples, family;
+# None: the family of the noise asked for, the default one's unless told)
 METHODS = {
-    "rr": ("randomized response, debiased (FedAUC_RR)", {}, False),
-    "global": ("GlobalLaplace: sensitivity M-1, split alpha", {"allocation": "split", "sensitivity": "global"}, True),
-    "local": ("LocalLaplace: client's max rank, split alpha", {"allocation": "split", "sensitivity": "local"}, True),
-    "orthogonal": ("orthogonal decomposition, shared beta", {"allocation": "orthogonal"}, True),
-    "adaptive": ("orthogonal decomposition, per-client adaptive beta", {"allocation": "adaptive"}, True),
-    "distributed": ("noise on the aggregate in shares, centred statistic (this project; MPC only)", {}, True),
+    "rr": ("randomized response, debiased (FedAUC_RR)", {}, False, RR.name),
+    "global": ("GlobalLaplace: sensitivity M-1, split alpha", {"allocation": "split", "sensitivity": "global"}, True,
+               None),
+    "local": ("LocalLaplace: client's max rank, split alpha", {"allocation": "split", "sensitivity": "local"}, True,
+              None),
+    "orthogonal": ("orthogonal decomposition, shared beta", {"allocation": "orthogonal"}, True, None),
+    "adaptive": ("orthogonal decomposition, per-client adaptive beta", {"allocation": "adaptive"}, True, None),
+    "distributed": ("noise on the aggregate in shares, centred statistic (this project; MPC only)", {}, True,
+                    DISTRIBUTED.name),
 }
+
+DEFAULT_FAMILY = LAPLACE.name  # ``--mechanism``'s default, and :func:`secure_auc.evaluate`'s without one
+DEFAULT_NOISE = LAPLACE.name  # the noise of the paper's methods when none is named
+DEFAULT_METHODS = ("rr", "global", "local", "adaptive")  # what ``secure-auc simulate`` runs by default
+SHARE_NOISES = ("skellam",)  # noise= values for the aggregate's shares only (analysis and simulation)
+
+for _declared in (NONE, RR, LAPLACE, GAUSSIAN, DISTRIBUTED):  # each in its own module
+    register(_declared)
+
+
+def method_family(method: str, noise: str | None = None) -> Family:
+    """The family behind the paper's method ``method`` (or a family's name) with the per-client noise
+    ``noise`` (default: the default noise); an unknown noise is refused as the mechanism refuses it."""
+    if method in _REGISTERED:
+        return _REGISTERED[method]
+    if method not in METHODS:
+        raise InputError(f"mechanism must be one of {', '.join(tuple(_REGISTERED) + tuple(m for m in METHODS if m not in _REGISTERED))}; "
+                         f"got {method!r}")
+    if METHODS[method][3] is not None:
+        return family(METHODS[method][3])
+    match = [f for f in _REGISTERED.values() if f.noise is not None and f.noise == (noise or DEFAULT_NOISE)]
+    if not match:
+        from .noise import noise_kind
+
+        noise_kind(noise)  # raises: the noises a statistics mechanism takes
+    return match[0]
+
+
+def noises() -> tuple[str, ...]:
+    """What ``noise=`` takes (:func:`make_mechanism`, the simulator): each family's per-client noise,
+    then :data:`SHARE_NOISES`."""
+    return tuple(f.noise for f in _REGISTERED.values() if f.noise is not None) + SHARE_NOISES
+
+
+def noise_takes_delta(noise: str) -> bool:
+    """Whether the noise ``noise`` (of :func:`noises`) is (eps, delta)-DP (needs a delta)."""
+    return noise in SHARE_NOISES or (noise in _REGISTERED and _REGISTERED[noise].takes("delta"))
+
+
+def paper_noise(noise: str | None) -> bool:
+    """Whether the paper's closed forms (and its exact-P variant) describe the noise ``noise``
+    (None: the default noise)."""
+    name = DEFAULT_NOISE if noise is None else noise
+    return name in _REGISTERED and _REGISTERED[name].paper_closed_forms
+
+
+def method_takes(method: str, option: str, noise: str | None = None) -> bool:
+    """Whether the paper's method ``method`` (:data:`METHODS`) takes the option ``option`` (its
+    family declares it and it applies with the method's own options)."""
+    fam = method_family(method, noise if noise in _REGISTERED else None)
+    opt = fam.option(option)
+    return opt is not None and opt.applies(fam.resolve(METHODS[method][1] if method in METHODS else {}))
+
+
+def seeded_noise(name: str) -> bool:
+    """Whether the releases a ledger recorded under ``name`` drew noise from the seeded noise keys
+    (a seed used for such noise is never used again).  ``X+report``: the family X with a report's
+    noise, always seeded; an unknown name: no."""
+    if name.endswith("+report"):
+        return True
+    return name in _REGISTERED and _REGISTERED[name].private and _REGISTERED[name].seeded_noise
+
+
+def flips_labels(name: str) -> bool:
+    """Whether the family ``name`` flips labels (randomized response: one seed's flips at one eps
+    may be reused for free); an unknown name: no."""
+    return name in _REGISTERED and _REGISTERED[name].flips_labels
 
 
 def make_mechanism(
@@ -43,21 +187,23 @@ def make_mechanism(
     *,
     noise: str | None = None,
     delta: float | None = None,
-    allocation: str = "adaptive",
-    sensitivity: str = "local",
-    alpha: float = 0.5,
-    beta: float = 0.5,
+    allocation: str | None = None,
+    sensitivity: str | None = None,
+    alpha: float | None = None,
+    beta: float | None = None,
     clients: int | None = None,
-    honest_fraction: float = 1.0,
+    honest_fraction: float | None = None,
     split: float | None = None,
+    **options,
 ) -> Mechanism:
     """Build a mechanism by family or by the paper's method name.
 
     Parameters
     ----------
     mechanism : str
-        A family (``none``, ``rr``, ``laplace``, ``gaussian``, ``distributed``) or a
-        method of :data:`METHODS` (``global``, ``local``, ``orthogonal``, ``adaptive``).
+        A family of :data:`FAMILIES` (``none``, ``rr``, ``laplace``, ``gaussian``, ``distributed``,
+        and any :func:`register` added) or a method of :data:`METHODS` (``global``, ``local``,
+        ``orthogonal``, ``adaptive``).
     epsilon : float, optional
         The budget of one evaluation; required except for ``none``.
     noise : str, optional
@@ -71,12 +217,14 @@ def make_mechanism(
         For Gaussian noise, and for discrete Gaussian or Skellam shares with ``distributed``.
     allocation, sensitivity, alpha, beta
         Options of the Laplace/Gaussian family (:class:`.mechanisms.StatisticsMechanism`);
-        ``allocation`` defaults to ``adaptive``, as on the command line and in
-        :func:`secure_auc.evaluate` (``split`` with ``alpha`` is LocalLaplace).
+        None: the family's declared default (``allocation`` ``adaptive``, as on the command
+        line and in :func:`secure_auc.evaluate`; ``split`` with ``alpha`` is LocalLaplace).
     clients : int, optional
         K, required for ``distributed``.
     honest_fraction, split
         Options of ``distributed`` (:class:`.distributed.DistributedNoiseMechanism`).
+    **options
+        The options of a family added with :func:`register`.
 
     Returns
     -------
@@ -107,28 +255,11 @@ def make_mechanism(
         ...
     secure_auc.validation.InputError: mechanism must be one of none, rr, laplace, ..., adaptive; got 'exponential'
     """
-    if mechanism == "none":
-        return NoNoise()
-    if mechanism not in FAMILIES and mechanism not in METHODS:
-        raise InputError(f"mechanism must be one of {', '.join(FAMILIES + tuple(m for m in METHODS if m not in FAMILIES))}; "
-                         f"got {mechanism!r}")
-    if epsilon is None:
+    fam = method_family(mechanism, noise if mechanism not in _REGISTERED else None)
+    if fam.private and epsilon is None:
         raise InputError(f"mechanism {mechanism!r} needs --epsilon")
-    if mechanism == "rr":
-        return RandomizedResponse(epsilon=check_epsilon(epsilon))
-    if mechanism == "distributed":
-        if clients is None:
-            raise InputError("distributed noise needs the number of clients")
-        # pure eps: discrete Laplace shares; (eps, delta): exact discrete Gaussian shares
-        if noise is None:
-            family = "gaussian" if delta is not None else "discrete_laplace"
-        else:
-            family = {"laplace": "discrete_laplace"}.get(noise, noise)
-        return DistributedNoise(epsilon, clients, noise=family, delta=delta, honest_fraction=honest_fraction,
-                                split=split)
-    if mechanism in METHODS:
-        options = METHODS[mechanism][1]
-        return StatisticsMechanism(epsilon, noise=noise or "laplace", delta=delta, alpha=alpha, beta=beta,
-                                   **({"sensitivity": sensitivity} | options))
-    return StatisticsMechanism(epsilon=epsilon, noise=mechanism, delta=delta, allocation=allocation,
-                               sensitivity=sensitivity, alpha=alpha, beta=beta)
+    values = {"noise": noise, "allocation": allocation, "sensitivity": sensitivity, "alpha": alpha, "beta": beta,
+              "honest_fraction": honest_fraction, "split": split} | options
+    if mechanism not in _REGISTERED:
+        values |= METHODS[mechanism][1]
+    return fam.build(epsilon, delta=delta, clients=clients, **values)

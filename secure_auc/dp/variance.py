@@ -121,45 +121,24 @@ INTERVAL_SEED = 20_251_125  # fixed: the interval is a function of the public in
 UNDEFINED_LIMIT = 0.01  # no interval when more than this share of the draws leaves the estimator undefined
 
 
-def _dlap_sum(rng, scale: float, count: int, draws: int) -> np.ndarray:
-    """Sum of ``count`` independent DLap(scale) (grid steps): NB(count, p) - NB(count, p), p = 1 - e^(-1/scale)."""
-    if scale <= 0:
-        return np.zeros(draws)
-    p = -np.expm1(-1.0 / scale)
-    return (rng.negative_binomial(count, p, draws) - rng.negative_binomial(count, p, draws)).astype(np.float64)
-
-
-def _dgauss_sum(rng, sigma: float, count: int, draws: int) -> np.ndarray:
-    """Sum of ``count`` independent N_Z(0, sigma^2) (grid steps): one exactly (numpy's sampler of the
-    same law), several as a normal of their total variance rounded to the grid."""
-    from .discrete import dgauss_variance, discrete_gaussian
-
-    if sigma <= 0:
-        return np.zeros(draws)
-    if count == 1:
-        return discrete_gaussian(rng, sigma, (draws,), exact=False).astype(np.float64)
-    return np.rint(rng.standard_normal(draws) * np.sqrt(count * float(dgauss_variance(sigma))))
-
-
 def statistics_noise_draws(mechanism, stats: LocalStatistics, total: int, draws: int, rng) -> tuple[np.ndarray, np.ndarray]:
     """Draws of the summed noise (E_S, E_P) of a statistics mechanism whose clients have the rank
     summaries ``stats``: every client's two noises as :meth:`.mechanisms.StatisticsMechanism.privatize`
-    adds them, clients with the same calibration summed in one draw (discrete Laplace: a negative
-    binomial difference, exact; discrete Gaussian: exact for one client, a rounded normal of the
-    total variance for several)."""
+    adds them, clients with the same calibration summed in one draw (the noise's own
+    :meth:`~.noise.NoiseFamily.summed_draws`)."""
     from .noise import GRID
 
     al = mechanism.allocate(stats, total)
     fam = mechanism.family
-    scale1 = np.broadcast_to(fam._scale(al.eps1, 1.0, GRID), al.eps1.shape)
+    scale1 = np.broadcast_to(fam.scale(al.eps1, 1.0, GRID), al.eps1.shape)
     if al.scale2 is None:
-        scale2 = np.broadcast_to(fam._scale(al.eps2, al.c2, GRID), al.eps2.shape)
+        scale2 = np.broadcast_to(fam.scale(al.eps2, al.c2, GRID), al.eps2.shape)
         divide = np.ones_like(scale2)
     else:
-        scale2 = np.broadcast_to(fam._scale(al.eps2, np.rint(2.0 * al.scale2 * al.c2) / 2.0, GRID), al.eps2.shape)
+        scale2 = np.broadcast_to(fam.scale(al.eps2, np.rint(2.0 * al.scale2 * al.c2) / 2.0, GRID), al.eps2.shape)
         divide = al.scale2
     rows, counts = np.unique(np.stack([scale1, scale2, al.c1, divide], axis=1), axis=0, return_counts=True)
-    summed = _dlap_sum if fam.name == "laplace" else _dgauss_sum
+    summed = fam.summed_draws
     e_s = np.zeros(draws)
     e_p = np.zeros(draws)
     for (s1, s2, c1, div), count in zip(rows, counts):

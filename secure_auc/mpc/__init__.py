@@ -2,9 +2,11 @@
 
 Stacked like CrypTen's own package, each layer importing only those below it:
 
-* ``comm/``       — how parties talk: ``backend`` (the only door to CrypTen: its
-  import shim and every call behind a named function), ``p2p`` (point-to-point
-  messages), ``runtime`` (bringing a party up and down with bounded waits).
+* ``comm/``       — how parties talk: ``backend`` (CrypTen's import shim and every call
+  to its communicator and dealer channel behind a named function; ``crypten/`` imports
+  CrypTen's tensors and providers itself, once the shim is in place), ``p2p``
+  (point-to-point messages), ``runtime`` (the rendezvous: bringing a party up and down
+  with bounded waits), ``transport``, ``secure``, ``tls``, ``inlinks`` (the links).
 * ``primitives/`` — one module per primitive: ``prg`` (AES-CTR streams),
   ``randomness`` and ``dealer`` (correlated randomness), ``beaver`` (gates),
   ``bits``, ``circuits`` (comparisons), ``b2a``, ``inputs`` (sharing),
@@ -17,8 +19,15 @@ Stacked like CrypTen's own package, each layer importing only those below it:
   plain protocol's roles and mechanisms.
 * ``selection``   — report-noisy-max over T candidates: the rank statistics in shares, the
   clients' noise shares, a secure argmax that opens only the index to the server.
-* ``launch``      — local multi-process launcher (the torchrun entry is
-  :mod:`secure_auc.cli.party`).
+* ``finish``      — the evaluation's last steps, for every layout: each client's statistics
+  and noise, the sum in shares opened to the server only, the server's estimates.
+* ``roles/``      — each role written once: ``world`` (CrypTen's start-up for one party,
+  the dealer's branch), ``computing`` and ``host`` (a computing party and a client host of
+  the helpers layout across evaluations, whatever drives them: a local session or a
+  deployed service).
+* ``launch``      — the one local multi-process launcher (:func:`.launch.run_parties`, the
+  public one, for scripts; the helpers layout's plan of processes); the torchrun entry is
+  :mod:`secure_auc.cli.party`.
 * ``audit``       — records every buffer a process receives; refuses CrypTen's randomness.
 * ``crypten/``    — CrypTen's own tensors: ``safe`` (its randomness from the dealer and
   AES-CTR, its openings point-to-point), ``bridge`` (an ``MPCTensor`` of scores to

@@ -43,9 +43,6 @@ import numpy as np
 from ..data.io import ClientData
 from ..dp.rng import ClientRngs
 from ..dp.selection import noise_share
-from ..protocol.client import ClientGroup
-from ..protocol.messages import Aggregate
-from ..protocol.server import Server
 from .comm import backend
 from .comm.inlinks import Heartbeat, PortBoard, accept_hosts, connect, listen
 from .comm.roster import describe_helpers_rank, describe_host
@@ -56,15 +53,13 @@ from .primitives.opening import open_to, reconstruct
 from .primitives.outside import HostSharing, OutsideShares, correction_party
 from .ranks import DIGIT_BITS, key_digits, limbs_from_shared_bits
 from .sort.registry import rank_sort
+from . import finish
 
 log = logging.getLogger(__name__)
 
-__all__ = ["run_computing_party", "run_client_host", "computing_job", "host_job", "session_computing_job",
-           "session_host_job", "HostResult", "input_columns", "compute_evaluation", "host_evaluation",
-           "accept_links", "host_shares", "send_ranks", "open_statistics", "estimates_from", "send_hello",
+__all__ = ["run_computing_party", "join_hosts", "run_client_host", "computing_job", "host_job", "HostResult", "input_columns", "compute_evaluation", "host_evaluation",
+           "accept_links", "host_shares", "send_ranks", "open_statistics", "send_hello",
            "recv_public", "receive_ranks", "release_statistics", "connected_evaluation", "CH_HELLO"]
-
-READY = "ready"  # what the server of a session puts on its queue once every link is up
 
 CH_HELLO, CH_PUBLIC, CH_BIT, CH_INPUTS, CH_RANKS, CH_STATS, CH_ALIVE = range(1, 8)
 
@@ -82,58 +77,39 @@ def _digit_slice(limbs: int, l: int) -> slice:
 
 # --------------------------------------------------------------------------- computing parties
 
+def join_hosts(rank: int, config: PartyConfig, endpoint: tuple, identity, host_keys: list[bytes], timeout: float,
+               host_names: list[str] | None = None):
+    """Computing party ``rank`` (CrypTen initialised with the ``config.computing`` computing
+    parties) agrees on the public parameters with the others and accepts the client hosts'
+    links on ``endpoint`` (authenticated against ``host_keys``; ``host_names[h]`` names host h
+    in errors).  Returns ``(links by host, describe)``, ``describe(r)`` naming a computing party."""
+    w = config.computing
+    if backend.world_size() != w:
+        raise ProtocolError(f"world size is {backend.world_size()} but {w} computing parties were configured")
+
+    def describe(r):
+        return describe_helpers_rank(r, w - 1)
+
+    agree_public(config, rank, describe)
+    names = host_names or [describe_host(h) for h in range(len(host_keys))]
+    links = accept_links(rank, endpoint, identity, host_keys, timeout=timeout, names=names, describe_me=describe(rank))
+    return links, describe
+
+
 def run_computing_party(rank: int, config: PartyConfig, endpoint: tuple[str, int], identity, host_keys: list[bytes],
-                        timeout: float, host_names: list[str] | None = None, *, session=None) -> PartyResult:
+                        timeout: float, host_names: list[str] | None = None) -> PartyResult:
     """Run one evaluation as computing party ``rank`` (CrypTen initialised with the
     ``config.computing`` computing parties): accept the client hosts' links on
     ``endpoint`` (authenticated against ``host_keys``; ``host_names[h]`` names host h
     in errors), rank their rows, open the aggregate to the server.  Returns this
-    party's result (estimates at the server).
-
-    With ``config.session``: evaluate again each time the hosts send new inputs,
-    until they say stop; ``session`` (the launcher's queue) receives ``(rank, result)``
-    of each evaluation, and from the server :data:`READY` once every link is up
-    (:class:`.session.MPCSession`)."""
-    w = config.computing
-    if backend.world_size() != w:
-        raise ProtocolError(f"world size is {backend.world_size()} but {w} computing parties were configured")
-    helpers = w - 1
-    is_server = rank == 0
-
-    def describe(r):
-        return describe_helpers_rank(r, helpers)
-
+    party's result (estimates at the server).  A session's party, which evaluates again
+    each time the hosts send new inputs, is :func:`.roles.computing.session_computing_job`."""
     backend.reset_communication_stats()
     start = time.perf_counter()
-    agree_public(config, rank, describe)
-
-    names = host_names or [describe_host(h) for h in range(len(host_keys))]
-    links = accept_links(rank, endpoint, identity, host_keys, timeout=timeout, names=names, describe_me=describe(rank))
+    links, describe = join_hosts(rank, config, endpoint, identity, host_keys, timeout, host_names)
     try:
-        if not config.session:
-            hellos = {h: links[h].recv_obj(CH_HELLO) for h in range(len(links))}
-            return compute_evaluation(rank, config, links, describe, is_server, start, hellos)
-
-        done = 0
-        kept = []  # each evaluation's rank statistic, in shares, for a later selection (never opened)
-        if session is not None and is_server:
-            session.put(READY)  # every link is up: the session's start-up ends here
-        while True:
-            hellos = _next_hellos(links, keep_dealer_alive=is_server, interval=max(1.0, timeout / 3))
-            if any(hello.get("stop") for hello in hellos.values()):
-                return PartyResult(rank=rank, role=describe(rank).split(" (")[0], seconds=0.0, bytes_sent=0,
-                                   rounds=done)
-            if any("select" in hello for hello in hellos.values()):
-                result = party_session_select(rank, w, links, hellos, kept, describe, config.mechanisms[0])
-                if session is not None:
-                    session.put((rank, result))
-                continue
-            backend.reset_communication_stats()
-            result = compute_evaluation(rank, config, links, describe, is_server, time.perf_counter(), hellos)
-            kept.append(party_keep(links, rank, w))
-            done += 1
-            if session is not None:
-                session.put((rank, result))
+        hellos = {h: links[h].recv_obj(CH_HELLO) for h in range(len(links))}
+        return compute_evaluation(rank, config, links, describe, rank == 0, start, hellos)
     finally:
         for link in links.values():
             link.close()
@@ -155,21 +131,6 @@ def accept_links(rank: int, endpoint: tuple, identity, host_keys: list[bytes], *
                             describe_host=lambda h: names[h])
     finally:
         listener.close()
-
-
-def _next_hellos(links, *, keep_dealer_alive: bool, interval: float) -> dict:
-    """Wait, without a time limit, for every host's next message (a session between
-    evaluations); the server pings the dealer every ``interval`` seconds meanwhile, so
-    that the dealer's wait for requests never times out."""
-    from .primitives.dealer import ping_dealer
-
-    out = {}
-    for h in range(len(links)):
-        while not links[h].readable(interval):
-            if keep_dealer_alive:
-                ping_dealer()
-        out[h] = links[h].recv_obj(CH_HELLO)
-    return out
 
 
 def _check_hosts(hellos: dict, config: PartyConfig, rank: int, describe, name_host=describe_host) -> list[list[int]]:
@@ -235,16 +196,7 @@ def open_statistics(links: dict, shares: OutsideShares, mine: list[int], mechani
     (:func:`.primitives.opening.open_to`): the int64 sum at ``dst``, None elsewhere."""
     width = 2 * len(mechanisms) + int(report_width)
     corr = {h: links[h].recv_array(CH_STATS, (1, width)) for h in mine}
-    summed = shares.shares("statistics", [1] * len(links), width, corr).sum(dim=0)
-    opened = open_to(summed, dst)
-    return None if opened is None else opened.numpy().astype(np.int64)
-
-
-def estimates_from(opened: np.ndarray, mechanisms, total: int) -> tuple[list, list]:
-    r"""The server's estimates and aggregates, one per mechanism, from the opened sums
-    (:math:`\sum_k localSum'_k`, :math:`\sum_k localP'_k` per mechanism) over ``total`` rows."""
-    aggregates = [Aggregate(int(opened[2 * i]), int(opened[2 * i + 1]), total) for i in range(len(mechanisms))]
-    return [Server(m).estimate(a) for m, a in zip(mechanisms, aggregates)], aggregates
+    return finish.open_sum(shares.shares("statistics", [1] * len(links), width, corr), dst)
 
 
 def compute_evaluation(rank, config, links, describe, is_server, start, hellos) -> PartyResult:
@@ -286,9 +238,9 @@ def compute_evaluation(rank, config, links, describe, is_server, start, hellos) 
     result = PartyResult(rank=rank, role=describe(rank).split(" (")[0], seconds=0.0, bytes_sent=0, rounds=0,
                          rank_seconds=rank_seconds, sizes=rows)
     if is_server:
-        result.estimates, result.aggregates = estimates_from(opened, config.mechanisms, total)
+        result.estimates, result.aggregates = finish.server_estimates(opened, config.mechanisms, total)
         if report_width:
-            result.report = [int(x) for x in opened[2 * len(config.mechanisms):]]
+            result.report = finish.report_part(opened, config.mechanisms)
     stats = backend.communication_stats()
     result.client_bytes = int(sum(link.bytes for link in links.values()) - bytes_before)
     result.bytes_sent = int(stats["bytes"]) + result.client_bytes
@@ -384,20 +336,7 @@ def release_statistics(clients, first: int, noise_keys, mechanisms, twice: np.nd
     report vector from the same ranks, its true labels, its scores and the same key (another
     stream); the host shares their sum (2 values per mechanism, then the report's vector) with
     its correction party."""
-    stats = np.zeros(2 * len(mechanisms), dtype=np.int64)
-    ranks = twice.astype(np.float64) / 2.0
-    keys = None
-    for j, mechanism in enumerate(mechanisms):
-        # every hosted client at once, each from its own streams: what each computes alone
-        group = ClientGroup(first, clients, mechanism, noise_keys)
-        keys = group.keys if keys is None else keys  # the report's noise: the first mechanism's keys, its own stream
-        group.set_ranks(ranks, total)
-        local_sum, local_p = group.fixed_statistics()
-        stats[2 * j], stats[2 * j + 1] = int(local_sum.sum()), int(local_p.sum())
-    if report is not None:
-        from ..report.release import host_report
-
-        stats = np.concatenate([stats, host_report(report, clients, twice, total, keys)])
+    stats = finish.client_statistics(clients, first, noise_keys, mechanisms, twice, total, report)
     width = len(stats)
     links[sharing.corrector].send_array(CH_STATS, sharing.correction(stats.reshape(1, width), "statistics"))
 
@@ -440,60 +379,6 @@ def computing_job(rank: int, config: PartyConfig, endpoint, identity_raw: bytes,
 
     return run_computing_party(rank, config, tuple(endpoint), identity_from_bytes(identity_raw), host_keys, timeout,
                                host_names)
-
-
-def session_computing_job(rank: int, config: PartyConfig, endpoint, identity_raw: bytes, host_keys: list[bytes],
-                          timeout: float, host_names: list[str], results) -> PartyResult:
-    """A computing party of an :class:`.session.MPCSession` (``results``: the server's queue)."""
-    from .comm.roster import identity_from_bytes
-
-    return run_computing_party(rank, config, tuple(endpoint), identity_from_bytes(identity_raw), host_keys, timeout,
-                               host_names, session=results)
-
-
-def session_host_job(h: int, labels, first: int, config: PartyConfig, parties, identity_raw: bytes, timeout: float,
-                     tasks, results=None) -> dict:
-    """A client host of an :class:`.session.MPCSession`: connect once, then evaluate each
-    ``(clients, noise keys)`` taken from ``tasks`` until None (after each, its clients' rank
-    statistic is shared with the computing parties, which keep it: :func:`host_keep`),
-    or select among earlier evaluations for a task ``("select", epochs, eps, k, M, noise keys,
-    release eps or None)``
-    (:func:`host_session_select`); after each, ``(-(h + 1), {"bytes": ...})`` (sent
-    and received in it) goes to ``results``."""
-    from .comm.roster import identity_from_bytes
-
-    w = len(parties)
-    me = describe_host(h, range(first, first + len(labels)))
-    links = connect(h, identity_from_bytes(identity_raw), parties, timeout=timeout,
-                    describe_party=lambda p: describe_helpers_rank(p, w - 1), describe_me=me)
-    evaluations = 0
-    kept = []  # per evaluation: its clients' labels and the host's rows' 2 x mid-ranks (4 bytes a row)
-    try:
-        while True:
-            task = tasks.get()
-            if task is None:
-                for link in links:
-                    link.send_obj(CH_HELLO, {"stop": True})
-                return {"evaluations": evaluations, "bytes": int(sum(link.bytes for link in links))}
-            before = sum(link.bytes for link in links)
-            if task[0] == "select":  # a selection among earlier evaluations (below)
-
-                _, epochs, eps, honest, total, keys, release_eps = task
-                release = None if release_eps is None else (release_eps, config.mechanisms[0], first, kept)
-                host_session_select(links, h, epochs, eps, honest, total, keys, release)
-            else:
-                clients, noise_keys = task
-                out = host_evaluation(h, clients, first, noise_keys, config, links, True)
-
-                host_keep(links, h, [c.labels for c in clients], out["ranks"])
-                # the host's own rows' ranks (it received them), for a release after a selection
-                kept.append(([c.labels for c in clients], np.concatenate(out["ranks"]).astype(np.int32)))
-                evaluations += 1
-            if results is not None:
-                results.put((-(h + 1), {"bytes": int(sum(link.bytes for link in links) - before)}))
-    finally:
-        for link in links:
-            link.close()
 
 
 def host_job(h: int, clients, first: int, noise_keys, config: PartyConfig, parties, identity_raw: bytes,
@@ -641,7 +526,7 @@ def party_session_select(rank: int, w: int, links, hellos: dict, kept: list, des
         release = release_mechanism(mechanism, float(first["release"]))
         opened = open_statistics(links, shares, shares.corrected_hosts(), [release], 0)
         if rank == 0:
-            estimates, aggregates = estimates_from(opened, [release], int(first["total"]))
+            estimates, aggregates = finish.server_estimates(opened, [release], int(first["total"]))
             result.release = (estimates[0], aggregates[0])
         stats = backend.communication_stats()
         result.bytes_sent, result.rounds = int(stats["bytes"]), int(stats["rounds"])

@@ -28,12 +28,12 @@ import traceback
 
 from ..data.io import ClientData
 from ..validation import InputError
-from . import RANK_METHODS, MPCError
-from .party import PartyConfig, PartyResult, role_name, run_party
+from . import MPCError
+from .party import PartyConfig, role_name, run_party
 
 log = logging.getLogger(__name__)
 
-__all__ = ["MPCError", "launch_local", "spawn_parties", "free_port", "check_port_free", "announce",
+__all__ = ["MPCError", "launch_local", "run_parties", "spawn_parties", "HelpersPlan", "free_port", "check_port_free", "announce",
            "cost_summary"]
 
 
@@ -155,7 +155,9 @@ def _started(stdio: _Stdio, body, *args) -> None:
 
 # what every party imports: loaded once by the fork server, so a party starts in milliseconds
 _PRELOAD = ["secure_auc.mpc.launch", "secure_auc.mpc.input_parties", "secure_auc.mpc.primitives.dealer",
-            "secure_auc.mpc.audit", "secure_auc.mpc.comm.runtime", "secure_auc.mpc.warm_kernels"]
+            "secure_auc.mpc.audit", "secure_auc.mpc.comm.runtime", "secure_auc.mpc.roles.world",
+            "secure_auc.mpc.roles.computing", "secure_auc.mpc.roles.host", "secure_auc.mpc.finish",
+            "secure_auc.mpc.warm_kernels"]
 
 
 def _context():
@@ -302,31 +304,22 @@ def _party_process(rank, parties, addr, port, provider, timeout, job, args, afte
     """Body of one party's process: ``job(rank, *args)``, or the dealer's service; with
     ``record``, also every buffer the process receives (:func:`.audit.record_received`)."""
     try:
-        import contextlib
-
         _die_with_parent(launcher)
         _start_heartbeat(beats, rank)
         _log_to_stderr(log_level)
-        from .audit import forbid_crypten_randomness, record_received
-        from .comm.runtime import init_party, shutdown_party
-
+        from .audit import record_received
         from .comm.roster import identity_from_bytes
+        from .roles.world import WorldPlan, take_part
 
-        init_party(rank=rank, parties=parties, master_addr=addr, master_port=port, provider=provider,
-                   timeout=timeout, identity=None if identity is None else identity_from_bytes(identity),
-                   roster=roster, insecure=roster is None, on_ready=lambda: _mark_ready(beats, rank),
-                   run_token=run_token, threads=threads)
-        _mark_joined(beats, rank)
+        plan = WorldPlan(rank=rank, parties=parties, address=addr, port=port, provider=provider, timeout=timeout,
+                         identity=None if identity is None else identity_from_bytes(identity), roster=roster,
+                         insecure=roster is None, on_ready=lambda: _mark_ready(beats, rank), run_token=run_token,
+                         threads=threads)
         received: list = []
-        with forbid_crypten_randomness(), (record_received(received) if record else contextlib.nullcontext()):
-            if rank == parties:  # the dealer serves correlated randomness until told to stop
-                from .primitives.dealer import run_dealer
-
-                run_dealer()
-                result = after_dealer() if after_dealer is not None else None
-            else:
-                result = job(rank, *args)
-                shutdown_party()
+        result = take_part(plan, lambda: job(rank, *args), on_joined=lambda: _mark_joined(beats, rank),
+                           during=(lambda: record_received(received)) if record else None)
+        if plan.dealer:  # the dealer served correlated randomness until told to stop
+            result = after_dealer() if after_dealer is not None else None
         results.put(("done", rank, result, received if record else None))
     except KeyboardInterrupt:
         os._exit(130)
@@ -596,33 +589,142 @@ def launch_local(clients: list[ClientData], config: PartyConfig, *, timeout: flo
 
 def _launch_helpers(clients, config, keys, *, timeout, port, received, record_ranks, hosts, keep_ranks,
                     threads=None) -> dict:
-    from .comm.roster import describe_helpers_rank, describe_host, ephemeral_helpers_roster, identity_bytes
-    from .comm.inlinks import PortBoard
     from .input_parties import computing_job, host_job
 
-    import numpy as np
+    plan = HelpersPlan.draw(config.computing, len(clients), hosts, config.provider)
+    per_rank = {r: (config, *plan.rank_args(r), timeout, plan.names) for r in range(plan.computing)}
+    per_host = [(clients[a:b], a, keys[a:b], config, *plan.host_args(h), timeout, keep_ranks)
+                for h, (a, b) in enumerate(plan.groups)]
+    done = plan.spawn(computing_job, per_rank, host_job, per_host, provider=config.provider, timeout=timeout,
+                      port=port, received=received, record_ranks=record_ranks, threads=threads)
+    return {r: res for r, res in done.items() if r < plan.computing}
 
-    w, k = config.computing, len(clients)
-    hosts = max(1, min(int(hosts or 1), k))
-    groups = [g for g in np.array_split(np.arange(k), hosts)]
-    roster, world_keys, host_keys = ephemeral_helpers_roster(w - 1, config.provider == "ttp", hosts)
-    addr = _LOCAL
-    board = PortBoard(w)  # each computing party's listener takes a port from the OS and publishes it
-    endpoints = [(addr, board) for _ in range(w)]
-    parties = [(addr, board, roster.key(r)) for r in range(w)]
-    names = [describe_host(h, range(int(g[0]), int(g[-1]) + 1)) for h, g in enumerate(groups)]
-    per_rank = {r: (config, endpoints[r], identity_bytes(world_keys[r]), list(roster.clients), timeout, names)
-                for r in range(w)}
-    per_host = [([clients[i] for i in g], int(g[0]), [keys[i] for i in g], config, parties,
-                 identity_bytes(host_keys[h]), timeout, keep_ranks) for h, g in enumerate(groups)]
 
-    def describe(r):
-        return names[-r - 1] if r < 0 else describe_helpers_rank(r, w - 1)
+class HelpersPlan:
+    """The processes of one local run of the helpers layout, drawn once for every launcher of it
+    (:func:`launch_local`, :class:`.session.LocalSession`, :func:`.selection.run_selection_local`).
 
-    done = spawn_parties(computing_job, per_rank, w, provider=config.provider, timeout=timeout, port=port,
-                         received=received, record_ranks=record_ranks, identities=(roster, world_keys),
-                         describe=describe, host_job=host_job, per_host=per_host, threads=threads)
-    return {r: res for r, res in done.items() if r < w}
+    ``computing`` computing parties (rank 0 the server) and the dealer with the TTP provider,
+    and ``len(groups)`` client hosts, host h holding clients ``groups[h][0] .. groups[h][1] - 1``
+    (contiguous blocks); an ephemeral identity key for every process and the roster of their
+    public keys (:func:`.comm.roster.ephemeral_helpers_roster`); each computing party's listener
+    on a port the OS gives, published on a board (:class:`.comm.inlinks.PortBoard`).
+
+    Examples
+    --------
+    >>> plan = HelpersPlan.draw(3, clients=5, hosts=2, provider="ttp")
+    >>> plan.groups, plan.names
+    ([(0, 3), (3, 5)], ['client host 0 (clients 0..2)', 'client host 1 (clients 3..4)'])
+    >>> plan.describe(0), plan.describe(-2)
+    ('server (rank 0)', 'client host 1 (clients 3..4)')
+    """
+
+    def __init__(self, computing: int, groups: list[tuple[int, int]], provider: str):
+        from .comm.inlinks import PortBoard
+        from .comm.roster import describe_host, ephemeral_helpers_roster
+
+        self.computing, self.groups = computing, groups
+        self.roster, self.world_keys, self.host_keys = ephemeral_helpers_roster(computing - 1, provider == "ttp",
+                                                                                len(groups))
+        self.board = PortBoard(computing)  # each computing party's listener publishes the port the OS gave it
+        self.names = [describe_host(h, range(a, b)) for h, (a, b) in enumerate(groups)]
+
+    @classmethod
+    def draw(cls, computing: int, clients: int, hosts: int | None, provider: str) -> "HelpersPlan":
+        """``clients`` clients split into ``hosts`` client hosts (default 1, at most one per client)."""
+        import numpy as np
+
+        hosts = max(1, min(int(hosts or 1), clients))
+        groups = [(int(g[0]), int(g[-1]) + 1) for g in np.array_split(np.arange(clients), hosts)]
+        return cls(computing, groups, provider)
+
+    def rank_args(self, r: int) -> tuple:
+        """Computing party ``r``'s: where it listens for the hosts, its identity key (raw bytes) and
+        the hosts' public keys."""
+        from .comm.roster import identity_bytes
+
+        return (_LOCAL, self.board), identity_bytes(self.world_keys[r]), list(self.roster.clients)
+
+    def host_args(self, h: int) -> tuple:
+        """Client host ``h``'s: every computing party's address, port board and public key, and its
+        own identity key (raw bytes)."""
+        from .comm.roster import identity_bytes
+
+        parties = [(_LOCAL, self.board, self.roster.key(r)) for r in range(self.computing)]
+        return parties, identity_bytes(self.host_keys[h])
+
+    def describe(self, key: int) -> str:
+        """A process as errors name it: a computing party by rank, client host h by key ``-(h + 1)``."""
+        from .comm.roster import describe_helpers_rank
+
+        return self.names[-key - 1] if key < 0 else describe_helpers_rank(key, self.computing - 1)
+
+    def spawn(self, job, per_rank: dict, host_job, per_host: list, *, provider: str, timeout: float,
+              port: int | None = None, received: dict | None = None, record_ranks=None, stop=None,
+              threads: int | None = None) -> dict:
+        """:func:`spawn_parties` with this plan's identities and names: ``job(rank, *per_rank[rank])``
+        at each computing party, ``host_job(h, *per_host[h])`` at each client host."""
+        return spawn_parties(job, per_rank, self.computing, provider=provider, timeout=timeout, port=port,
+                             received=received, record_ranks=record_ranks, identities=(self.roster, self.world_keys),
+                             describe=self.describe, host_job=host_job, per_host=per_host, stop=stop,
+                             threads=threads)
+
+
+def run_parties(job, per_rank: dict[int, tuple], parties: int, *, provider: str = "ttp", timeout: float = 60.0,
+                port: int | None = None, deadline: float | None = None, after_dealer=None) -> dict:
+    """Run ``job(rank, *per_rank[rank])`` in one local process per computing party, CrypTen
+    initialised among them, plus the dealer with ``provider="ttp"``: the public launcher
+    (scripts, benchmarks, examples).
+
+    Each process gets only its own arguments; every message between the parties travels
+    over authenticated, encrypted links (ephemeral keys drawn by the launcher); CrypTen's
+    own random generators are refused in every process.
+
+    Parameters
+    ----------
+    job : callable
+        ``job(rank, *args)``, a module-level function (pickled for the process); a job
+        defined in the caller's script needs the script's ``if __name__ == "__main__":``
+        guard, as with :mod:`multiprocessing`.
+    per_rank : dict of int to tuple
+        Party ``rank``'s arguments (ranks 0 .. parties - 1; a missing rank gets none).
+    parties : int
+        The number of computing parties.
+    provider : {"ttp", "tfp"}, default "ttp"
+        The source of correlated randomness: the dealer (an extra process) or rank 0.
+    timeout : float, default 60.0
+        Seconds that bound each wait of a party for another.
+    port : int, optional
+        The rendezvous port (and the next one); default a free one drawn here.
+    deadline : float, optional
+        Seconds for the whole run.
+    after_dealer : callable, optional
+        The dealer's result: called in the dealer's process once the run has ended.
+
+    Returns
+    -------
+    dict of int to object
+        Each party's ``job`` result by rank (the dealer's under rank ``parties``).
+
+    Raises
+    ------
+    secure_auc.MPCError
+        Naming the party at the root of a failure (an exception, a crash, a signal,
+        a deadline); every process is stopped in any case.
+
+    Examples
+    --------
+    Not run here (it starts processes)::
+
+        from secure_auc.mpc.launch import run_parties
+
+        def job(rank, scores):           # in each computing party, CrypTen initialised
+            return rank_mpctensor(crypten.cryptensor(scores, src=0))
+
+        done = run_parties(job, {r: (scores,) for r in range(3)}, 3)
+    """
+    return spawn_parties(job, per_rank, parties, provider=provider, timeout=timeout, port=port, deadline=deadline,
+                         after_dealer=after_dealer)
 
 
 def spawn_parties(job, per_rank: dict[int, tuple], parties: int, *, provider: str = "ttp",

@@ -27,6 +27,8 @@ Steps, each party running the same code:
 5. The server runs :meth:`secure_auc.protocol.Server.estimate` on that aggregate (and, with
    a report, derives the metrics from the summed vector).
 
+Steps 3 to 5 are :mod:`.finish`, as in every other layout.
+
 What each party receives is listed in ``docs/mpc.md`` and checked by
 ``tests/mpc/test_leakage.py`` with :mod:`secure_auc.mpc.audit`.
 """
@@ -40,16 +42,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..data.io import ClientData
-from ..dp.rng import ClientRngs
-from ..protocol.client import Client
 from ..protocol.messages import Aggregate
-from ..protocol.server import Server
 from . import RANK_METHODS
 from .comm import backend
 from .comm.roster import describe_rank
-from .primitives.inputs import SourceSharing
-from .primitives.opening import open_to
 from .ranks import rank_step
+from . import finish
 
 log = logging.getLogger(__name__)
 
@@ -153,21 +151,6 @@ def agree_public(config: PartyConfig, rank: int, describe) -> None:
         raise ProtocolError(f"parties were started with different parameters than the server: {what}")
 
 
-def sum_and_open(values, n: int, sources: list[int], *, dst: int) -> np.ndarray | None:
-    """Every party in ``sources`` secret-shares its ``n`` int64 ``values``
-    (:class:`.primitives.inputs.SourceSharing`); the shares are added and the sum is opened
-    to ``dst`` only (:func:`.primitives.opening.open_to`).
-
-    Integer encoding: the sum is exact in Z_2^64.  Parties other than ``dst`` get None.
-    """
-    rank = backend.rank()
-    local = np.asarray(values, dtype=np.int64).reshape(n, 1) if rank in sources else None
-    shares = SourceSharing([n] * len(sources), sources).share(local, 1, "statistics")
-    total = shares.reshape(len(sources), n).sum(dim=0)
-    opened = open_to(total, dst)
-    return None if opened is None else opened.numpy().astype(np.int64)
-
-
 def run_party(rank: int, config: PartyConfig, data: ClientData | None, noise_key: int | None = None) -> PartyResult:
     """Run the whole protocol as party ``rank``; CrypTen must be initialised.
 
@@ -219,37 +202,18 @@ def _run_party(rank: int, config: PartyConfig, data: ClientData | None, noise_ke
     )
     rank_seconds = time.perf_counter() - rank_start
 
-    # 3. local statistics and noise, with the plain protocol's client code
-    #    (each mechanism from the client's own streams for it, as in a plain run of it)
-    #    with a report: the client's report vector from the same ranks, its true labels, its
-    #    scores and the first mechanism's key (another stream), after the statistics
-    stats_fixed = np.zeros(2 * len(config.mechanisms), dtype=np.int64)
-    width = 0 if config.report is None else config.report.layout(total).width
-    report_fixed = np.zeros(width, dtype=np.int64)
-    if not is_server:
-        for i, mechanism in enumerate(config.mechanisms):
-            rngs = ClientRngs.from_key(noise_key)
-            client = Client(rank - 1, data, mechanism, rngs)
-            client.set_ranks(np.asarray(twice, dtype=np.float64) / 2.0, total)
-            msg = client.statistics_message()
-            stats_fixed[2 * i : 2 * i + 2] = (msg.local_sum_fixed, msg.local_p_fixed)
-            if i == 0 and width:
-                from ..report.release import host_report
-
-                report_fixed = host_report(config.report, [data], np.asarray(twice), total, [rngs.key])
-
-    # 4. sum the clients' secret-shared statistics (and report vectors); open the sums to the server only
-    values = np.concatenate([stats_fixed, report_fixed])
-    aggregate_fixed = sum_and_open(values, len(values), list(range(1, world)), dst=SERVER_RANK)
+    # 3. local statistics and noise, with the plain protocol's client code (with a report: the
+    #    client's report vector too); 4. summed in shares, opened to the server only; 5. the estimates
+    width = 2 * len(config.mechanisms) + (0 if config.report is None else config.report.layout(total).width)
+    values = np.zeros(width, dtype=np.int64) if is_server else finish.client_statistics(
+        [data], rank - 1, [noise_key], config.mechanisms, twice, total, config.report)
+    aggregate_fixed = finish.sum_and_open(values, width, list(range(1, world)), dst=SERVER_RANK)
 
     result = PartyResult(rank=rank, role=role, seconds=0.0, bytes_sent=0, rounds=0, rank_seconds=rank_seconds)
     if is_server:
-        if width:
-            result.report = [int(x) for x in aggregate_fixed[len(stats_fixed):]]
-        for i, mechanism in enumerate(config.mechanisms):
-            aggregate = Aggregate(int(aggregate_fixed[2 * i]), int(aggregate_fixed[2 * i + 1]), total)
-            result.aggregates.append(aggregate)
-            result.estimates.append(Server(mechanism).estimate(aggregate))
+        if config.report is not None:
+            result.report = finish.report_part(aggregate_fixed, config.mechanisms)
+        result.estimates, result.aggregates = finish.server_estimates(aggregate_fixed, config.mechanisms, total)
     stats = backend.communication_stats()
     result.seconds = time.perf_counter() - start
     result.bytes_sent = int(stats["bytes"])

@@ -235,37 +235,24 @@ def run_selection_local(labels: list[np.ndarray], scores: list[np.ndarray], *, e
     ((n_k, T) array, one column per candidate).  Returns ``(index, cost)``: the selected
     candidate (what the server learned) and the run's cost (the argmax's seconds, bytes and
     rounds apart).  ``received``: as :func:`.launch.launch_local` (the audit)."""
-    from .comm.inlinks import PortBoard
-    from .comm.roster import ephemeral_helpers_roster, identity_bytes
-    from .launch import spawn_parties
-    from ..dp.registry import make_mechanism
+    from .launch import HelpersPlan
+    from ..dp.mechanisms import NoNoise
 
     k = len(labels)
     t_count = int(scores[0].shape[1])
     keys = list(noise_keys) if noise_keys is not None else [None] * k
-    config = SelectionConfig(mechanisms=(make_mechanism("none"),), clients=k, provider=provider, sort=sort,
+    config = SelectionConfig(mechanisms=(NoNoise(),), clients=k, provider=provider, sort=sort,
                              progress=progress, computing=computing, candidates=t_count, epsilon=epsilon,
                              honest=int(honest or k))
     w = computing
-    hosts = max(1, min(int(hosts or 1), k))
-    groups = np.array_split(np.arange(k), hosts)
-    roster, world_keys, host_keys = ephemeral_helpers_roster(w - 1, provider == "ttp", hosts)
-    board = PortBoard(w)
-    endpoints = [("127.0.0.1", board) for _ in range(w)]
-    parties = [("127.0.0.1", board, roster.key(r)) for r in range(w)]
-    names = [describe_host(h, range(int(g[0]), int(g[-1]) + 1)) for h, g in enumerate(groups)]
-    per_rank = {r: (config, endpoints[r], identity_bytes(world_keys[r]), list(roster.clients), timeout, names)
-                for r in range(w)}
-    per_host = [([labels[i] for i in g], [scores[i] for i in g], int(g[0]), [keys[i] for i in g], config, parties,
-                 identity_bytes(host_keys[h]), timeout) for h, g in enumerate(groups)]
-
-    def describe(r):
-        return names[-r - 1] if r < 0 else describe_helpers_rank(r, w - 1)
-
+    plan = HelpersPlan.draw(w, k, hosts, provider)
+    hosts = len(plan.groups)
+    per_rank = {r: (config, *plan.rank_args(r), timeout, plan.names) for r in range(w)}
+    per_host = [(labels[a:b], scores[a:b], a, keys[a:b], config, *plan.host_args(h), timeout)
+                for h, (a, b) in enumerate(plan.groups)]
     start = time.perf_counter()
-    done = spawn_parties(selection_computing_job, per_rank, w, provider=provider, timeout=timeout, port=port,
-                         received=received, record_ranks=record_ranks, identities=(roster, world_keys),
-                         describe=describe, host_job=selection_host_job, per_host=per_host)
+    done = plan.spawn(selection_computing_job, per_rank, selection_host_job, per_host, provider=provider,
+                      timeout=timeout, port=port, received=received, record_ranks=record_ranks)
     server = done[0]
     cost = {"mpc_seconds": round(time.perf_counter() - start, 3), "rank_step_seconds": round(server.rank_seconds, 3),
             "candidates": t_count, "argmax_seconds": round(server.argmax_seconds, 4),

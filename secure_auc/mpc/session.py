@@ -2,7 +2,7 @@
 
 Starting the parties (process start-up, CrypTen's rendezvous, the links'
 handshakes) costs seconds; a training loop that evaluates its model every epoch
-pays it once with :class:`MPCSession`.  The session runs the helpers layout
+pays it once with :class:`LocalSession` (:class:`secure_auc.session.MPCSession`).  The session runs the helpers layout
 (:mod:`.input_parties`): the computing parties and the dealer stay up between
 evaluations, and the client hosts keep their links.  Each evaluation draws fresh
 seeds for every share and, unless keys are given, fresh noise keys for every
@@ -27,17 +27,19 @@ from ..data.io import ClientData
 from ..dp.accountant import Records, finishing
 from ..validation import InputError, check_binary_labels
 from . import RANK_METHODS, MPCError
-from .input_parties import READY
+from .roles.computing import READY
 from .party import PartyConfig
 
 log = logging.getLogger(__name__)
 
-__all__ = ["MPCSession", "run_mpc_local", "run_mpc_report"]
+__all__ = ["LocalSession", "run_mpc_local", "run_mpc_report"]
 
 
-class MPCSession:
-    """Start the MPC parties once for clients whose labels are fixed; evaluate new
-    scores with :meth:`evaluate`.
+class LocalSession:
+    """Start the MPC parties once, as processes of this machine, for clients whose labels are
+    fixed; evaluate new scores with :meth:`evaluate`.  The public
+    :class:`secure_auc.session.MPCSession` is this class, or with ``deploy=`` a session with
+    deployed services.
 
     Parameters
     ----------
@@ -62,20 +64,12 @@ class MPCSession:
         process (never sent to a party).
     dataset_name : str, optional
         A name for the clients' datasets in the ledger's report.
-    deploy : str or pathlib.Path, optional
-        Connect to deployed services instead (a deployment's configuration file,
-        :mod:`secure_auc.deploy`): no labels or mechanism here, each client holds
-        its own; returns the :class:`secure_auc.deploy.session.DeployedSession` of
-        :meth:`connect`, with the same :meth:`evaluate` and :meth:`close`.
-    key : str or pathlib.Path, optional
-        With ``deploy``: the server's identity key.
-
     Examples
     --------
     Used as a context manager, so the parties stop with the block (not run here: it starts
     processes)::
 
-        with MPCSession([y0, y1], make_mechanism("laplace", 1.0, allocation="adaptive")) as session:
+        with LocalSession([y0, y1], make_mechanism("laplace", 1.0, allocation="adaptive")) as session:
             for epoch in range(10):
                 train_one_epoch(model)
                 result = session.evaluate([model(x0), model(x1)])
@@ -85,17 +79,9 @@ class MPCSession:
     deployed = False  # every party on this machine, the scores passed to evaluate()
     _audit: dict | None = None  # tests: a dict, filled at close() with what every process received (.audit)
 
-    def __new__(cls, *args, deploy=None, key=None, **kwargs):
-        if deploy is not None:  # one argument switches: deployed services instead of local processes
-            if args or kwargs:
-                raise InputError("with deploy=, a session takes only key= (the clients hold the labels; the "
-                                 "configuration holds the mechanism, the layout and the metrics: its [report] table)")
-            return cls.connect(deploy, key=key)
-        return super().__new__(cls)
-
     def __init__(self, labels, mechanism, *, computing: int = 3, provider: str = "ttp", sort: str = RANK_METHODS[0],
                  timeout: float = 60.0, hosts: int | None = None, port: int | None = None, ledger=None,
-                 dataset_name: str | None = None, progress: bool = False, deploy=None, key=None, metrics=None,
+                 dataset_name: str | None = None, progress: bool = False, metrics=None,
                  budget: dict | None = None, report=None, ids=None, threads: int | None = None):
         if computing not in (2, 3):
             raise InputError(f"a session has 2 or 3 computing parties, got {computing}")
@@ -142,51 +128,29 @@ class MPCSession:
         self.startup_seconds: float | None = None  # known once the first evaluation has waited for the parties
         self._start(hosts, port)
 
-    @classmethod
-    def connect(cls, config, *, key):
-        """A session with deployed services instead of local processes: the same
-        :meth:`evaluate` and :meth:`close`, but each client scores and holds its own data
-        (:class:`secure_auc.deploy.session.DeployedSession`; ``config``: the deployment's
-        TOML file, ``key``: the server's identity key)."""
-        from ..deploy.session import DeployedSession
-
-        return DeployedSession(config, key=key)
-
     # ------------------------------------------------------------------ processes
     def _start(self, hosts, port) -> None:
         import multiprocessing as mp
 
-        from .comm.roster import describe_helpers_rank, describe_host, ephemeral_helpers_roster, identity_bytes
-        from .input_parties import session_computing_job, session_host_job
-        from .comm.inlinks import PortBoard
-        from .launch import spawn_parties
+        from .roles.computing import session_computing_job
+        from .roles.host import session_host_job
+        from .launch import HelpersPlan
 
         ctx = mp.get_context("spawn")
-        w, k = self.config.computing, self.config.clients
-        hosts = max(1, min(int(hosts or 1), k))
-        groups = np.array_split(np.arange(k), hosts)
-        self.groups = [(int(g[0]), int(g[-1]) + 1) for g in groups]
-        roster, world_keys, host_keys = ephemeral_helpers_roster(w - 1, self.config.provider == "ttp", hosts)
-        board = PortBoard(w)  # each computing party's listener takes a port from the OS and publishes it
-        endpoints = [("127.0.0.1", board) for _ in range(w)]
-        parties = [("127.0.0.1", board, roster.key(r)) for r in range(w)]
-        names = [describe_host(h, range(a, b)) for h, (a, b) in enumerate(self.groups)]
+        plan = HelpersPlan.draw(self.config.computing, self.config.clients, hosts, self.config.provider)
+        self.groups = plan.groups
         self._results = ctx.Queue()
-        self._tasks = [ctx.Queue() for _ in range(hosts)]
-        per_rank = {r: (self.config, endpoints[r], identity_bytes(world_keys[r]), list(roster.clients), self.timeout,
-                        names, self._results) for r in range(w)}
-        per_host = [(self.labels[a:b], a, self.config, parties, identity_bytes(host_keys[h]), self.timeout,
-                     self._tasks[h], self._results) for h, (a, b) in enumerate(self.groups)]
-
-        def describe(r):
-            return names[-r - 1] if r < 0 else describe_helpers_rank(r, w - 1)
+        self._tasks = [ctx.Queue() for _ in plan.groups]
+        per_rank = {r: (self.config, *plan.rank_args(r), self.timeout, plan.names, self._results)
+                    for r in range(plan.computing)}
+        per_host = [(self.labels[a:b], a, self.config, *plan.host_args(h), self.timeout, self._tasks[h], self._results)
+                    for h, (a, b) in enumerate(plan.groups)]
 
         def run():
             try:
-                spawn_parties(session_computing_job, per_rank, w, provider=self.config.provider, timeout=self.timeout,
-                              port=port, identities=(roster, world_keys), describe=describe, received=self._audit,
-                              host_job=session_host_job, per_host=per_host, stop=self._stop,
-                              threads=self.threads)
+                plan.spawn(session_computing_job, per_rank, session_host_job, per_host, provider=self.config.provider,
+                           timeout=self.timeout, port=port, received=self._audit, stop=self._stop,
+                           threads=self.threads)
             except BaseException as exc:  # noqa: BLE001 - handed to the caller of evaluate()
                 self._error = exc
 
@@ -429,7 +393,7 @@ class MPCSession:
         self._stop.set()
         self._thread.join(timeout=10)
 
-    def __enter__(self) -> "MPCSession":
+    def __enter__(self) -> "LocalSession":
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -463,7 +427,7 @@ def run_mpc_local(
 
     ``computing`` = w (2 or 3): the helpers layout, in which the server and w - 1
     helpers compute and the clients are input parties, hosted by ``hosts`` client-host
-    processes (default 1): an :class:`.session.MPCSession` for one evaluation, the
+    processes (default 1): a :class:`LocalSession` for one evaluation, the
     start-up reported apart; ``computing=0``: every client is a computing party.
     ``noise_keys[k]`` (optional, reproducible runs): client k's noise key, handed
     to the process of client k only (:func:`secure_auc.dp.rng.client_key` derives them
@@ -489,9 +453,9 @@ def run_mpc_report(clients: list[ClientData], mechanism, report, *, noise_keys=N
         announce(sum(len(c) for c in clients), computing or len(clients) + 1, sort)
     start = time.perf_counter()
     if computing:
-        with MPCSession([c.labels for c in clients], mechanism, computing=computing, provider=provider, sort=sort,
+        with LocalSession([c.labels for c in clients], mechanism, computing=computing, provider=provider, sort=sort,
                         timeout=timeout, hosts=hosts, port=port, progress=progress, report=report,
-                        threads=threads) as session:
+                          threads=threads) as session:
             estimate, aggregate, extra, _ = session.run([c.scores for c in clients], noise_keys=noise_keys)
         return estimate, aggregate, extra | {"mpc_seconds": round(time.perf_counter() - start, 3)}
     config = PartyConfig(mechanisms=(mechanism,), clients=len(clients), provider=provider, sort=sort,

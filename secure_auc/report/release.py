@@ -89,7 +89,9 @@ class ReportCost:
         self.total, self.auc, self.epsilons = total, auc, dict(epsilons)
         # randomized response's flips may be reused for free under one seed, a report's noise never:
         # with a report, RR is a noise mechanism for the ledger (a seed is never used twice)
-        self.name = "rr+report" if total.name == "rr" and epsilons else total.name
+        from ..dp.registry import flips_labels
+
+        self.name = f"{total.name}+report" if epsilons and flips_labels(total.name) else total.name
 
     @property
     def cost(self) -> PrivacyCost:

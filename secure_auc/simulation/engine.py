@@ -40,7 +40,7 @@ import numpy as np
 from ..data.partition import partition_owner
 from ..dp.base import Mechanism, NoisyStatistics
 from ..dp.randomized_response import debias_auc, flip_probability
-from ..dp.registry import METHODS, make_mechanism
+from ..dp.registry import METHODS, make_mechanism, method_family, paper_noise
 from ..dp.variance import (
     global_laplace_std,
     local_laplace_one_sample_std,
@@ -215,14 +215,18 @@ class Simulator:
     # ---- one cell of a results table -------------------------------------------
     def cell(self, method: str, epsilon: float, *, clients: int | None = None, partition: str | None = None,
              reps: int = 100, seed: int = 0, alpha: float = 0.5, beta: float = 0.5,
-             noise: str = "laplace", delta: float | None = None, honest_fraction: float = 1.0,
+             noise: str | None = None, delta: float | None = None, honest_fraction: float = 1.0,
              exact_p: bool = False) -> Cell:
-        if method == "rr":
+        """One cell: ``reps`` repetitions of the paper's method ``method`` (:data:`.registry.METHODS`)
+        with the per-client noise ``noise`` (a family's name; default: the default one)."""
+        # the paper's closed forms (and its exact-P variant) describe one noise: the family says which
+        paper = paper_noise(noise)
+        if method_family(method, noise).flips_labels:
             sums, pos = self.rr_sums(epsilon, reps, seed)
             noisy = auc_from_sums(sums, pos, self.m - pos)
             finite = np.isfinite(epsilon)
             clean = debias_auc(noisy, pos, self.m - pos, epsilon).auc if finite else noisy
-            return Cell("rr", None, clients, float(epsilon), reps, self.true_auc,
+            return Cell(method, None, clients, float(epsilon), reps, self.true_auc,
                         float(clean.mean()), float(clean.std(ddof=1)),
                         noisy_mean=float(noisy.mean()), noisy_std=float(noisy.std(ddof=1)),
                         exact_pn_std=float(sums.std(ddof=1) / (self.p * self.n)),
@@ -231,15 +235,15 @@ class Simulator:
                         linearised_std=rr_linearised_std(self.ranks, self.labels, epsilon) if finite else 0.0)
         mech = make_mechanism(method, epsilon, alpha=alpha, beta=beta, noise=noise, delta=delta,
                               clients=clients, honest_fraction=honest_fraction)
-        if exact_p and noise != "laplace":
+        if exact_p and not paper:
             raise InputError("exact P and N (the paper's appendix variant) is defined for Laplace noise only")
         est = self.mechanism_estimates(mech, clients, partition, reps, seed, exact_p=exact_p)
         # the paper's closed forms assume exact P and N; with exact_p the whole eps is on localSum
         eps_sum = epsilon if exact_p else alpha * epsilon
         cf, cf_name = None, None
-        if method == "global" and noise == "laplace":
+        if method == "global" and paper:
             cf, cf_name = global_laplace_std(clients, self.m, self.p, self.n, eps_sum), "paper: GlobalLaplace, exact P and N"
-        elif method == "local" and noise == "laplace" and clients == self.m:
+        elif method == "local" and paper and clients == self.m:
             cf, cf_name = local_laplace_one_sample_std(clients, self.p, self.n, eps_sum), "paper: LocalLaplace, 1 sample/client, exact P and N"
         st = self.stats(clients, partition)
         if exact_p:  # linear in the noise: this "delta-method" std is exact

@@ -123,6 +123,7 @@ def one_client_report_opened_job(rank, config, data, noise_key=None):
     alone (its noisy report vector) to the server instead of the sum over the clients; the
     AUC's statistics are summed as before."""
     import secure_auc.mpc.party as party
+    import secure_auc.mpc.finish as finish
     from secure_auc.mpc.comm import backend
     from secure_auc.mpc.primitives.inputs import SourceSharing
     from secure_auc.mpc.primitives.opening import open_to
@@ -136,5 +137,5 @@ def one_client_report_opened_job(rank, config, data, noise_key=None):
         opened = open_to(total, dst)
         return None if opened is None else opened.numpy().astype(np.int64)
 
-    party.sum_and_open = sum_and_open
+    finish.sum_and_open = sum_and_open
     return party.run_party(rank, config, data, noise_key)

@@ -49,14 +49,13 @@ def listening(pid: int) -> list[tuple[str, int]]:
 
 def expected_listeners(config, role: str) -> tuple[set, bool]:
     """The documented table for ``role`` of a deployment ``config`` once every client joined:
-    its fixed (address, port) listeners, and whether it has ephemeral ones (gloo's, on its
-    host's address).  The rendezvous stores listen only until every computing party has its
-    links, the clients' ports only until every client joined."""
+    its fixed (address, port) listeners, and whether it has ephemeral ones (none: the links'
+    listeners close once the links stand, and no process group listens).  The rendezvous
+    listens only until every computing party has checked in, the clients' ports only until
+    every client joined."""
     if role == "server":
-        return {config.session_address}, True
-    if role.startswith("helper") or role == "dealer":
-        return set(), True
-    return set(), False  # a client listens on nothing
+        return {config.session_address}, False
+    return set(), False  # a helper, the dealer and a client listen on nothing
 
 
 def check_listeners(config, procs: dict, hosts: dict) -> dict:

@@ -6,7 +6,7 @@ at most 512 open files), each in its own network namespace; the stranger in a
 namespace of its own, running as another local user (uid 65534).  From before the services start
 until the session shuts them down, it connects to every socket a service listens on (the
 configured ports, and every other listener read from ``/proc`` as it appears: the start-up's link
-listeners and gloo's; the rendezvous store and the roll call are tested with the rendezvous),
+listeners, the computing parties' rendezvous, and gloo's where a party has them),
 cycling through silent connections, a TLS ClientHello sent one byte at a time, garbage, an
 oversized record and frame header followed by a MiB, and the replay of a real link's recorded
 bytes; and it floods with 600 connections each listener as it appears (gloo's keep them: the
@@ -355,7 +355,7 @@ def test_a_stranger_on_every_port_in_every_phase(tmp_path, hosts):
     stranger = subprocess.Popen(["ip", "netns", "exec", hosts[-1], python, "-c", ATTACKER, replay.hex()],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 cwd="/")
-    watch = _Watch(stranger, {config.rendezvous, (config.rendezvous[0], config.rendezvous[1] + 1)})
+    watch = _Watch(stranger, set())  # every listener, the computing parties' rendezvous included
     fixed = [*config.client_addresses, config.session_address]  # the configured ports, known to anyone
     watch.tell("target", fixed)
     received = []  # every message the session received

@@ -389,7 +389,7 @@ import sys
 from sklearn.metrics import roc_auc_score
 
 from secure_auc import Ledger, builtin_clients, evaluate, make_mechanism
-from secure_auc.mpc.session import MPCSession
+from secure_auc.session import MPCSession
 
 print("the script's body ran", flush=True)
 ledger = Ledger(sys.argv[1])

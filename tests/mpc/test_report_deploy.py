@@ -49,7 +49,7 @@ def plain_expected(folder, labels, config, epoch):
 
 def test_deployed_services_release_the_configured_report(tmp_path):
     from secure_auc.deploy import load_config
-    from secure_auc.mpc.session import MPCSession
+    from secure_auc.session import MPCSession
 
     ports = (free_port(), free_port(span=3), free_port())
     data = bench.write_deployment(tmp_path, SIZES, epochs=2, ports=ports, timeout=60.0,
@@ -210,7 +210,7 @@ def test_the_report_options_of_the_torchrun_entry_and_the_client_command_are_che
 
 
 def test_a_deployed_session_takes_its_metrics_from_the_configuration(tmp_path):
-    from secure_auc.mpc.session import MPCSession
+    from secure_auc.session import MPCSession
 
     with pytest.raises(InputError, match=r"the configuration holds the mechanism, the layout and the metrics: its "
                                          r"\[report\] table"):

@@ -15,7 +15,7 @@ from secure_auc.dp.rng import client_key
 from secure_auc.metrics import twice_midranks
 from secure_auc.mpc.launch import launch_local
 from secure_auc.mpc.party import PartyConfig
-from secure_auc.mpc.session import MPCSession
+from secure_auc.session import MPCSession
 from secure_auc.report import Layout, ReportSpec, client_vectors
 from secure_auc.report.release import client_report, plan_report, report_plan
 

@@ -97,7 +97,7 @@ def test_a_session_selects_among_its_evaluations_whose_statistics_stay_in_shares
     selection's index, nothing else; no process sees any evaluation's rank statistic D."""
     from secure_auc import Ledger, make_mechanism
     from secure_auc.metrics import rank_auc
-    from secure_auc.mpc.session import MPCSession
+    from secure_auc.session import MPCSession
     from secure_auc.training import FederatedAUC
     from secure_auc.validation import InputError
 

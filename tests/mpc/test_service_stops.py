@@ -57,7 +57,7 @@ def test_a_session_that_finds_no_server_raises_an_mpc_error(tmp_path):
 
 
 def test_sigterm_to_the_server_ends_every_service_in_order(tmp_path):
-    from secure_auc.mpc.session import MPCSession
+    from secure_auc.session import MPCSession
 
     procs = _small_deployment(tmp_path, 30.0)
     try:
@@ -87,7 +87,7 @@ def test_a_client_that_cannot_start_is_named_by_every_party_and_the_session_at_o
     here 120 s, blaming an unreachable party)."""
     import threading
 
-    from secure_auc.mpc.session import MPCSession
+    from secure_auc.session import MPCSession
 
     cause = f"{tmp_path / 'labels-1.csv'}: cannot open client file (No such file or directory)"
     start = time.monotonic()

@@ -172,7 +172,7 @@ def _select(session, folder, labels, spend):
 
 def test_deployed_services_across_epochs_and_their_faults(tmp_path, hosts):
     from secure_auc.mpc import MPCError
-    from secure_auc.mpc.session import MPCSession
+    from secure_auc.session import MPCSession
     from secure_auc.deploy.session import EvaluationRefused
 
     addresses = [f"10.233.0.{i + 1}" for i in range(14)]
@@ -189,6 +189,9 @@ def test_deployed_services_across_epochs_and_their_faults(tmp_path, hosts):
                            timeout=TIMEOUT, config_name="eps2.toml",
                            mechanism='name = "laplace"\nepsilon = 2.0\nallocation = "adaptive"')
     started = time.monotonic()
+    # a stranger (another host) at the computing parties' rendezvous during the whole start-up: silent
+    # and garbage connections, and 1 MB writes and a forged verdict as a client of torch's store
+    early = stranger([(addresses[0], 29510), (addresses[0], 29511)], writes=True)
     deployed = Services(main, hosts[:7])
     mismatched = Services(other, hosts[7:], config_of={"client-2": "eps2.toml"})
     try:
@@ -217,6 +220,12 @@ def test_deployed_services_across_epochs_and_their_faults(tmp_path, hosts):
                 time.sleep(3.0)
                 session = MPCSession(deploy=main / "deploy.toml", key=main / "keys" / "server.pem")
             result = session.evaluate(epoch=epoch)
+            if epoch == 0:  # the start-up under the stranger: nobody named, the result below as without it
+                early.kill()
+                early.wait()
+                for role in bench.ROLES:
+                    named = deployed.first(role, r"error|disconnected|refused|never|ended|failed", started, wait=0)
+                    assert not named, deployed.text(role)
             if epoch == 2:
                 attacker.kill()
                 attacker.wait()
@@ -296,5 +305,8 @@ def test_deployed_services_across_epochs_and_their_faults(tmp_path, hosts):
         for role in bench.ROLES:
             print(role, "|", deployed.text(role).splitlines()[-1], "|", mismatched.text(role).splitlines()[-1])
     finally:
+        if early.poll() is None:
+            early.kill()
+            early.wait()
         deployed.stop()
         mismatched.stop()

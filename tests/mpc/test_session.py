@@ -10,7 +10,7 @@ from secure_auc.evaluate import error_bars
 from secure_auc.data import ClientData
 from secure_auc.dp import StatisticsMechanism
 from secure_auc.dp.rng import ClientRngs, client_key, release_key
-from secure_auc.mpc.session import MPCSession
+from secure_auc.session import MPCSession
 from secure_auc.protocol import Client, Server
 from secure_auc.protocol.plain import run_plain
 from secure_auc.validation import InputError

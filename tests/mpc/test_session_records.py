@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from secure_auc import FederatedAUC, Ledger, evaluate
-from secure_auc.mpc.session import MPCSession
+from secure_auc.session import MPCSession
 from secure_auc.validation import InputError
 
 from test_record_accounting import MECH, contents, days

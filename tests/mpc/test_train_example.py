@@ -40,7 +40,7 @@ def test_the_training_example_evaluates_every_epoch_within_the_budget(tmp_path):
 def test_the_session_refuses_an_epoch_beyond_the_budget(tmp_path):
     from secure_auc import InputError, Ledger, make_mechanism
     from secure_auc.dp.accountant import label_commitment
-    from secure_auc.mpc.session import MPCSession
+    from secure_auc.session import MPCSession
 
     ex = _example()
     xs, ys = ex.make_data(600, 2, 8, 2)

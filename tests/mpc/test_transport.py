@@ -462,10 +462,18 @@ def test_a_silent_peer_at_set_up_is_named():
 
 
 def _job_counting_gloo(rank):
-    """The rank step among 3 parties, counting every data call that reaches gloo itself."""
+    """The rank step among 3 parties, counting every data call that reaches the process group
+    itself; and the process group's backend and this party's listening sockets."""
+    import os
+
+    import torch.distributed as dist
     import torch.distributed.distributed_c10d as c10d
 
     from secure_auc.mpc.ranks import rank_step
+
+    from .listeners import listening
+
+    started = (dist.get_backend(), listening(os.getpid()))
 
     calls = []
     for name in ("send", "recv", "isend", "irecv", "broadcast", "all_gather", "barrier", "all_reduce", "reduce"):
@@ -478,12 +486,13 @@ def _job_counting_gloo(rank):
         setattr(c10d, name, counted)
     scores = np.random.default_rng(rank).random(2000) if rank else None
     twice = rank_step(scores, [2000, 2000], rank)
-    return calls, None if twice is None else twice.tolist()
+    return calls, None if twice is None else twice.tolist(), started
 
 
 def test_after_the_rendezvous_no_message_takes_gloo():
-    """gloo still brings the group up; every message after that (CrypTen's, the dealer's,
-    the project's) goes over the TLS mesh.  The rank step's result is checked against scipy."""
+    """No gloo: the process group is one that opens no socket, every message (CrypTen's set-up,
+    the dealer's, the project's) goes over the TLS mesh, and once a party runs its job it
+    listens on nothing.  The rank step's result is checked against scipy."""
     from scipy.stats import rankdata
 
     done = spawn_parties(_job_counting_gloo, {0: (), 1: (), 2: ()}, 3, provider="ttp", timeout=30)
@@ -491,6 +500,7 @@ def test_after_the_rendezvous_no_message_takes_gloo():
     expected = 2 * (rankdata(scores) - 1)
     for r in (0, 1, 2):
         assert done[r][0] == [], done[r][0]
+        assert done[r][2] == ("secureauclinks", []), done[r][2]
     assert np.array_equal(np.array(done[1][1] + done[2][1]), expected)
 
 

@@ -1,5 +1,7 @@
-"""The one place that touches CrypTen: its import shim and every CrypTen call the
-project makes, each behind one named function.
+"""CrypTen's import shim and every call the protocol makes to CrypTen's runtime (its
+communicator, its dealer), each behind one named function.  The CrypTen-facing code in
+:mod:`secure_auc.mpc.crypten` (``bridge``, ``safe``, ``vfl``) also imports CrypTen's tensor
+classes, after this module's shim has made CrypTen importable.
 
 CrypTen 0.4.1 (the last release) fails to import on torch 2.x:
 ``crypten/nn/onnx_converter.py`` imports ``torch.onnx._internal.registration``,

@@ -1,10 +1,14 @@
 """Bringing a party's CrypTen runtime up and down, with bounded waits.
 
-* The communicator rendezvous is torch.distributed's ``env://`` (MASTER_ADDR,
-  MASTER_PORT), the same for local processes and torchrun-launched parties.
-* Every collective and the rendezvous itself time out after ``timeout``
-  seconds (torch's default is 30 minutes): we set torch.distributed's default
-  process-group timeout before CrypTen creates its groups.
+* The parties meet at rank 0's authenticated rendezvous (:mod:`.rendezvous`, a TLS 1.3
+  listener on ``master_port + 1`` of the configured address; rank 0 also holds
+  ``master_port`` bound, not listening, unless torchrun's agent holds it), open their
+  TLS links (:mod:`.secure`), and only then CrypTen makes its process group, one that
+  opens no socket: every message of its set-up already goes over the links.
+  ``insecure=True`` (tests of the unprotected transport only): torch's ``env://``
+  rendezvous (a ``TCPStore``) and gloo, as CrypTen does by itself.
+* Every wait, the rendezvous's included, is bounded by ``timeout`` seconds (torch's
+  default is 30 minutes).
 * ``provider``: "ttp" — a separate dealer process (rank K + 1) deals the
   correlated randomness (:mod:`..primitives.dealer`), no computing party sees
   it; "tfp" — rank 0 (the server) deals it, which lets it unmask every value.
@@ -20,16 +24,10 @@ from datetime import timedelta
 
 from ...validation import InputError
 
+from .rendezvous import PartyStartError, PortBusyError
+
 __all__ = ["PartyStartError", "PortBusyError", "explain", "init_party", "shutdown_party", "refuse_roll_call",
            "communication_stats", "reset_communication_stats"]
-
-
-class PartyStartError(RuntimeError):
-    """The parties could not all meet (one never started, or the address is wrong/busy)."""
-
-
-class PortBusyError(PartyStartError):
-    """The run's port, or the next one, is held by another process or run: nothing was computed."""
 
 
 def _interface_towards(addr: str) -> str | None:
@@ -106,21 +104,23 @@ def init_party(*, rank: int, parties: int, master_addr: str, master_port: int,
                identity=None, roster=None, insecure: bool = False, roll_call: bool = False,
                on_ready=None, run_token: str | None = None, roll_call_timeout: float | None = None) -> None:
     """Initialise CrypTen for party ``rank`` of ``parties`` computing parties (+ dealer),
-    then authenticate every peer against ``roster`` with this party's ``identity``
-    (an Ed25519 private key) and route every message over encrypted links
-    (:mod:`.secure`).  ``roster="exchange"`` (one host only, no roster given): every
-    party draws an identity key and the public keys are exchanged over the local
-    process group, which encrypts the links but authenticates no one.
-    ``insecure=True`` skips the links: plain gloo TCP, only for tests that need to
-    see the unprotected transport.  ``roll_call=True`` (parties started separately, as
-    under torchrun): first every party checks in at a store on ``master_port + 1`` run
-    by rank 0, so that a party that never starts is named (:func:`roll_call`) after
-    ``roll_call_timeout`` seconds (default ``timeout``).  ``on_ready()``
-    (optional) is called once this party's modules are loaded, just before it waits for the
-    others: a launcher uses it to name the parties that never got that far.  ``run_token``
-    (local launcher): this run's secret; rank 0 claims ``master_port + 1`` with it before the
-    rendezvous and every other party checks it there first (:func:`_claim_port`), so that two
-    runs started on one port never meet at each other's rendezvous.  ``threads``: this
+    every peer authenticated against ``roster`` with this party's ``identity`` (an Ed25519
+    private key) and every message routed over encrypted links (:mod:`.secure`).
+
+    The parties first meet at rank 0's authenticated rendezvous on ``master_port + 1``
+    (:mod:`.rendezvous`): a party that never checks in is named by every party after
+    ``roll_call_timeout`` seconds (default ``timeout``), one that cannot start and says so
+    (:func:`refuse_roll_call`) at once.  ``roster="exchange"`` (one host only, no roster
+    given): every party draws an identity key, and the rendezvous admits only processes of
+    this OS user (its local link key) and hands every party the keys: the links are encrypted
+    but authenticate no one beyond that.  ``insecure=True`` skips all this: torch's ``env://``
+    rendezvous and plain gloo TCP, only for tests that need to see the unprotected transport.
+    ``roll_call``: kept for the callers (parties started separately); every secure start has
+    its roll call.  ``on_ready()`` (optional) is called once this party's modules are loaded,
+    just before it waits for the others: a launcher uses it to name the parties that never got
+    that far.  ``run_token`` (local launcher): this run's secret, bound into the rendezvous's
+    certificates, so that two runs started on one port never meet at each other's rendezvous
+    (a party of the other run stops naming the port, :class:`PortBusyError`).  ``threads``: this
     party's threads for the compiled kernels and torch (:func:`..kernels.set_threads`; None:
     the cores the process may use); a computing party then compiles or loads the kernels
     (:func:`..kernels.warm_up`) before it meets the others."""
@@ -144,8 +144,6 @@ def init_party(*, rank: int, parties: int, master_addr: str, master_port: int,
     os.environ.update({
         "RANK": str(rank),
         "WORLD_SIZE": str(parties),
-        "RENDEZVOUS": "env://",
-        "DISTRIBUTED_BACKEND": "gloo",
         "MASTER_ADDR": str(master_addr),
         "MASTER_PORT": str(master_port),
     })
@@ -155,28 +153,81 @@ def init_party(*, rank: int, parties: int, master_addr: str, master_port: int,
             os.environ["GLOO_SOCKET_IFNAME"] = iface
     c10d.default_pg_timeout = timedelta(seconds=timeout)
     total = parties + (1 if provider == "ttp" else 0)
-    if roll_call:
-        describe = getattr(roster, "describe", None)  # a Roster's names for its layout (not "exchange")
-        signer = members = None  # rank 0 signs the roll call's verdict; the others check it with the roster's key
-        if identity is not None and hasattr(roster, "key"):
-            signer = identity if rank == 0 else roster.key(0)
-            members = roster.members()  # a refusal counts only if a rostered party signed it
-        _ROLL_CALL.append(_roll_call(rank, total, parties - 1, str(master_addr), int(master_port) + 1,
-                                     timeout if roll_call_timeout is None else roll_call_timeout, describe, signer,
-                                     members))
+    if insecure:
+        _init_insecure(rank, total, str(master_addr), int(master_port), provider, timeout, on_ready, run_token)
+        return
+    from . import rendezvous, secure
+    from .descriptors import more_descriptors
+    from .roster import Roster, describe_rank, generate_identity, local_link_key
+    from .transport import listen_for_links
+
+    more_descriptors()  # a flood at a listener during the start-up does not use up this party's descriptors
+
+    exchange = roster == "exchange"
+    describe = (lambda r: describe_rank(r, parties - 1)) if exchange else roster.describe
+    if exchange:
+        identity = generate_identity()
+    elif roster.ranks() != total:
+        raise PartyStartError(f"the roster lists {roster.ranks()} parties but this run has {total}")
+    bound = rendezvous.binding(total, run_token, local_link_key() if exchange else b"")
+    wait = timeout if roll_call_timeout is None else roll_call_timeout
+    addr, port = str(master_addr), int(master_port) + 1
+    held = []
+    try:
+        if rank == 0:
+            if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":  # (torchrun's agent holds it)
+                held.append(rendezvous.claim(addr, int(master_port)))
+            listener = rendezvous.listen(addr, port)
+            held.append(listener)
+        links = listen_for_links(addr, total)
+        held.append(links)
+        mesh_address = "{}:{}".format(*links.getsockname()[:2])
+        if on_ready is not None:
+            on_ready()
+        if rank == 0:
+            meeting = rendezvous.host(listener, identity, total, bound, mesh_address, wait=wait, describe=describe,
+                                      keys=None if exchange else roster.key,
+                                      members=() if exchange else roster.members())
+        else:
+            meeting = rendezvous.join(rank, total, identity, bound, addr, port, wait=wait, describe=describe,
+                                      server_key=None if exchange else roster.key(0), mesh_address=mesh_address,
+                                      another_run=run_token is not None, local=exchange)
+        if exchange:
+            roster = Roster.from_ranks(meeting.keys, parties - 1, provider == "ttp")
+        secure.establish(identity, roster, describe, timeout, me=rank, world=total, addresses=meeting.addresses,
+                         run=meeting.run, master_addr=addr, listener=links)
+    finally:
+        for sock in held:
+            sock.close()
+    secure.process_group()
+    os.environ.update({"RENDEZVOUS": f"{secure.BACKEND}://", "DISTRIBUTED_BACKEND": secure.BACKEND})
+    try:
+        backend.init(provider.upper())
+    except Exception as exc:  # noqa: BLE001 - a link failed during CrypTen's set-up
+        from .channel import ChannelError
+
+        if isinstance(exc, ChannelError):
+            raise
+        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise PartyStartError(f"rank {rank}: CrypTen's set-up failed ({text})") from None
+    if provider == "ttp" and rank == parties:
+        backend.ttp_release_parties()
+
+
+def _init_insecure(rank: int, total: int, master_addr: str, master_port: int, provider: str, timeout: float,
+                   on_ready, run_token) -> None:
+    """torch's ``env://`` rendezvous at rank 0's ``TCPStore`` and gloo (tests of the unprotected
+    transport only)."""
+    from . import backend
+
+    os.environ.update({"RENDEZVOUS": "env://", "DISTRIBUTED_BACKEND": "gloo"})
     if run_token is not None:
-        _claim_port(rank, str(master_addr), int(master_port), run_token, timeout)
+        _claim_port(rank, master_addr, master_port, run_token, timeout)
     if rank == 0 and (_HOSTED or os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True"):
-        # the rendezvous store on the configured address only; CrypTen's env:// rendezvous then
-        # connects to it as every other party does (as under torchrun, whose agent hosts it)
-        _HOSTED[:] = [bound_store(str(master_addr), int(master_port), timeout, total)]
+        _HOSTED[:] = [bound_store(master_addr, master_port, timeout, total)]
         os.environ["TORCHELASTIC_USE_AGENT_STORE"] = "True"
     if on_ready is not None:
         on_ready()
-    from .deafen import deafen, listening_sockets, more_descriptors
-
-    more_descriptors()  # gloo's listeners keep every connection until they are made deaf
-    before = set(listening_sockets())  # gloo's listeners are those backend.init opens
     try:
         backend.init(provider.upper())
     except Exception as exc:  # torch raises RuntimeError/DistStoreError/DistNetworkError
@@ -187,67 +238,21 @@ def init_party(*, rank: int, parties: int, master_addr: str, master_port: int,
             f"rank {rank}: not all {total} parties joined at {master_addr}:{master_port} "
             f"within {timeout:g} s ({text})"
         ) from None
-    if provider == "ttp" and rank == parties:
+    if provider == "ttp" and rank == total - 1:
         backend.ttp_release_parties()
-    if not insecure:
-        from .secure import establish
-
-        if roster == "exchange":
-            identity, roster = _exchange_roster(parties - 1, provider == "ttp")
-        establish(identity, roster, roster.describe, timeout)
-        # every party has its links: rank 0's stores (the rendezvous, the roll call), which
-        # authenticate no one, are no longer needed; they close once every party is past them
-        import torch.distributed as dist
-
-        dist.barrier()
-        _close_stores()
-        deafen(set(listening_sockets()) - before)  # nothing travels over gloo now: no one may reach it
 
 
-def _exchange_roster(clients: int, dealer: bool):
-    """Ephemeral identity keys for single-host runs without a roster file: every party
-    sends every other its public key with an HMAC under this OS user's local link key
-    (:func:`.roster.local_link_key`), so only processes of the same user can take a rank."""
-    import hashlib
-    import hmac
-
-    import torch
-    import torch.distributed as dist
-
-    from .channel import ChannelError, public_bytes
-    from .roster import Roster, describe_rank, generate_identity, local_link_key
-
-    secret = local_link_key()
-    me, world = dist.get_rank(), dist.get_world_size()
-
-    def tag(rank: int, pub: bytes) -> bytes:
-        return hmac.new(secret, b"secure-auc local roster" + rank.to_bytes(4, "little") + pub, hashlib.sha256).digest()
-
-    identity = generate_identity()
-    pub = public_bytes(identity)
-    mine = torch.frombuffer(bytearray(pub + tag(me, pub)), dtype=torch.uint8)
-    got = [torch.empty(64, dtype=torch.uint8) for _ in range(world)]
-    dist.all_gather(got, mine)
-    pubs = []
-    for r, t in enumerate(got):
-        raw = bytes(t.numpy())
-        if not hmac.compare_digest(raw[32:], tag(r, raw[:32])):
-            raise ChannelError(f"{describe_rank(r, clients)} is not a process of this user (its key is not "
-                               "vouched for by this user's local link key); the run stops")
-        pubs.append(raw[:32])
-    return identity, Roster.from_ranks(pubs, clients, dealer)
-
-
-_ROLL_CALL: list = []  # rank 0's store lives as long as its process
-_HOSTED: list = []  # rank 0's rendezvous store (until every party has its links)
+_ROLL_CALL: list = []  # rank 0's run claim (insecure runs)
+_HOSTED: list = []  # rank 0's rendezvous store (insecure runs)
 
 
 def _close_stores() -> None:
-    """Close the stores this process hosts or holds (the rendezvous, the roll call)."""
+    """Close the stores this process hosts or holds (insecure runs)."""
     if _HOSTED:
         _HOSTED.clear()
         os.environ.pop("TORCHELASTIC_USE_AGENT_STORE", None)
     _ROLL_CALL.clear()
+
 
 _RUN_KEY = "secure-auc/run"
 
@@ -282,137 +287,34 @@ def _claim_port(rank: int, addr: str, port: int, token: str, timeout: float) -> 
                               "this run stops (give each run its own --port, or none)")
 
 
-_REFUSED = "secure-auc/refused/{}"  # the roll-call store's key where party r leaves why it cannot start
-_REFUSAL_CONTEXT = b"secure-auc roll call refusal v1\0"
-
-
 def refuse_roll_call(rank: int, total: int, addr: str, port: int, reason: str, timeout: float,
                      identity=None) -> None:
-    """Party ``rank`` cannot start (``reason``) but can reach the roll-call at ``addr:port``: it
-    checks in only to say why, so that every other party stops at once naming it
-    (:func:`_roll_call`) instead of waiting out the roll-call.  Rank 0 hosts the store and
-    keeps it until every party has checked in (or ``timeout``); best effort: raises nothing.
-    ``identity``: the party's key; the refusal is signed with it, and the others believe only a
-    refusal that a key of their roster signed (the store has no authentication: a stranger's
-    refusal is ignored)."""
-    import time
+    """Party ``rank`` cannot start (``reason``) but can reach the rendezvous at ``addr:port``
+    (``master_port + 1``): it checks in only to say why, so that every other party stops at
+    once naming it instead of waiting out the roll call (:mod:`.rendezvous`).  ``identity``:
+    the key it holds; rank 0 believes a refusal made with any key of its roster.  Rank 0
+    itself (it may hold no roster) tells every party that checks in within ``timeout`` that it
+    cannot start, without the detail (it cannot tell a party from a stranger).  Best effort:
+    raises nothing."""
+    from . import rendezvous
+    from .roster import describe_rank, generate_identity
 
-    import torch.distributed as dist
+    identity = identity or generate_identity()
+    bound = rendezvous.binding(total)
+
+    def describe(r):
+        return describe_rank(r, total - 2)
 
     try:
-        store = bound_store(addr, port, timeout, total) if rank == 0 else \
-            dist.TCPStore(addr, port, total, False, timeout=timedelta(seconds=timeout), wait_for_workers=False)
-        said = reason.encode()
-        if identity is not None:
-            said = identity.sign(_REFUSAL_CONTEXT + str(rank).encode() + b"\0" + said) + said
-        store.set(_REFUSED.format(rank), said)
         if rank == 0:
-            keys = [f"secure-auc/joined/{r}" for r in range(1, total)]
-            deadline = time.monotonic() + timeout
-            while not all(store.check([k]) or store.check([_REFUSED.format(r + 1)]) for r, k in enumerate(keys)):
-                if time.monotonic() > deadline:
-                    break
-                time.sleep(0.05)
-            time.sleep(2.0)  # the others read the reason before this store closes
+            listener = rendezvous.listen(addr, port)
+            rendezvous.host(listener, identity, total, bound, "", wait=timeout, describe=describe,
+                            refusal="its key or configuration is not valid (the detail is in its own log)")
+        else:
+            rendezvous.join(rank, total, identity, bound, addr, port, wait=timeout, describe=describe,
+                            server_key=None, refusal=reason)
     except Exception:  # noqa: BLE001 - nobody to tell: the others name this party after their wait
         return
-
-
-def _verdict_signature(signer, text: str) -> bytes:
-    return signer.sign(b"secure-auc roll call verdict v1\0" + text.encode())
-
-
-def _signed_verdict(raw: bytes, server_key: bytes | None) -> str | None:
-    """The roll call's verdict if rank 0 signed it (``server_key``: the roster's key of rank 0;
-    None: a run without a roster, nothing checked); else None (a stranger wrote it)."""
-    if server_key is None:
-        return raw.decode(errors="replace")
-    from cryptography.exceptions import InvalidSignature
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
-    signature, text = raw[:64], raw[64:].decode(errors="replace")
-    try:
-        Ed25519PublicKey.from_public_bytes(server_key).verify(signature, b"secure-auc roll call verdict v1\0"
-                                                               + text.encode())
-    except (InvalidSignature, ValueError):
-        return None
-    return text
-
-
-def _signed_refusal(raw: bytes, rank: int, members) -> str | None:
-    """Party ``rank``'s reason for not starting if a key of the roster (``members``) signed it
-    (None: a run without a roster, nothing checked); else None (a stranger wrote it)."""
-    if members is None:
-        return raw.decode(errors="replace")
-    from cryptography.exceptions import InvalidSignature
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
-    signature, text = raw[:64], raw[64:]
-    for key in members:
-        try:
-            Ed25519PublicKey.from_public_bytes(key).verify(signature, _REFUSAL_CONTEXT + str(rank).encode() + b"\0"
-                                                           + text)
-        except (InvalidSignature, ValueError):
-            continue
-        return text.decode(errors="replace")
-    return None
-
-
-def _roll_call(rank: int, total: int, clients: int, addr: str, port: int, timeout: float, describe=None,
-               signer=None, members=None):
-    """Every party checks in at rank 0's store on ``port``.  If some party has not checked
-    in after ``timeout`` seconds, rank 0 writes down who, waits a moment for the others to
-    read it, and every party stops naming the missing ones.  Returns the store (rank 0
-    keeps it alive).  ``describe(rank)``: the names of the ranks (default: the layout where
-    every client computes, :func:`.roster.describe_rank`).  ``signer``: rank 0's identity
-    key (at rank 0) or the roster's public key of rank 0 (elsewhere): the verdict is signed,
-    and one that is not (a stranger's, written into the unauthenticated store) is ignored."""
-    import time
-
-    import torch.distributed as dist
-
-    from .roster import describe_rank
-
-    try:
-        store = bound_store(addr, port, timeout, total) if rank == 0 else \
-            dist.TCPStore(addr, port, total, False, timeout=timedelta(seconds=timeout), wait_for_workers=False)
-    except Exception as exc:  # noqa: BLE001 - torch raises several kinds
-        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        if rank == 0:
-            raise PartyStartError(f"cannot open the roll-call port {port} on {addr}: {text}") from None
-        raise PartyStartError(f"the server (rank 0) never joined: no roll-call at {addr}:{port} within "
-                              f"{timeout:g} s") from None
-    keys = [f"secure-auc/joined/{r}" for r in range(total)]
-    verdict = "secure-auc/missing"
-    try:
-        store.set(keys[rank], "1")
-        deadline = time.monotonic() + timeout + (0 if rank == 0 else 10)
-        name = describe or (lambda r: describe_rank(r, clients))
-        while not store.check(keys):
-            refused = [(r, _signed_refusal(store.get(_REFUSED.format(r)), r, members)) for r in range(total)
-                       if r != rank and store.check([_REFUSED.format(r)])]
-            refused = [(r, reason) for r, reason in refused if reason is not None]  # a stranger's: ignored
-            if refused:  # a party that cannot start checked in to say why
-                if rank == 0:
-                    time.sleep(2.0)  # the others read it before this store closes
-                raise PartyStartError(f"{name(refused[0][0])} cannot start: {refused[0][1]}")
-            if rank != 0 and store.check([verdict]):
-                said = _signed_verdict(store.get(verdict), signer)
-                if said is not None:
-                    raise PartyStartError(f"{said} never joined within {timeout:g} s")
-            if time.monotonic() > deadline:
-                missing = ", ".join(name(r) for r, k in enumerate(keys) if not store.check([k]))
-                if rank == 0:
-                    store.set(verdict, missing.encode() if signer is None else
-                              _verdict_signature(signer, missing) + missing.encode())
-                    time.sleep(2.0)  # the others read the verdict before this store closes
-                raise PartyStartError(f"{missing} never joined within {timeout:g} s")
-            time.sleep(0.05)
-    except PartyStartError:
-        raise
-    except Exception:  # noqa: BLE001 - the store went away: rank 0 stopped
-        raise PartyStartError(f"the server (rank 0) stopped during the roll-call at {addr}:{port}") from None
-    return store
 
 
 def explain(exc: BaseException) -> str:

@@ -15,23 +15,26 @@ data:
   in the protocol uses them, and a ring reduce would leave partial sums
   at every party.
 
-CrypTen's communicator and the project's own messages both call these
-functions, so nothing travels in the clear after the rendezvous, and nothing
-but the rendezvous travels over gloo.  Byte and round counters count the
-plaintext, as before.
+The links stand before the process group is made: the process group
+(:func:`process_group`) is one that opens no socket and holds an in-memory
+store, and every message of CrypTen's own set-up (its seeds, the dealer's
+start) already goes over the links.  CrypTen's communicator and the project's
+own messages both call these functions, so nothing travels in the clear, and
+no listener but the rendezvous (:mod:`.rendezvous`) and the links' own waits
+for peers.  Byte and round counters count the plaintext, as before.
 """
 
 from __future__ import annotations
 
-import os
 
 import torch
+import torch.distributed
 
 from . import tls
 from .channel import ChannelError, public_bytes
 from .transport import connect
 
-__all__ = ["establish", "close", "mesh", "unclaimed_frames", "ChannelError", "TAG_BCAST", "TAG_GATHER", "TAG_BARRIER"]
+__all__ = ["establish", "process_group", "BACKEND", "close", "mesh", "unclaimed_frames", "ChannelError", "TAG_BCAST", "TAG_GATHER", "TAG_BARRIER"]
 
 TAG_BCAST = 0x5B1  # a broadcast, as one message per peer
 TAG_GATHER = 0x5B2  # an all_gather, likewise
@@ -57,6 +60,74 @@ def close() -> None:
         _MESH.pop().close()
 
 
+class _Addresses:
+    """The rendezvous's link addresses, read as :func:`.transport.connect` reads a store."""
+
+    def __init__(self, addresses: dict):
+        self._kv = {f"secure-auc/mesh/{r}": a.encode() for r, a in addresses.items()}
+
+    def set(self, key, value) -> None:
+        self._kv.setdefault(key, value.encode() if isinstance(value, str) else value)
+
+    def get(self, key) -> bytes:
+        return self._kv[key]
+
+
+BACKEND = "secureauclinks"  # the process group's backend (and rendezvous scheme): no socket, no store
+
+
+class _LinksGroup(torch.distributed.ProcessGroup):
+    """A process group that opens no socket and carries nothing: every operation of
+    ``torch.distributed`` that carries data is replaced by the links (:func:`establish`);
+    an operation that reaches the group itself is refused."""
+
+    def __init__(self, rank: int, size: int):
+        super().__init__(rank, size)
+
+    def getBackendName(self) -> str:
+        return BACKEND
+
+
+def _refuse(name):
+    def op(self, *args, **kwargs):
+        raise ChannelError(f"{name} reached the process group: every message goes over the secure links")
+    return op
+
+
+for _op in ("broadcast", "allreduce", "allreduce_coalesced", "reduce", "allgather", "allgather_coalesced",
+            "_allgather_base", "gather", "scatter", "reduce_scatter", "_reduce_scatter_base", "alltoall",
+            "alltoall_base", "send", "recv", "recv_anysource", "barrier", "monitored_barrier"):
+    setattr(_LinksGroup, _op, _refuse(_op))
+
+
+def process_group() -> None:
+    """Make ``torch.distributed``'s rendezvous scheme and backend :data:`BACKEND` known (once
+    per process): the process group CrypTen initialises then holds an in-memory store
+    (``HashStore``) and a :class:`_LinksGroup`; it opens no socket.  Set
+    ``RENDEZVOUS=secureauclinks://`` and ``DISTRIBUTED_BACKEND=secureauclinks``."""
+    import sys
+    from urllib.parse import parse_qs, urlparse
+
+    import torch.distributed as dist
+
+    if _REGISTERED:
+        return
+
+    def create(common, backend_options=None):
+        return _LinksGroup(common.group_rank, common.group_size)
+
+    def rendezvous(url, **kwargs):
+        query = parse_qs(urlparse(url).query)
+        yield dist.HashStore(), int(query["rank"][0]), int(query["world_size"][0])
+
+    dist.Backend.register_backend(BACKEND, create, extended_api=True, devices=["cpu"])
+    sys.modules["torch.distributed.rendezvous"].register_rendezvous_handler(BACKEND, rendezvous)
+    _REGISTERED.append(True)
+
+
+_REGISTERED: list = []
+
+
 class _Done:
     def wait(self, *args, **kwargs):
         return True
@@ -74,23 +145,20 @@ def _as_bytes(tensor: torch.Tensor):
     return tensor.detach().numpy().reshape(-1).view(np.uint8)
 
 
-def establish(identity, roster, describe, timeout: float | None = None) -> None:
+def establish(identity, roster, describe, timeout: float, *, me: int, world: int, addresses: dict, run: str,
+              master_addr: str, listener) -> None:
     """Authenticate every peer against ``roster`` and route this process's messages over
     TLS links on the mesh of :mod:`.transport` (module docstring); every wait is bounded
-    by ``timeout`` seconds (default: the process group's).  Call once, right after the
-    process group is up."""
-    import torch.distributed as dist
-    import torch.distributed.distributed_c10d as c10d
-
-    me, world = dist.get_rank(), dist.get_world_size()
+    by ``timeout`` seconds.  ``addresses`` (rank -> ``"host:port"``), ``run``: what the
+    rendezvous gave (:mod:`.rendezvous`); ``listener``: this party's link listener, whose
+    address it checked in with.  Call once, before the process group is made
+    (:func:`process_group`): every message of the process group's set-up goes over the links."""
     if roster.ranks() != world:
         raise ChannelError(f"the roster lists {roster.ranks()} parties but {world} joined")
-    if timeout is None:
-        timeout = c10d.default_pg_timeout.total_seconds()
     impostor = public_bytes(identity) != roster.key(me)
     try:
         mesh = connect(me, world, identity, roster.key, tls.binding("secure-auc links", roster.to_json(), world),
-                       c10d._get_default_store(), os.environ.get("MASTER_ADDR", "127.0.0.1"), timeout, describe)
+                       _Addresses(addresses), master_addr, timeout, describe, listener=listener, run=run)
     except ChannelError:
         if impostor:  # what every peer saw
             raise ChannelError(f"this party's identity key is not the roster's key for {describe(me)}") from None
@@ -98,13 +166,16 @@ def establish(identity, roster, describe, timeout: float | None = None) -> None:
     if impostor:  # (no peer should have accepted it)
         mesh.close()
         raise ChannelError(f"this party's identity key is not the roster's key for {describe(me)}")
+    import torch.distributed as dist
+    import torch.distributed.distributed_c10d as c10d
+
     _MESH[:] = [mesh]
     names: dict = {}
 
     def channel(group, tag: int) -> int:
         g = group if group is not None else dist.group.WORLD
         if g not in names:
-            name = str(getattr(g, "group_name", "0"))
+            name = str(c10d._world.pg_names.get(g, "0"))
             names[g] = (int(name) if name.isdigit() else len(names) + 1000) & 0xFFFF
         if not 0 <= tag <= 0xFFFF:
             raise ChannelError(f"tag {tag} out of range for a secure link")

@@ -280,10 +280,12 @@ def read_exact(sess: Session, view: memoryview, deadline: float) -> None:
             got += n
 
 
-def handshake(sess: Session, deadline: float, check=None) -> None:
+def handshake(sess: Session, deadline: float, check=None, first: bytes = b"") -> None:
     """The connecting end's handshake, then ``check(sess)`` (which raises if the peer is not
     who it should be), this end's confirmation, and the accepting end's (raises
-    TimeoutError, EOFError, LinkError: the accepting end refused this party)."""
+    TimeoutError, EOFError, LinkError: the accepting end refused this party).  ``first``
+    (at most 16 KiB - 1): bytes sent in the same record as the confirmation, so that the
+    accepting end reads them, already authenticated, when it admits the link."""
     while True:
         with sess.lock:
             done = sess.step()
@@ -295,7 +297,7 @@ def handshake(sess: Session, deadline: float, check=None) -> None:
         _recv(sess, deadline)
     if check is not None:
         check(sess)
-    send_all(sess, _ACCEPTED, deadline)
+    send_all(sess, _ACCEPTED + first, deadline)
     got = bytearray(1)
     read_exact(sess, memoryview(got), deadline)
     if bytes(got) == _REFUSED:
@@ -305,8 +307,9 @@ def handshake(sess: Session, deadline: float, check=None) -> None:
 
 
 def accept(listener: socket.socket, ctx: ssl.SSLContext, admit, count: int, deadline: float,
-           limit: float | None = None) -> tuple[dict, list[str]]:
-    """Accept connections on ``listener`` until ``count`` are admitted or ``deadline``.
+           limit: float | None = None, stop=None) -> tuple[dict, list[str]]:
+    """Accept connections on ``listener`` until ``count`` are admitted, ``deadline``, or
+    ``stop()`` (optional) is true after an admission.
     New connections do their handshake side by side, each within ``limit`` seconds
     (default :data:`HELLO_LIMIT`), at most :data:`PER_SOURCE` of one source address (beyond,
     that source's oldest is closed) and :data:`MAX_PENDING` in all (beyond, the oldest of the
@@ -348,8 +351,9 @@ def accept(listener: socket.socket, ctx: ssl.SSLContext, admit, count: int, dead
         drop(fd, f"a connection closed to keep at most {PER_SOURCE} waiting from one address and "
                  f"{MAX_PENDING} in all")
 
+    stopped = False
     try:
-        while len(admitted) < count:
+        while len(admitted) < count and not stopped:
             now = time.monotonic()
             for fd in [fd for fd, (_, until, _) in pending.items() if now >= until]:
                 drop(fd, f"a connection that did not complete its handshake within {limit:g} s")
@@ -423,6 +427,9 @@ def accept(listener: socket.socket, ctx: ssl.SSLContext, admit, count: int, dead
                 poll.unregister(fd)
                 del pending[fd]
                 admitted[who] = sess
+                if stop is not None and stop():
+                    stopped = True
+                    break
     except BaseException:
         for sess in admitted.values():
             sess.sock.close()

@@ -6,13 +6,13 @@ thread and a wake-up of the waiting thread, about 0.15 ms of CPU per message at
 each end and 0.43 ms per round trip of a small message between two processes
 here, against 0.03 ms and 0.06 ms for a plain TCP round trip.  The rank step
 among three parties exchanges about 500 messages per party, on two cores shared
-by four processes.  Gloo still brings the process group up (torch's
-rendezvous); after that every message goes over this mesh.
+by four processes.  Every message goes over this mesh; gloo is used only by
+the tests of the unprotected transport.
 
 Set-up (:func:`connect`): every party listens on an ephemeral port of its
 address towards the rendezvous host (loopback when that host is local; the
-interface ``GLOO_SOCKET_IFNAME`` names, if set), publishes ``address:port`` in
-torch's rendezvous store, connects to every lower rank and accepts every higher
+interface ``GLOO_SOCKET_IFNAME`` names, if set), checks in with ``address:port``
+at the authenticated rendezvous (:mod:`.rendezvous`), connects to every lower rank and accepts every higher
 one.  Each connection is a TLS 1.3 handshake (:mod:`.tls`): both ends present
 a certificate of their roster identity key, issued under the run's binding
 (the roster, the world size and a run id rank 0 draws), and each end checks
@@ -68,7 +68,7 @@ import numpy as np
 from . import tls
 from .channel import ChannelError
 
-__all__ = ["Mesh", "connect", "local_address", "route_address", "interface_address", "MAX_FRAME", "MAX_STASH",
+__all__ = ["Mesh", "connect", "listen_for_links", "local_address", "route_address", "interface_address", "MAX_FRAME", "MAX_STASH",
            "MAX_STASHED", "taps", "TRACE_ENV", "DELAY_ENV", "message_depths"]
 
 _FRAME = struct.Struct("<IQ")
@@ -588,27 +588,38 @@ def local_address(master_addr: str) -> str:
     return route_address(master_addr) or socket.gethostbyname(socket.gethostname())
 
 
-def connect(me: int, world: int, identity, keys, bound: bytes, store, master_addr: str, timeout: float,
-            describe) -> Mesh:
-    """Open this party's TLS links to every peer (module docstring) and return the mesh.
-    ``identity``: this party's Ed25519 private key; ``keys(rank)``: the roster's public key
-    of ``rank``; ``bound``: the run's binding without its run id (:func:`.tls.binding` of
-    the roster and the world size); ``store``: torch's rendezvous store."""
+def listen_for_links(master_addr: str, world: int) -> socket.socket:
+    """This party's link listener: an ephemeral port of :func:`local_address`."""
     host = local_address(master_addr)
-    if me == 0:
-        store.set(_RUN, secrets.token_hex(16))
     try:
-        run = store.get(_RUN).decode()  # waits up to the store's timeout
-    except Exception:  # noqa: BLE001 - torch raises several kinds
-        raise ChannelError(f"no answer from another party within the timeout: {describe(0)} did not publish "
-                           "the run's id; the run cannot continue") from None
-    bound = tls.binding("secure-auc mesh v2", bound, run)
-    try:
-        listener = socket.create_server((host, 0), backlog=max(1, world))
+        return socket.create_server((host, 0), backlog=max(1, world))
     except OSError as exc:
         raise ChannelError(f"cannot listen for links on {host} ({exc.strerror or exc}); "
                            "the run cannot continue") from None
-    store.set(_KEY.format(me), f"{host}:{listener.getsockname()[1]}")
+
+
+def connect(me: int, world: int, identity, keys, bound: bytes, store, master_addr: str, timeout: float,
+            describe, *, listener: socket.socket | None = None, run: str | None = None) -> Mesh:
+    """Open this party's TLS links to every peer (module docstring) and return the mesh.
+    ``identity``: this party's Ed25519 private key; ``keys(rank)``: the roster's public key
+    of ``rank``; ``bound``: the run's binding without its run id (:func:`.tls.binding` of
+    the roster and the world size); ``store``: where each party's link address is read
+    (``get``, ``set``: the rendezvous's addresses, :mod:`.rendezvous`); ``listener``: this
+    party's link listener (:func:`listen_for_links`) if its address was given already;
+    ``run``: the run's id if given already (else rank 0 draws it and puts it in ``store``)."""
+    if run is None:
+        if me == 0:
+            store.set(_RUN, secrets.token_hex(16))
+        try:
+            run = store.get(_RUN).decode()  # waits up to the store's timeout
+        except Exception:  # noqa: BLE001 - torch raises several kinds
+            raise ChannelError(f"no answer from another party within the timeout: {describe(0)} did not publish "
+                               "the run's id; the run cannot continue") from None
+    bound = tls.binding("secure-auc mesh v2", bound, run)
+    if listener is None:
+        listener = listen_for_links(master_addr, world)
+        host, port = listener.getsockname()[:2]
+        store.set(_KEY.format(me), f"{host}:{port}")
     deadline = time.monotonic() + timeout
     links: dict[int, tls.Session] = {}
     try:

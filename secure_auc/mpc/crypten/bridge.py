@@ -41,7 +41,8 @@ party opens a score or a key:
    :func:`evaluate_mpctensor` opens each label owner's slice of 2 x mid-ranks to
    that owner only, runs the plain protocol's client code there (labels, RR
    flips and noise from the owner's own key) and opens only the sum of the
-   owners' noisy statistics, to the server only (:func:`..party.sum_and_open`).
+   owners' noisy statistics, to the server only (:mod:`..finish`, the last steps of
+   every layout).
 
 Randomness: the project's dealer (:mod:`..primitives.dealer`), like the rank
 step; CrypTen's provider channel is released first (:mod:`.safe`).
@@ -289,11 +290,7 @@ def evaluate_mpctensor(x, labels, *, owners: list[int], sizes: list[int], mechan
     the owners' noisy statistics is opened, to ``server`` only.  Returns, at ``server``,
     ``(estimates, aggregates)`` (one per mechanism); None elsewhere."""
     from ...data.io import ClientData
-    from ...dp.rng import ClientRngs
-    from ...protocol.client import Client
-    from ...protocol.messages import Aggregate
-    from ...protocol.server import Server
-    from ..party import sum_and_open
+    from .. import finish
 
     rank = backend.rank()
     mechanisms = list(mechanisms) if isinstance(mechanisms, (list, tuple)) else [mechanisms]
@@ -312,21 +309,14 @@ def evaluate_mpctensor(x, labels, *, owners: list[int], sizes: list[int], mechan
     twice = twice_midranks_mpctensor(x, method=method, progress=progress, dtype=torch.int32)
     mine = reveal_to_owners(twice, sizes, owners)
     stats = np.zeros(2 * len(mechanisms), dtype=np.int64)
-    if rank in owners:
-        index = owners.index(rank)
-        # the client code reads labels and ranks only; it never sees a score here
+    if rank in owners:  # the client code reads labels and ranks only; it never sees a score here
         data = ClientData(np.zeros(len(labels)), labels)
-        for i, mechanism in enumerate(mechanisms):
-            client = Client(index, data, mechanism, ClientRngs.from_key(noise_key))
-            client.set_ranks(np.asarray(mine, dtype=np.float64) / 2.0, total)
-            msg = client.statistics_message()
-            stats[2 * i : 2 * i + 2] = (msg.local_sum_fixed, msg.local_p_fixed)
+        stats = finish.client_statistics([data], owners.index(rank), [noise_key], mechanisms, mine, total)
     with released():
-        opened = sum_and_open(stats, len(stats), list(owners), dst=server)
+        opened = finish.sum_and_open(stats, len(stats), list(owners), dst=server)
     if rank != server:
         return None
-    aggregates = [Aggregate(int(opened[2 * i]), int(opened[2 * i + 1]), total) for i in range(len(mechanisms))]
-    return [Server(m).estimate(a) for m, a in zip(mechanisms, aggregates)], aggregates
+    return finish.server_estimates(opened, mechanisms, total)
 
 
 def score_count(x) -> int:

@@ -57,8 +57,9 @@ from ..comm import backend
 from ..comm.inlinks import Heartbeat
 from ..comm.roster import describe_helpers_rank
 from ..input_parties import (CH_ALIVE, CH_HELLO, CH_PUBLIC, HostResult, accept_links, connected_evaluation,
-                             estimates_from, host_shares, open_statistics, receive_ranks, recv_public,
-                             release_statistics, send_hello, send_ranks)
+                             host_shares, open_statistics, receive_ranks, recv_public, release_statistics, send_hello,
+                             send_ranks)
+from .. import finish
 from ..party import PartyConfig, ProtocolError
 from ..primitives.outside import HostSharing
 from .bridge import score_count, twice_midranks_mpctensor
@@ -228,7 +229,7 @@ def evaluate_mpctensor_for_owners(x, links: dict, *, sizes: list[int], mechanism
         opened = open_statistics(links, shares, mine, config.mechanisms, server)
     if rank != server:
         return None
-    return estimates_from(opened, config.mechanisms, total)
+    return finish.server_estimates(opened, config.mechanisms, total)
 
 
 # --------------------------------------------------------------------------- label owners

@@ -1,7 +1,7 @@
 r"""Beaver gates: products and ANDs of shared values, a round at a time.
 
 Every AND and product is Beaver's protocol with a triple from the dealer
-(:mod:`secure_auc.mpc.dealer`: the separate dealer process with TTP, rank 0
+(:mod:`secure_auc.mpc.primitives.dealer`: the separate dealer process with TTP, rank 0
 with TFP; AES-CTR streams, never CrypTen's providers): open :math:`e = x - a` and
 :math:`f = y - b` (XOR for binary shares), then
 :math:`[xy] = [c] + e[b] + f[a] + ef` (the public term added by one party).

@@ -1,0 +1,102 @@
+"""A computing party of the helpers layout across evaluations, written once.
+
+:class:`ComputingRole` is what a computing party (the server or a helper) does in each
+evaluation and selection over its open links to the client hosts, whatever drives it:
+the local session's hosts (:func:`session_computing_job`, a loop over the hosts' next
+messages), or the deployed server's and helpers' services
+(:mod:`secure_auc.deploy.service`, a loop over the platform's requests and the server's
+broadcasts).  Between evaluations it keeps each one's rank statistic in shares (never
+opened) for a later selection.  The steps themselves are :mod:`..input_parties`'.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ..comm import backend
+from ..input_parties import (CH_HELLO, compute_evaluation, join_hosts, party_keep, party_session_select)
+from ..party import PartyConfig, PartyResult
+
+__all__ = ["ComputingRole", "READY", "session_computing_job"]
+
+READY = "ready"  # what the server of a session puts on its queue once every link is up
+
+
+class ComputingRole:
+    """Computing party ``rank`` (``config.computing`` of them, CrypTen initialised) over its open
+    ``links`` to the client hosts, by host; ``describe(r)`` names a computing party in errors.
+
+    Attributes
+    ----------
+    kept : list
+        Each evaluation's rank statistic, this party's share (never opened), in order.
+    """
+
+    def __init__(self, rank: int, config: PartyConfig, links: dict, describe):
+        self.rank, self.config, self.links, self.describe = rank, config, links, describe
+        self.kept: list = []
+
+    def hellos(self) -> dict:
+        """Every host's first message of the next evaluation or selection, by host."""
+        return {h: self.links[h].recv_obj(CH_HELLO) for h in range(len(self.links))}
+
+    def evaluate(self, hellos: dict | None = None) -> PartyResult:
+        """One evaluation (:func:`..input_parties.compute_evaluation`; ``hellos``: the hosts' first
+        messages, if already read), then its rank statistic kept in shares; this party's result
+        (the estimates at the server; ``sizes``: each host's rows)."""
+        hellos = self.hellos() if hellos is None else hellos
+        backend.reset_communication_stats()
+        result = compute_evaluation(self.rank, self.config, self.links, self.describe, self.rank == 0,
+                                    time.perf_counter(), hellos)
+        self.kept.append(party_keep(self.links, self.rank, self.config.computing))
+        return result
+
+    def select(self, hellos: dict | None = None):
+        """A selection among the kept evaluations the hosts announced
+        (:func:`..input_parties.party_session_select`, with a release under the configured mechanism)."""
+        hellos = self.hellos() if hellos is None else hellos
+        return party_session_select(self.rank, self.config.computing, self.links, hellos, self.kept, self.describe,
+                                    self.config.mechanisms[0])
+
+
+def _next_hellos(links, *, keep_dealer_alive: bool, interval: float) -> dict:
+    """Wait, without a time limit, for every host's next message (a session between
+    evaluations); the server pings the dealer every ``interval`` seconds meanwhile, so
+    that the dealer's wait for requests never times out."""
+    from ..primitives.dealer import ping_dealer
+
+    out = {}
+    for h in range(len(links)):
+        while not links[h].readable(interval):
+            if keep_dealer_alive:
+                ping_dealer()
+        out[h] = links[h].recv_obj(CH_HELLO)
+    return out
+
+
+def session_computing_job(rank: int, config: PartyConfig, endpoint, identity_raw: bytes, host_keys: list[bytes],
+                          timeout: float, host_names: list[str], results) -> PartyResult:
+    """A computing party of a :class:`..session.LocalSession`: accept the hosts' links, then
+    evaluate (or select) each time the hosts send new inputs, until they say stop; ``results``
+    (the launcher's queue) receives ``(rank, result)`` of each, and from the server
+    :data:`READY` once every link is up."""
+    from ..comm.roster import identity_from_bytes
+
+    links, describe = join_hosts(rank, config, tuple(endpoint), identity_from_bytes(identity_raw), host_keys, timeout,
+                                 host_names)
+    role = ComputingRole(rank, config, links, describe)
+    try:
+        if rank == 0:
+            results.put(READY)  # every link is up: the session's start-up ends here
+        while True:
+            hellos = _next_hellos(links, keep_dealer_alive=rank == 0, interval=max(1.0, timeout / 3))
+            if any(hello.get("stop") for hello in hellos.values()):
+                return PartyResult(rank=rank, role=describe(rank).split(" (")[0], seconds=0.0, bytes_sent=0,
+                                   rounds=len(role.kept))
+            if any("select" in hello for hello in hellos.values()):
+                results.put((rank, role.select(hellos)))
+                continue
+            results.put((rank, role.evaluate(hellos)))
+    finally:
+        for link in links.values():
+            link.close()
