@@ -51,25 +51,11 @@ def bound_store(addr: str, port: int, timeout: float, world_size: int | None = N
     """Rank 0's torch ``TCPStore`` listening on ``addr`` only (torch's own binds every
     interface): the socket is bound here and handed to the store (``master_listen_fd``).
     Raises :class:`PortBusyError` if the port is taken."""
-    import errno
-    import socket
-
     import torch.distributed as dist
 
-    try:
-        family, _, _, _, where = socket.getaddrinfo(addr, port, 0, socket.SOCK_STREAM)[0]
-    except (OSError, UnicodeError) as exc:
-        raise PartyStartError(f"cannot resolve the rendezvous address {addr!r} ({exc})") from None
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind(where)
-        sock.listen(128)
-    except OSError as exc:
-        sock.close()
-        if exc.errno == errno.EADDRINUSE:
-            raise PortBusyError(f"port {port} on {addr} is busy: address already in use") from None
-        raise PartyStartError(f"cannot listen on {addr}:{port} ({exc.strerror or exc})") from None
+    from .rendezvous import listen
+
+    sock = listen(addr, port)
     try:
         store = dist.TCPStore(addr, port, world_size, True, timeout=timedelta(seconds=timeout),
                               wait_for_workers=False, master_listen_fd=sock.detach())
