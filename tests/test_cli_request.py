@@ -1,8 +1,10 @@
 """``secure-auc evaluate``'s options become one checked request, and the request one result."""
 
 import json
+import re
 
 import numpy as np
+import pytest
 from sklearn.metrics import roc_auc_score
 
 from secure_auc import builtin_clients
@@ -44,3 +46,21 @@ def test_planning_the_exact_computation_is_refused(capsys):
                  "--evaluations", "3"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--evaluations does not apply to --mechanism none" in err
+
+
+def test_a_planned_choice_is_checked_when_made_and_plans_as_the_planner():
+    from secure_auc.dp.family import MechanismChoice
+    from secure_auc.dp.planning import plan_evaluations
+    from secure_auc.dp.registry import family
+    from secure_auc.validation import InputError
+
+    laplace = family("laplace")
+    values = laplace.resolve({"epsilon": 2.0})
+    for total, t, message in [((2.0, 0.0), 0, "--evaluations must be a positive integer, got 0"),
+                              ((2.0, 1.5), 3, "--delta must be in [0, 1), got 1.5")]:
+        with pytest.raises(InputError, match=re.escape(message)):
+            MechanismChoice(laplace, values, {"epsilon": 2.0}, total, t)
+    choice = MechanismChoice(laplace, values, {"epsilon": 2.0}, (2.0, 0.0), 3)
+    plan = choice.plan(3, total=1000)
+    reference = plan_evaluations(lambda e, d: laplace.build(e, delta=d, clients=3), 3, 2.0, 0.0, total=1000)
+    assert plan.summary() == reference.summary() and plan.per_epsilon == reference.per_epsilon
