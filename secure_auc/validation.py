@@ -17,6 +17,7 @@ __all__ = [
     "check_real",
     "check_timeout",
     "check_secret_seed",
+    "check_run_numbers",
 ]
 
 
@@ -197,3 +198,31 @@ def check_secret_seed(seed, *, name: str = "seed") -> int:
             "candidates against the noisy aggregate, which then gives the server the exact rank sum and P; got "
             + (str(seed) if seed < SECRET_SEED_MIN else f"a number of {seed.bit_length()} bits"))
     return seed
+
+
+def check_run_numbers(*, data_seed=None, seed=None, secret: bool = False, timeout=None, port=None) -> None:
+    """The numbers of a run's options (None: not given) that would fail, or overflow, only after
+    the parties started: checked first, each refusal naming its command-line option.
+
+    ``secret``: the run is an MPC run, whose seed must be a secret (:func:`check_secret_seed`).
+
+    Examples
+    --------
+    >>> from secure_auc.validation import check_run_numbers
+    >>> check_run_numbers(data_seed=0, timeout=60.0, port=0)
+    >>> check_run_numbers(port=65535)
+    Traceback (most recent call last):
+        ...
+    secure_auc.validation.InputError: --port must be in 1..65534 (a local run uses it and the next port), or 0 for a free one, got 65535
+    """
+    if data_seed is not None and not 0 <= data_seed < 2**63:
+        raise InputError(f"--data-seed must be between 0 and 2^63 - 1, got {data_seed}")
+    if seed is not None:
+        if not 0 <= seed < SEED_BOUND:
+            raise InputError(f"--seed must be between 0 and 2^256 - 1, got {seed if seed < 0 else 'a larger number'}")
+        if secret:
+            check_secret_seed(seed, name="--seed")
+    if timeout is not None:
+        check_timeout(timeout)
+    if port is not None and not 0 <= port <= 65534:
+        raise InputError(f"--port must be in 1..65534 (a local run uses it and the next port), or 0 for a free one, got {port}")

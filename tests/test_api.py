@@ -15,6 +15,7 @@ DOCTEST_MODULES = [
     "secure_auc.metrics",
     "secure_auc.validation",
     "secure_auc.evaluate",
+    "secure_auc.request",
     "secure_auc.result",
     "secure_auc.training",
     "secure_auc.data.io",

@@ -7,13 +7,12 @@ import json
 import logging
 import os
 import sys
-from dataclasses import dataclass
 
 from ..data.partition import SCHEMES
-from ..dp.family import UNIVERSAL, Family
-from ..dp.registry import DEFAULT_FAMILY, FAMILIES, families, family, flips_labels
+from ..dp.family import UNIVERSAL, MechanismChoice
+from ..dp.registry import DEFAULT_FAMILY, FAMILIES, families, family
 from ..mpc import RANK_METHODS, MPCError, rank_method_help
-from ..validation import SEED_BOUND, InputError, check_secret_seed, check_timeout
+from ..validation import InputError, check_run_numbers
 from .ledger import add_ledger_options, add_planning_options, check_ledger_options
 from .ledger import add_parser as add_ledger_parser
 from .output import (OneLineParser, add_output_options, json_safe, apply_verbosity, check_writable_dir, human_bytes,
@@ -60,40 +59,6 @@ def add_mechanism_options(p: argparse.ArgumentParser, planning: bool = False) ->
         g.add_argument(opt.flag, type=opt.type, choices=opt.choices or None, default=None, help=text)
 
 
-@dataclass(frozen=True)
-class MechanismChoice:
-    """The mechanism the command line asks for, read once (:func:`mechanism_choice`).
-
-    ``family``: its declaration; ``values``: the family's options with its defaults filled in
-    (with --evaluations, ``epsilon``/``delta`` are the totals of the T evaluations); ``given``:
-    the options given (name -> value, for the torchrun parties); ``total``: the (eps, delta) of
-    the plan (with --evaluations), else None."""
-
-    family: Family
-    values: dict
-    given: dict
-    total: tuple | None = None
-
-    def mechanism(self, clients: int | None = None, *, epsilon: float | None = None, delta: float | None = None):
-        """The mechanism (``epsilon``/``delta``: a planned evaluation's own)."""
-        values = dict(self.values)
-        eps, d = values.pop("epsilon", None), values.pop("delta", None)
-        if epsilon is not None:
-            eps, d = epsilon, (delta if d is not None else None)  # delta per evaluation: the family's own only
-        return self.family.build(eps, delta=d, clients=clients, **values)
-
-    def table(self) -> dict:
-        """As a deployment configuration's ``[mechanism]`` table (every value set)."""
-        return {"name": self.family.name} | {k: v for k, v in self.values.items() if v is not None}
-
-    def argv(self) -> list[str]:
-        """The options as given on the command line (for the torchrun parties)."""
-        out = ["--mechanism", self.family.name]
-        for name, value in self.given.items():
-            out += ["--" + name.replace("_", "-"), str(value)]
-        return out
-
-
 def mechanism_choice(args) -> MechanismChoice:
     """``args`` -> the family's declaration -> the options checked and completed (one pass, nothing
     written on ``args``): an option the family does not take, or that does not apply with the
@@ -114,7 +79,7 @@ def mechanism_choice(args) -> MechanismChoice:
         if opt.name in given and not opt.applies(values):
             raise InputError(f"{opt.flag} does not apply {opt.refusal(values)}")
     total = (values.get("epsilon"), given.get("delta") or 0.0) if planning and fam.private else None
-    return MechanismChoice(fam, values, given, total)
+    return MechanismChoice(fam, values, given, total, args.evaluations if total else None)
 
 
 DATA_DEFAULTS = {"clients": 10, "partition": "iid", "data_seed": 0}
@@ -419,18 +384,15 @@ def planned_mechanism(args, clients: int, total: int | None, choice: MechanismCh
     """With --evaluations T: the plan (--epsilon/--delta the total); otherwise None."""
     if getattr(args, "evaluations", None) is None:
         return None
-    from ..dp.planning import plan_evaluations
-
     choice = choice or mechanism_choice(args)
     with progress_bar(args, 14, f"planning {args.evaluations} evaluations") as bar:  # on a terminal only
-        return plan_evaluations(
-            lambda e, d: choice.mechanism(clients, epsilon=e, delta=d),
-            args.evaluations, *choice.total, total=total, iterations=14,
-            progress=lambda step, steps: bar.update())
+        return choice.plan(clients, total=total, progress=lambda step, steps: bar.update())
 
 
-def print_report(result, source: str, as_json: bool) -> None:
-    """Print an EvaluationResult as a table (or one JSON object)."""
+def print_report(result, source: str, as_json: bool, report=(), flips: bool = False) -> None:
+    """Print an EvaluationResult as a table (or one JSON object); the table leaves out the
+    entries of ``extra`` named in ``report`` (the whole evaluation's, printed apart); ``flips``:
+    whether its mechanism flips labels (randomized response: the AUC on the flipped labels is shown)."""
     if as_json:
         print(json.dumps(json_safe(result.to_dict()), allow_nan=False))
         return
@@ -457,10 +419,12 @@ def print_report(result, source: str, as_json: bool) -> None:
         rows.append(("95% interval", r.ci_note))
     if r.std is None and r.epsilon is not None:
         rows.append(("standard deviation", "undefined: the noisy count of positives is outside (0, M)"))
-    if flips_labels(r.mechanism):
+    if flips:
         rows.append(("AUC on flipped labels", _fmt(r.raw_auc)))
     rows.append(("seconds", f"{r.seconds:.3f}"))
     for key, value in r.extra.items():
+        if key in report:
+            continue
         if "bytes" in key.split("_"):  # every byte counter holds what was sent plus what was received
             label = key.replace("_", " ")
             for old in ("bytes sent received", "bytes sent", "bytes"):
@@ -482,26 +446,18 @@ def print_report(result, source: str, as_json: bool) -> None:
 
 def check_run_options(args) -> None:
     """Numbers that would fail (or overflow) only after the parties started: checked first."""
-    data_seed = getattr(args, "data_seed", None)
-    if data_seed is not None and not 0 <= data_seed < 2**63:
-        raise InputError(f"--data-seed must be between 0 and 2^63 - 1, got {data_seed}")
-    seed = getattr(args, "seed", None)
-    if seed is not None:
-        if not 0 <= seed < SEED_BOUND:
-            raise InputError(f"--seed must be between 0 and 2^256 - 1, got {seed if seed < 0 else 'a larger number'}")
-        if getattr(args, "protocol", None) == "mpc":
-            check_secret_seed(seed, name="--seed")
-    if getattr(args, "timeout", None) is not None:
-        check_timeout(args.timeout)
-    port = getattr(args, "port", None)
-    if port is not None and not 0 <= port <= 65534:
-        raise InputError(f"--port must be in 1..65534 (a local run uses it and the next port), or 0 for a free one, got {port}")
+    check_run_numbers(data_seed=getattr(args, "data_seed", None), seed=getattr(args, "seed", None),
+                      secret=getattr(args, "protocol", None) == "mpc", timeout=getattr(args, "timeout", None),
+                      port=getattr(args, "port", None))
 
 
-def check_evaluate_options(args) -> MechanismChoice:
-    """Options given where they have no effect are refused; then the defaults are filled in.
-    Returns the mechanism asked for."""
-    from .output import check_not_given, resolve_defaults
+def evaluation_request(args):
+    """``secure-auc evaluate``'s options -> one :class:`secure_auc.request.EvaluationRequest`, every
+    check done first: an option given where it has no effect is refused, the defaults filled in
+    (nothing written on ``args``)."""
+    from ..request import DataRequest, EvaluationRequest
+    from .output import check_not_given
+    from .report import check_report_options, report_arguments
 
     if args.files:
         check_not_given(args, ["clients", "partition", "samples", "large", "base_rate", "data_auc", "data_seed"],
@@ -513,77 +469,54 @@ def check_evaluate_options(args) -> MechanismChoice:
     if args.protocol == "plain":
         check_not_given(args, ["provider", "sort", "timeout", "port", "layout", "computing_parties", "threads"],
                         "to --protocol plain, only to --protocol mpc")
-    if not family(args.mechanism).private:
-        check_not_given(args, ["seed"], f"to --mechanism {args.mechanism} (there is no noise to seed)")
     if args.layout == "clients":
         check_not_given(args, ["computing_parties"], "to --layout clients (every client computes)")
-    choice = mechanism_choice(args)
-    resolve_defaults(args, DATA_DEFAULTS | MPC_DEFAULTS)
-    if args.layout == "helpers" and args.computing_parties is None:
-        args.computing_parties = 3
-    check_run_options(args)
-    return choice
-
-
-def cmd_evaluate(args) -> int:
-    from ..evaluate import builtin_clients, evaluate, load_clients
-
-    choice = check_evaluate_options(args)
-    from .report import check_report_options, report_arguments, split_report, write_report_files
-
     check_report_options(args)
     check_ledger_options(args)
-    if args.files:
-        clients = load_clients(args.files, score_column=args.score_column, label_column=args.label_column,
-                               id_column=args.id_column)
-        source = f"{len(args.files)} client file(s)"
-    else:
-        if args.large:
-            from ..data import CRITEO_LARGE as spec
-
-            args.samples, args.base_rate, args.data_auc = spec.samples, spec.positives / spec.samples, spec.auc
-        clients = builtin_clients(args.clients, args.partition, samples=args.samples,
-                                  auc=args.data_auc, base_rate=args.base_rate, data_seed=args.data_seed)
-        source = f"built-in Criteo-like dataset{' (large)' if args.large else ''}, {args.partition} split"
-    total = sum(len(c) for c in clients)
-    plan = planned_mechanism(args, len(clients), total, choice)
-    mechanism = plan.mechanism if plan else choice.mechanism(len(clients))
-    ledger = None
-    if args.ledger:
-        from ..dp.accountant import Ledger
-
-        ledger = Ledger(args.ledger)
-        budget = (args.budget, args.budget_delta or 0.0) if args.budget is not None else (
-            choice.total if plan else None)
-        if budget is not None:
-            ledger.set_budget(*budget)
+    metrics, _ = report_arguments(args)
+    given = {k: v for k, v in vars(args).items() if v is not None}
+    opt = DATA_DEFAULTS | MPC_DEFAULTS | given
+    data = DataRequest(tuple(args.files or ()), args.score_column, args.label_column, args.id_column,
+                       clients=opt["clients"], partition=opt["partition"], samples=args.samples, auc=args.data_auc,
+                       base_rate=args.base_rate, data_seed=opt["data_seed"], large=bool(args.large))
     mpc_options = None
     if args.protocol == "mpc":
-        mpc_options = {"provider": args.provider, "sort": args.sort, "timeout": args.timeout,
-                       "port": args.port or None, "progress": not args.quiet,
-                       "computing": args.computing_parties if args.layout == "helpers" else 0}
+        computing = opt.get("computing_parties", 3) if opt["layout"] == "helpers" else 0
+        mpc_options = {"provider": opt["provider"], "sort": opt["sort"], "timeout": opt["timeout"],
+                       "port": args.port or None, "progress": not args.quiet, "computing": computing}
         if args.threads is not None:
             from ..mpc.kernels import check_threads
 
             mpc_options["threads"] = check_threads(args.threads, "--threads")
-        if args.seed is not None and not args.quiet:
-            print(f"[secure-auc] --seed {args.seed} with --protocol mpc: client k's noise key is derived from "
-                  "(seed, k) and handed to client k's process only; the server and the dealer never receive it. "
-                  "Whoever knows the seed can recompute every client's noise: use it for tests and reproductions, "
-                  "never in a deployment", file=sys.stderr)
-    metrics, _ = report_arguments(args)
-    result = evaluate(clients, mechanism, protocol=args.protocol, seed=args.seed, mpc_options=mpc_options,
-                      ledger=ledger, dataset_name=args.dataset, reference=True, metrics=metrics)
-    if plan:
-        result.extra["plan"] = plan.summary()
-    if metrics is not None:
-        write_report_files(args, result.extra)
-    report = split_report(result) if metrics is not None and not args.json else None
-    print_report(result, source, args.json)
-    if report:
-        from ..report.output import summary_rows
+    budget = (args.budget, args.budget_delta or 0.0) if args.budget is not None else None
+    choice = mechanism_choice(args)  # the families' declarations, read once
+    if args.seed is not None and not choice.family.private:
+        raise InputError(f"--seed does not apply to --mechanism {args.mechanism} (there is no noise to seed)")
+    if args.evaluations is not None and not choice.family.private:
+        raise InputError(f"--evaluations does not apply to --mechanism {args.mechanism} (it adds no noise and "
+                         "spends no budget: nothing to plan)")
+    check_run_numbers(data_seed=args.data_seed, seed=args.seed, secret=args.protocol == "mpc", timeout=args.timeout,
+                      port=args.port)
+    return EvaluationRequest(data, choice, protocol=args.protocol, seed=args.seed, mpc_options=mpc_options,
+                             evaluations=args.evaluations, ledger=args.ledger, budget=budget, dataset=args.dataset,
+                             metrics=metrics)
 
-        _print_table(summary_rows(report))
+
+def cmd_evaluate(args) -> int:
+    from ..request import run_request
+    from .output import step_progress
+    from .report import show_report
+
+    progress = step_progress(args, f"planning {args.evaluations} evaluations")  # on a terminal only
+    request = evaluation_request(args)
+    if request.protocol == "mpc" and request.seed is not None and not args.quiet:
+        print(f"[secure-auc] --seed {args.seed} with --protocol mpc: client k's noise key is derived from "
+              "(seed, k) and handed to client k's process only; the server and the dealer never receive it. "
+              "Whoever knows the seed can recompute every client's noise: use it for tests and reproductions, "
+              "never in a deployment", file=sys.stderr)
+    outcome = run_request(request, progress=progress)
+    print_report(outcome.result, outcome.source, args.json, report=outcome.report, flips=outcome.flips)
+    show_report(args, outcome.report)
     return 0
 
 

@@ -36,6 +36,7 @@ import sys
 from . import add_helpers_options, mechanism_option_names, mechanism_options, print_report, setup_logging
 from .report import add_report_options, print_report_tables, report_table, split_report
 from .output import OneLineParser
+from ..dp.registry import flips_labels
 from ..validation import InputError
 
 __all__ = ["main"]
@@ -207,7 +208,7 @@ def _run_computing(args, started: float) -> int:
             write_figures(result.extra, Path(args.plot) / epoch)
         # the report's entries as their own table after the AUC's (JSON: one object, as evaluate --json)
         tables = split_report(result) if config.report() is not None and not args.json else None
-        print_report(result, source, args.json)
+        print_report(result, source, args.json, flips=flips_labels(result.mechanism))
         if tables:
             print_report_tables(tables)
         sys.stdout.flush()

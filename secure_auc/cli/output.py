@@ -12,7 +12,7 @@ import sys
 
 from ..validation import InputError
 
-__all__ = ["OneLineParser", "add_output_options", "progress_bar", "human_bytes", "resolve_defaults",
+__all__ = ["OneLineParser", "add_output_options", "progress_bar", "step_progress", "human_bytes", "resolve_defaults",
            "check_not_given", "apply_verbosity", "check_writable_dir", "json_safe", "Stopped", "stop_on_signals",
            "stop_status"]
 
@@ -78,6 +78,26 @@ def progress_bar(args, total: int, desc: str):
         bar.close()
 
 
+def step_progress(args, desc: str):
+    """A ``progress(step, steps)`` callable for the library (:func:`secure_auc.dp.planning.plan_evaluations`):
+    a tqdm bar on stderr opened at the first step and closed at the last, or None when
+    :func:`progress_enabled` is false."""
+    if not progress_enabled(args):
+        return None
+    bars = []
+
+    def progress(step: int, steps: int) -> None:
+        if not bars:
+            from tqdm import tqdm
+
+            bars.append(tqdm(total=steps, desc=desc, file=sys.stderr, unit="step", leave=False, dynamic_ncols=True))
+        bars[0].update()
+        if step >= steps:
+            bars[0].close()
+
+    return progress
+
+
 def human_bytes(n: float) -> str:
     """``1234567`` -> ``'1.2 MB'`` (SI units, as network tools report)."""
     n = float(n)
@@ -125,8 +145,6 @@ def check_writable_dir(path) -> None:
 
 def json_safe(value):
     """Non-finite floats (an estimate that noise pushed out of range) as null: strict JSON."""
-    import math
-
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):

@@ -23,6 +23,7 @@ from .output import OneLineParser, leave_process, stop_on_signals, stop_status
 from .report import add_report_options, check_report_options, report_arguments, split_report, write_report_files
 from ..data.io import read_client_csv
 from ..dp.accountant import finishing
+from ..dp.registry import flips_labels
 from ..dp.rng import read_noise_key_file
 from ..validation import InputError, check_timeout
 
@@ -194,7 +195,7 @@ def _run(args, started: float) -> int:
         report.delta = None if report.epsilon is None else float(total.delta)
         write_report_files(args, report.extra)
     tables = split_report(report) if plan is not None and not args.json else None
-    print_report(report, f"{k} client files (torchrun)", args.json)
+    print_report(report, f"{k} client files (torchrun)", args.json, flips=flips_labels(report.mechanism))
     if tables:
         from .report import print_report_tables
 

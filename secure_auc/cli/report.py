@@ -7,7 +7,7 @@ import argparse
 from ..validation import InputError
 
 __all__ = ["add_report_options", "add_report_spec_options", "report_arguments", "report_table",
-           "check_report_options", "write_report_files", "split_report", "print_report_tables"]
+           "check_report_options", "show_report", "write_report_files", "split_report", "print_report_tables"]
 
 
 def add_report_options(p: argparse.ArgumentParser) -> None:
@@ -105,6 +105,26 @@ def split_report(result) -> dict:
     from ..report.output import REPORT_KEYS
 
     return {k: result.extra.pop(k) for k in REPORT_KEYS if k in result.extra}
+
+
+def show_report(args, report: dict) -> list:
+    """The whole evaluation's ``report`` (its entries of ``extra``): its table printed (not with
+    --json, where the result's JSON holds it), its CSV and PNG files written (--csv, --plot)."""
+    from ..report.output import summary_rows, write_figures, write_tables
+
+    written = []
+    if args.metrics is None:
+        return written
+    if not args.json and report:
+        rows = summary_rows(report)
+        width = max(len(k) for k, _ in rows)
+        for k, v in rows:
+            print(f"{k:<{width}}  {v}")
+    if args.csv is not None:
+        written += write_tables(report, args.csv)
+    if args.plot is not None:
+        written += write_figures(report, args.plot)
+    return written
 
 
 def write_report_files(args, extra: dict) -> list:

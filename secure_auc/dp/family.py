@@ -177,3 +177,54 @@ class Family:
         own.pop("epsilon", None)
         own.pop("delta", None)
         return self.make(epsilon, delta, clients, **own)
+
+
+@dataclass(frozen=True)
+class MechanismChoice:
+    """A family with its options checked and completed: the mechanism a command line asks for,
+    read once (:func:`secure_auc.cli.mechanism_choice`) and handed down as a value.
+
+    ``family``: its declaration; ``values``: the family's options with its defaults filled in
+    (with ``evaluations``, ``epsilon``/``delta`` are the totals of the T evaluations); ``given``:
+    the options given (name -> value, for the torchrun parties); ``total``: the (eps, delta) of
+    the plan of ``evaluations`` = T evaluations, else None (checked when made:
+    :func:`.planning.check_plan`)."""
+
+    family: Family
+    values: dict
+    given: dict
+    total: tuple | None = None
+    evaluations: int | None = None
+
+    def __post_init__(self):
+        if self.total is not None:
+            from .planning import check_plan
+
+            check_plan(self.evaluations, *self.total)
+
+    def mechanism(self, clients: int | None = None, *, epsilon: float | None = None, delta: float | None = None):
+        """The mechanism (``epsilon``/``delta``: a planned evaluation's own)."""
+        values = dict(self.values)
+        eps, d = values.pop("epsilon", None), values.pop("delta", None)
+        if epsilon is not None:
+            eps, d = epsilon, (delta if d is not None else None)  # delta per evaluation: the family's own only
+        return self.family.build(eps, delta=d, clients=clients, **values)
+
+    def plan(self, clients: int, *, total: int | None = None, progress=None):
+        """The :class:`.planning.Plan` of the ``evaluations`` within :attr:`total`, for ``clients``
+        clients and ``total`` samples (``progress(step, steps)`` after each step)."""
+        from .planning import search_plan
+
+        return search_plan(lambda e, d: self.mechanism(clients, epsilon=e, delta=d), self.evaluations,
+                           *self.total, total=total, iterations=14, progress=progress)
+
+    def table(self) -> dict:
+        """As a deployment configuration's ``[mechanism]`` table (every value set)."""
+        return {"name": self.family.name} | {k: v for k, v in self.values.items() if v is not None}
+
+    def argv(self) -> list[str]:
+        """The options as given on the command line (for the torchrun parties)."""
+        out = ["--mechanism", self.family.name]
+        for name, value in self.given.items():
+            out += ["--" + name.replace("_", "-"), str(value)]
+        return out

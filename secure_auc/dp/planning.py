@@ -22,7 +22,7 @@ from ..validation import InputError, check_epsilon
 from .base import Mechanism
 from .events import Composition, compose
 
-__all__ = ["Plan", "plan_evaluations"]
+__all__ = ["Plan", "plan_evaluations", "check_plan", "search_plan"]
 
 log = logging.getLogger(__name__)
 
@@ -91,12 +91,35 @@ def plan_evaluations(make, evaluations: int, epsilon: float, delta: float = 0.0,
     >>> bool(0.2 < p.per_epsilon < 0.3), p.composition.accountant
     (True, 'pld')
     """
+    return search_plan(make, check_plan(evaluations, epsilon, delta), epsilon, delta, total=total,
+                       iterations=iterations, progress=progress)
+
+
+def check_plan(evaluations: int, epsilon: float, delta: float = 0.0) -> int:
+    """T as an int, if T evaluations within the total (eps, delta) can be planned; else an
+    :class:`~secure_auc.validation.InputError` naming the option.
+
+    Examples
+    --------
+    >>> from secure_auc.dp.planning import check_plan
+    >>> check_plan(10, 1.0, 1e-6)
+    10
+    >>> check_plan(0, 1.0)
+    Traceback (most recent call last):
+        ...
+    secure_auc.validation.InputError: --evaluations must be a positive integer, got 0
+    """
     if int(evaluations) != evaluations or evaluations < 1:
         raise InputError(f"--evaluations must be a positive integer, got {evaluations}")
     check_epsilon(epsilon)
     if not (0.0 <= delta < 1.0):
         raise InputError(f"--delta must be in [0, 1), got {delta}")
-    t = int(evaluations)
+    return int(evaluations)
+
+
+def search_plan(make, t: int, epsilon: float, delta: float = 0.0, *, total: int | None = None,
+                iterations: int = 14, progress=None) -> Plan:
+    """:func:`plan_evaluations` for arguments :func:`check_plan` accepted (T = ``t``)."""
 
     def build(eps1, delta1):
         try:
