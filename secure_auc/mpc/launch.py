@@ -718,10 +718,12 @@ def run_parties(job, per_rank: dict[int, tuple], parties: int, *, provider: str 
 
         from secure_auc.mpc.launch import run_parties
 
-        def job(rank, scores):           # in each computing party, CrypTen initialised
-            return rank_mpctensor(crypten.cryptensor(scores, src=0))
+        from secure_auc.mpc.comm import backend
 
-        done = run_parties(job, {r: (scores,) for r in range(3)}, 3)
+        def job(rank, x):                # a module-level function, run in each computing party
+            return backend.world_size() * x          # CrypTen's world joined: 3 parties here
+
+        done = run_parties(job, {r: (r,) for r in range(3)}, 3)   # {0: 0, 1: 3, 2: 6, 3: None}
     """
     return spawn_parties(job, per_rank, parties, provider=provider, timeout=timeout, port=port, deadline=deadline,
                          after_dealer=after_dealer)
