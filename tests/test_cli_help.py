@@ -17,32 +17,10 @@ from secure_auc.deploy import load_config
 from secure_auc.dp.accountant import Ledger
 from secure_auc.dp.registry import FAMILIES, METHODS, make_mechanism
 from secure_auc.validation import InputError
+from tests.test_deploy_config import CONFIG as DEPLOY_CONFIG
 
-CONFIG = """[deployment]
-computing_parties = 3
-roster = "roster.json"
-
-[mechanism]
-name = "laplace"
-epsilon = 1
-
-[server]
-rendezvous = "10.0.0.1:29500"
-clients = "10.0.0.1:29600"
-session = "127.0.0.1:29700"
-
-[[helpers]]
-clients = "10.0.0.2:29600"
-
-[[helpers]]
-clients = "10.0.0.3:29600"
-
-[[clients]]
-labels = "labels.csv"
-scores = "scores/epoch{epoch}.npy"
-
-[[clients]]
-"""
+CONFIG = (DEPLOY_CONFIG.replace("timeout = 30\n", "")  # tests/test_deploy_config.py's, without timeout or ledger
+          .replace('ledger = "privacy.json"\nbudget = 4\n', ""))
 
 
 def _write(tmp_path, text=CONFIG):

@@ -11,6 +11,7 @@ from secure_auc import ClientData, FederatedAUC, Ledger, dp_roc_auc_score, evalu
 from secure_auc.deploy import load_config
 from secure_auc.deploy.service import _answer_open, client_inputs
 from secure_auc.validation import InputError
+from tests.test_deploy_config import CONFIG as DEPLOY_CONFIG
 
 MECH = make_mechanism("laplace", 1.0)
 
@@ -88,27 +89,7 @@ def test_the_metric_object_refuses_identifiers_it_cannot_charge(tmp_path):
         dp_roc_auc_score([0, 1], [0.1, 0.2], ids=["a", "b"], session=object())
 
 
-CONFIG = """[deployment]
-computing_parties = 3
-timeout = 30
-roster = "roster.json"
-
-[mechanism]
-name = "laplace"
-epsilon = 1
-
-[server]
-rendezvous = "10.0.0.1:29500"
-clients = "10.0.0.1:29600"
-session = "127.0.0.1:29700"
-
-[[helpers]]
-clients = "10.0.0.2:29600"
-
-[[helpers]]
-clients = "10.0.0.3:29600"
-
-[[clients]]
+CONFIG = DEPLOY_CONFIG[:DEPLOY_CONFIG.index("[[clients]]")] + """[[clients]]
 labels = "labels-{day}.csv"
 scores = "scores-{day}-{{epoch}}.npy"
 ledger = "client.db"

@@ -101,9 +101,11 @@ def test_a_stop_signal_ends_a_command_with_its_own_status(monkeypatch, capsys, h
         return 0
 
     monkeypatch.setattr(cli_module, "cmd_evaluate", command)
-    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGHUP)}
-    for sig in saved:
+    # as a terminal leaves them, even when the suite runs as a background job (which ignores SIGINT)
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)}
+    for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         start = time.monotonic()
         code = cli(["evaluate", "--protocol", "plain"])
