@@ -141,4 +141,8 @@ def test_a_session_selects_among_its_evaluations_whose_statistics_stay_in_shares
     pats = [struct.pack("<q", int(v)) for v in d] + [struct.pack("<q", int(v) // 2) for v in d]
     for who, records in audit.items():
         for r in records:
+            if who == 0 and r.op == "open_to":
+                # the server's openings, counted above: noisy aggregates, which equal the exact sum
+                # whenever the noise draw is 0 (about 1 % of runs at the release's eps = 20)
+                continue
             assert not any(p in r.data for p in pats), (who, r.op, r.src)
