@@ -212,6 +212,30 @@ def _ensure_fork_server(ctx) -> None:
             raise started[0]
 
 
+_STARTING = 0  # spawns between their first and last process start (a start waits on the fork server)
+_STARTING_LOCK = threading.Lock()
+
+
+def interrupt_starts() -> bool:
+    """Stop a start that waits on the fork server (still importing, or forking a long start
+    message), from another thread: the fork server is killed, with it every party forked from it
+    (each asks the kernel to die with its parent), and the waiting start fails at once.  A thread
+    that runs :func:`spawn_parties` checks its ``stop`` event only between the starts; this is
+    what a session's ``abort`` adds so that Ctrl-C during start-up ends the run within a second.
+    Returns whether a start was interrupted (a later run starts a new fork server)."""
+    with _STARTING_LOCK:
+        if not _STARTING:
+            return False
+    from multiprocessing import forkserver
+
+    pid = getattr(forkserver._forkserver, "_forkserver_pid", None)
+    if pid is None:
+        return False
+    with contextlib.suppress(OSError):
+        os.kill(pid, signal.SIGKILL)
+    return True
+
+
 _PARTY = "secure-auc-"  # the name of every party's process; "...+main": one that needs the caller's __main__
 
 
@@ -843,6 +867,9 @@ def _spawn(job, per_rank: dict[int, tuple], parties: int, *, provider: str, time
             os.environ["TORCH_CPP_LOG_LEVEL"] = "ERROR" if log.isEnabledFor(logging.DEBUG) else "FATAL"
         if wrapper is not None:
             mp_spawn.set_executable(wrapper)  # only for these starts (restored below)
+        global _STARTING
+        with _STARTING_LOCK:
+            _STARTING += 1
         _ensure_fork_server(ctx)
         # the client hosts first: their start messages (the clients' data) are the long ones, and a stop
         # while one is being written would leave the host reading a cut-off message
@@ -866,6 +893,8 @@ def _spawn(job, per_rank: dict[int, tuple], parties: int, *, provider: str, time
             procs[r] = p
         ranks += host_keys
     finally:
+        with _STARTING_LOCK:
+            _STARTING -= 1
         mp_spawn.set_executable(python)
         if cpp_log is None:
             os.environ.pop("TORCH_CPP_LOG_LEVEL", None)

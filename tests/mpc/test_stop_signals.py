@@ -89,6 +89,27 @@ def test_ctrl_c_stops_every_process_of_a_local_run_within_2_s_and_charges_nothin
     assert shown["budget"] == {"epsilon": 10.0, "delta": 0.0} and shown["releases"] == [], shown
 
 
+def test_ctrl_c_while_the_parties_start_ends_the_run_within_2_s(tmp_path):
+    """Ctrl-C while the fork server still imports (a party's start waits on it, in the session's
+    own thread): the start is interrupted, not waited for."""
+    proc = _run(tmp_path / "ledger.db")
+    for line in proc.stderr:
+        if "MPC rank step" in line:  # announced before the first party starts
+            break
+    time.sleep(0.3)
+    processes = set(_descendants(proc.pid))
+    os.kill(proc.pid, signal.SIGINT)
+    start = time.monotonic()
+    while (_alive(proc.pid) or any(_alive(p) for p in processes)) and time.monotonic() - start < 30:
+        processes.update(_descendants(proc.pid))
+        time.sleep(0.01)
+    gone = time.monotonic() - start
+    out, err = proc.communicate(timeout=30)
+    assert gone < 2.0, f"processes of the run alive {gone:.2f} s after SIGINT during start-up"
+    assert (proc.returncode, err.strip().splitlines()[-1], "Traceback" in err, out) == \
+        (130, "secure-auc: interrupted", False, ""), err
+
+
 @pytest.mark.parametrize("how", ["SIGTERM", "SIGHUP", "SIGINT"])
 def test_a_stop_signal_ends_a_command_with_its_own_status(monkeypatch, capsys, how):
     """The CLI turns SIGTERM and SIGHUP into the same clean end as Ctrl-C (what stops the parties
