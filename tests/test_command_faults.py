@@ -230,3 +230,12 @@ def test_a_torchrun_client_stopped_before_it_used_its_labels_charges_nothing(tmp
                 used.append(True)  # run_party's on_labels, before the client's statistics
             raise Stopped(signal.SIGTERM)
     assert ledger.spent().epsilon == charged
+
+
+def test_the_examples_of_the_start_up_interrupt_run():
+    import doctest
+
+    import secure_auc.interrupts
+
+    result = doctest.testmod(secure_auc.interrupts)
+    assert result.attempted >= 7 and result.failed == 0

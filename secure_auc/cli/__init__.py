@@ -256,10 +256,11 @@ def add_column_options(p: argparse.ArgumentParser, where: str) -> None:
 
 def add_helpers_options(p: argparse.ArgumentParser, required: bool = True) -> None:
     add_mechanism_options(p)
-    p.add_argument("--clients", type=int, required=required, help="the number of clients K")
+    without = "" if required else " (required without --config)"
+    p.add_argument("--clients", type=int, required=required, help="the number of clients K" + without)
     add_party_options(p)
     p.add_argument("--roster", metavar="ROSTER.json", required=required,
-                   help="public keys of the server, the helpers, the dealer and the clients")
+                   help="public keys of the server, the helpers, the dealer and the clients" + without)
 
 
 def add_client_parser(sub) -> None:

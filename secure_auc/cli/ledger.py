@@ -131,6 +131,9 @@ def cmd_plan(args, planned_mechanism) -> int:
 
 
 def main(argv=None) -> int:
+    from ..interrupts import as_usual
+
+    as_usual()  # Ctrl-C: a KeyboardInterrupt from here on (secure_auc.interrupts)
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
         print("usage: python -m secure_auc.cli.ledger LEDGER.db (or: secure-auc ledger ...)", file=sys.stderr)
