@@ -38,13 +38,14 @@ def _started_with_ctrl_c_in_imports(tmp_path, argv, env=None):
                           preexec_fn=as_a_terminal_leaves_it)
 
 
-@pytest.mark.parametrize("entry", ["python -m secure_auc", "secure-auc", "torchrun rank 1"])
+@pytest.mark.parametrize("entry", ["python -m secure_auc", "secure-auc", "parties/mpc_party.py", "torchrun rank 1"])
 def test_ctrl_c_while_a_command_imports_ends_it_in_one_line_with_status_130(tmp_path, entry):
     script = Path(sys.executable).parent / "secure-auc"
     if entry == "secure-auc" and not script.exists():
         pytest.skip("the console script is not installed next to this interpreter")
     argv = {"python -m secure_auc": [sys.executable, "-m", "secure_auc", "evaluate"],
             "secure-auc": [sys.executable, str(script), "evaluate"],
+            "parties/mpc_party.py": [sys.executable, str(ROOT / "parties" / "mpc_party.py"), "c0.csv"],
             "torchrun rank 1": [sys.executable, "-u", "-m", "secure_auc.cli.compute", "--epochs", "1"]}[entry]
     env = {"RANK": "1"} if entry.startswith("torchrun") else None
     done = _started_with_ctrl_c_in_imports(tmp_path, argv, env)
