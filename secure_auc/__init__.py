@@ -51,7 +51,11 @@ Examples
 0.8125
 """
 
-from .data.io import ClientData, read_client_csv
+from .interrupts import while_starting as _while_starting
+
+_while_starting()  # a command's process only: Ctrl-C during the imports ends it in one line (interrupts.py)
+
+from .data.io import ClientData, read_client_csv  # noqa: E402
 from .dp.accountant import Ledger
 from .dp.base import Mechanism, PrivacyCost
 from .dp.distributed import DistributedNoise

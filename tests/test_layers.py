@@ -23,7 +23,7 @@ LAYERS = [
     ("evaluate", "experiments", "training", "selection", "session", "request"),
     ("protocol", "mpc", "simulation", "deploy", "result", "report"),
     ("dp", "data"),
-    ("metrics", "validation", "local_stats"),
+    ("metrics", "validation", "local_stats", "interrupts"),
 ]
 
 

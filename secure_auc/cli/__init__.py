@@ -12,6 +12,7 @@ from ..data.partition import SCHEMES
 from ..dp.family import UNIVERSAL, MechanismChoice
 from ..dp.registry import DEFAULT_FAMILY, FAMILIES, families, family
 from ..mpc import RANK_METHODS, MPCError, rank_method_help
+from ..interrupts import as_usual
 from ..validation import InputError, check_run_numbers
 from .ledger import add_ledger_options, add_planning_options, check_ledger_options
 from .ledger import add_parser as add_ledger_parser
@@ -179,8 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="computing parties: the server + (parties-1) clients (default 2 3 5)")
     cmp.add_argument("--quick", action="store_true", help="a small sweep (M = 300, 1000; 2 and 3 parties): about 30 s on an idle 2-core machine")
     cmp.add_argument("--launcher", choices=("local", "torchrun", "both"), default="local",
-                     help="local multi-process launcher; with torchrun/both, each point also runs under torchrun "
-                          "and the DP estimates are compared")
+                     help="local multi-process launcher (default); with torchrun/both, each point also runs under "
+                          "torchrun and the DP estimates are compared")
     add_mechanism_options(cmp)
     cmp.add_argument("--provider", choices=("ttp", "tfp"), default="ttp", help="MPC triple provider (default ttp)")
     cmp.add_argument("--sort", choices=RANK_METHODS, default=RANK_METHODS[0], help=rank_method_help())
@@ -255,10 +256,11 @@ def add_column_options(p: argparse.ArgumentParser, where: str) -> None:
 
 def add_helpers_options(p: argparse.ArgumentParser, required: bool = True) -> None:
     add_mechanism_options(p)
-    p.add_argument("--clients", type=int, required=required, help="the number of clients K")
+    without = "" if required else " (required without --config)"
+    p.add_argument("--clients", type=int, required=required, help="the number of clients K" + without)
     add_party_options(p)
     p.add_argument("--roster", metavar="ROSTER.json", required=required,
-                   help="public keys of the server, the helpers, the dealer and the clients")
+                   help="public keys of the server, the helpers, the dealer and the clients" + without)
 
 
 def add_client_parser(sub) -> None:
@@ -652,6 +654,7 @@ def _quiet_after_broken_pipe() -> int:
 def main(argv: list[str] | None = None) -> int:
     """Run one command; returns its exit status (0 done, 1 an MPC run failed, 2 bad input,
     130, 143 or 129 stopped by SIGINT, SIGTERM or SIGHUP, 141 the reader of the output went away)."""
+    as_usual()  # Ctrl-C: a KeyboardInterrupt from here on (it ended the process at once while it started)
     try:
         try:
             code = _main(argv)
@@ -664,6 +667,12 @@ def main(argv: list[str] | None = None) -> int:
         return code
     except BrokenPipeError:
         return _quiet_after_broken_pipe()
+    except KeyboardInterrupt as exc:  # before the command ran (its parser, its logging): the same one line
+        code, name = stop_status(exc)
+        print("secure-auc: interrupted" if name == "SIGINT" else f"secure-auc: stopped by {name}", file=sys.stderr)
+        if argv is None:
+            _leave_at_once(code)
+        return code
 
 
 _STOPPED = (129, 130, 143)  # SIGHUP, SIGINT, SIGTERM (stop_status)

@@ -37,6 +37,7 @@ from . import add_helpers_options, mechanism_option_names, mechanism_options, pr
 from .report import add_report_options, print_report_tables, report_table, split_report
 from .output import OneLineParser
 from ..dp.registry import flips_labels
+from ..interrupts import as_usual
 from ..validation import InputError
 
 __all__ = ["main"]
@@ -89,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     from .output import leave_process, stop_on_signals, stop_status
 
     started = time.perf_counter()
+    as_usual()  # Ctrl-C: a KeyboardInterrupt from here on (secure_auc.interrupts)
     setup_logging()
     stop_on_signals()  # the server's SIGTERM ends the deployment in order; torchrun stops the others with it
     args = build_parser().parse_args(argv)

@@ -41,7 +41,7 @@ def add_parsers(sub) -> None:
                     "secure-auc keygen printed, a file holding them, or an identity key file (its public "
                     "half is taken).")
     r.add_argument("out", metavar="ROSTER.json", help="where to write the roster (never overwritten without --force)")
-    r.add_argument("--server", required=True, metavar="KEY")
+    r.add_argument("--server", required=True, metavar="KEY", help="the server (the platform's computing party)")
     r.add_argument("--helpers", nargs="*", default=[], metavar="KEY", help="helper 1, helper 2 (helpers layout)")
     r.add_argument("--dealer", default=None, metavar="KEY", help="the dealer (provider ttp)")
     r.add_argument("--clients", nargs="+", required=True, metavar="KEY", help="client 0, client 1, ... in order")

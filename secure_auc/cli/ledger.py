@@ -28,17 +28,20 @@ def add_ledger_options(p: argparse.ArgumentParser) -> None:
                         "charged for every release that contains it, whatever the file's order or other rows "
                         "(default: none, each client's labels are one dataset)")
     g.add_argument("--dataset", default=None,
-                   help="a name for the clients' datasets in the ledger's report")
+                   help="a name for the clients' datasets in the ledger's report (default: none, each named by "
+                        "its client)")
     g.add_argument("--budget", type=float, default=None,
                    help="total eps allowed for each record, set once (with --ledger); a run that would take any "
                         "record past it is refused; change it with: secure-auc ledger budget")
     g.add_argument("--budget-delta", type=float, default=None, help="total delta allowed, with --budget (default 0)")
 
 
-def add_planning_options(p: argparse.ArgumentParser) -> None:
+def add_planning_options(p: argparse.ArgumentParser, required: bool = False) -> None:
     p.add_argument("--evaluations", type=int, default=None, metavar="T",
                    help="planning: --epsilon/--delta are the total for T evaluations; each evaluation gets the "
-                        "largest budget whose T-fold composition (tightest of basic, RDP and PLD accounting) fits")
+                        "largest budget whose T-fold composition (tightest of basic, RDP and PLD accounting) fits"
+                        + (" (required)" if required else " (default: no planning, --epsilon/--delta are this "
+                                                          "evaluation's own)"))
 
 
 def add_parser(sub, add_mechanism_options, planned_mechanism) -> None:
@@ -68,7 +71,7 @@ def add_parser(sub, add_mechanism_options, planned_mechanism) -> None:
                                        "the total --epsilon/--delta (tightest of basic composition, RDP and PLD "
                                        "accounting), and the noise it gives for --clients K and --samples M.")
     add_mechanism_options(plan, planning=True)
-    add_planning_options(plan)
+    add_planning_options(plan, required=True)
     plan.add_argument("--clients", type=int, default=3, help="K (default 3)")
     plan.add_argument("--samples", type=int, default=20000, help="M (default 20000)")
     plan.set_defaults(handler=lambda args: cmd_plan(args, planned_mechanism))
@@ -128,6 +131,9 @@ def cmd_plan(args, planned_mechanism) -> int:
 
 
 def main(argv=None) -> int:
+    from ..interrupts import as_usual
+
+    as_usual()  # Ctrl-C: a KeyboardInterrupt from here on (secure_auc.interrupts)
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
         print("usage: python -m secure_auc.cli.ledger LEDGER.db (or: secure-auc ledger ...)", file=sys.stderr)

@@ -14,6 +14,7 @@ curves, KS, ... from the opened sum (:func:`secure_auc.mpc.party.run_party`).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 
@@ -25,6 +26,7 @@ from ..data.io import read_client_csv
 from ..dp.accountant import finishing
 from ..dp.registry import flips_labels
 from ..dp.rng import read_noise_key_file
+from ..interrupts import as_usual
 from ..validation import InputError, check_timeout
 
 __all__ = ["main"]
@@ -70,7 +72,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     import time
 
-    started = time.perf_counter()
+    from ..deploy.service import process_seconds
+
+    started = time.perf_counter() - process_seconds()  # the start-up from the process's start, imports included
+    as_usual()  # Ctrl-C: a KeyboardInterrupt from here on (secure_auc.interrupts)
     setup_logging()
     stop_on_signals()  # torchrun stops the other ranks with SIGTERM: a clean exit
     args = build_parser().parse_args(argv)
@@ -129,6 +134,17 @@ def _identity_and_roster(args, rank: int, clients: int):
     return read_identity(args.identity), roster
 
 
+@contextlib.contextmanager
+def _marking_stops(labels_used: list):
+    """A stop meanwhile says whether this client had used its labels (``started``): its ledger
+    charges the run only then (:func:`secure_auc.dp.accountant.finishing`)."""
+    try:
+        yield
+    except KeyboardInterrupt as exc:
+        exc.started = bool(labels_used)
+        raise
+
+
 def _run(args, started: float) -> int:
     import time
 
@@ -171,9 +187,12 @@ def _run(args, started: float) -> int:
                       identity=identity, roster=roster, roll_call=True,
                       threads=args.threads)
     joined: list = []  # when every party had met: the start-up ends, the evaluation starts
-    # a failure before the parties met withdraws the reservation (nothing was computed)
-    with finishing(ledger, reservation):
-        result = take_part(place, lambda: run_party(rank, config, data, noise_key),
+    labels_used: list = []  # a client's labels enter only its statistics, after the rank step
+    # a failure before the parties met withdraws the reservation (nothing was computed), and so does
+    # a stop (Ctrl-C, SIGTERM, SIGHUP) before this client used its labels (nothing of them was released)
+    with finishing(ledger, reservation), _marking_stops(labels_used):
+        result = take_part(place, lambda: run_party(rank, config, data, noise_key,
+                                                    on_labels=lambda: labels_used.append(True)),
                            on_joined=lambda: joined.append(time.perf_counter()))
     if place.dealer:
         return 0

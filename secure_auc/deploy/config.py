@@ -228,6 +228,12 @@ def _seconds(value, where: str, path: Path) -> float:
     return check_timeout(value, name=f"{path}: {where}")
 
 
+def _text(table: dict, key: str, where: str, path: Path) -> None:
+    """``table[key]``, if given, must be text (a path, a column's name, a hook): an InputError names the file."""
+    if key in table and (not isinstance(table[key], str) or not table[key].strip()):
+        raise InputError(f"{path}: {where} must be text (in quotes), got {table[key]!r}")
+
+
 def _number(value, where: str, path: Path, *, low: float, low_open: bool, high: float | None = None,
             high_open: bool = True) -> float:
     """A finite number in the given range, as float; an InputError names the file and option."""
@@ -315,6 +321,7 @@ def load_config(path) -> DeployConfig:
             raise InputError(f"{path}: deployment.threads must be a whole number at least 1, got {dep['threads']!r}")
         threads = check_threads(dep["threads"])
 
+    _text(dep, "roster", "deployment.roster", path)
     mech = _mechanism_table(_table(data, "mechanism", path), path)
 
     server = _table(data, "server", path)
@@ -348,6 +355,8 @@ def load_config(path) -> DeployConfig:
             if option in c and "ledger" not in c:
                 raise InputError(f"{path}: clients[{k}].{option} needs clients[{k}].ledger")
         id_column = _id_column(c, k, path)
+        for option in ("labels", "label_column", "scores", "ledger"):
+            _text(c, option, f"clients[{k}].{option}", path)
         clients.append(ClientEntry(
             labels=base / c["labels"] if "labels" in c else None, label_column=str(c.get("label_column", "label")),
             scores=str(c["scores"]) if "scores" in c else None,
@@ -402,6 +411,13 @@ def _mechanism_table(mech: dict, path: Path) -> dict:
                                  + (f"one of {', '.join(opt.choices)}" if opt.choices else "text") + f", got {mech[key]!r}")
         else:
             check_real(mech[key], f"{path}: mechanism.{key}")
+    values = fam.resolve({k: v for k, v in mech.items() if k != "name"})
+    for key in sorted(set(mech) - {"name"}):  # as --alpha without --allocation split is refused on the command line
+        opt = fam.option(key)
+        if not opt.applies(values):
+            other, allowed = opt.when
+            raise InputError(f"{path}: mechanism.{key} does not apply to {other} = {values.get(other)!r}, only to "
+                             + " or ".join(f"{other} = {a!r}" for a in allowed))
     defaults = {o.name: o.default for o in fam.options if o.name not in UNIVERSAL and o.default is not None}
     return {k: (float(v) if isinstance(v, int) and not isinstance(v, bool) else v)
             for k, v in (defaults | mech).items()}

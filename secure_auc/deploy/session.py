@@ -75,8 +75,17 @@ class DeployedSession:
                                  describe_party=lambda p: "the server service", describe_me="the session")[0]
         except PartyUnreachable as exc:  # the setting that expired, named
             raise PartyUnreachable(f"{exc} (deployment.join_timeout = {self.config.join_timeout:g} s)") from None
+        except MPCError:
+            raise
+        except (OSError, RuntimeError) as exc:  # another process at the address (its key), a failed handshake
+            from ..mpc.comm.runtime import explain
+
+            raise MPCError(f"the server service at {host}:{port}: {explain(exc)}") from None
         self._closed = False
-        self._link.send_obj(_CONTROL, {"op": "hello", "agreed": self.config.agreed()})
+        try:
+            self._link.send_obj(_CONTROL, {"op": "hello", "agreed": self.config.agreed()})
+        except (OSError, RuntimeError):
+            pass  # the reply (the reason) or the closed link says why
         hello = self._reply()
         if "error" in hello:
             self._link.close()

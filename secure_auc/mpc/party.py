@@ -151,19 +151,23 @@ def agree_public(config: PartyConfig, rank: int, describe) -> None:
         raise ProtocolError(f"parties were started with different parameters than the server: {what}")
 
 
-def run_party(rank: int, config: PartyConfig, data: ClientData | None, noise_key: int | None = None) -> PartyResult:
+def run_party(rank: int, config: PartyConfig, data: ClientData | None, noise_key: int | None = None, *,
+              on_labels=None) -> PartyResult:
     """Run the whole protocol as party ``rank``; CrypTen must be initialised.
 
     ``noise_key``: a client's own 128-bit key for its noise and RR streams
     (:meth:`secure_auc.dp.rng.ClientRngs.from_key`), for reproducible runs; None
     draws a fresh one from :mod:`secrets`.  Only client processes may get one.
+    ``on_labels``: called by a client just before its labels are first used (its statistics
+    and noise, after the rank step): a run stopped before then released nothing of them.
     """
     if noise_key is not None and (rank == SERVER_RANK or rank > config.clients):
         raise ProtocolError(f"{role_name(rank, config.clients)} must not hold a client's noise key")
-    return _run_party(rank, config, data, noise_key)
+    return _run_party(rank, config, data, noise_key, on_labels)
 
 
-def _run_party(rank: int, config: PartyConfig, data: ClientData | None, noise_key: int | None) -> PartyResult:
+def _run_party(rank: int, config: PartyConfig, data: ClientData | None, noise_key: int | None,
+               on_labels=None) -> PartyResult:
     world = backend.world_size()
     if world != config.clients + 1:
         raise ProtocolError(
@@ -205,6 +209,8 @@ def _run_party(rank: int, config: PartyConfig, data: ClientData | None, noise_ke
     # 3. local statistics and noise, with the plain protocol's client code (with a report: the
     #    client's report vector too); 4. summed in shares, opened to the server only; 5. the estimates
     width = 2 * len(config.mechanisms) + (0 if config.report is None else config.report.layout(total).width)
+    if on_labels is not None and not is_server:
+        on_labels()
     values = np.zeros(width, dtype=np.int64) if is_server else finish.client_statistics(
         [data], rank - 1, [noise_key], config.mechanisms, twice, total, config.report)
     aggregate_fixed = finish.sum_and_open(values, width, list(range(1, world)), dst=SERVER_RANK)

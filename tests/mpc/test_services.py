@@ -194,6 +194,16 @@ def test_deployed_services_across_epochs_and_their_faults(tmp_path, hosts):
     early = stranger([(addresses[0], 29510), (addresses[0], 29511)], writes=True)
     deployed = Services(main, hosts[:7])
     mismatched = Services(other, hosts[7:], config_of={"client-2": "eps2.toml"})
+    waiting: dict = {}  # a session waiting for the mismatched deployment hears the services' cause
+
+    def wait_for_mismatched():
+        try:
+            MPCSession.connect(other / "deploy.toml", key=other / "keys" / "server.pem")
+        except BaseException as exc:  # noqa: BLE001 - checked below
+            waiting["error"] = exc
+
+    waiter = threading.Thread(target=wait_for_mismatched, daemon=True)
+    waiter.start()
     try:
         mechanism = StatisticsMechanism(1.0, allocation="adaptive")
         expected = [_expected(main, data["labels"], mechanism, e) for e in range(3)]
@@ -208,6 +218,7 @@ def test_deployed_services_across_epochs_and_their_faults(tmp_path, hosts):
         # three epochs of one deployed session: the local session's and the plain protocol's results, bit for bit
         session = MPCSession.connect(main / "deploy.toml", key=main / "keys" / "server.pem")
         assert session.startup["services_seconds"] > 0
+        first_startup = dict(session.startup)
         for epoch, (_, _, plain_estimate, plain_aggregate) in enumerate(expected):
             if epoch == 2:  # a session may leave and another connect: the services stay up
                 session.close()
@@ -218,7 +229,11 @@ def test_deployed_services_across_epochs_and_their_faults(tmp_path, hosts):
                 attacked = time.monotonic()
                 attacker = stranger([(addresses[0], 29710), (addresses[0], 29510), (addresses[0], 29511)])
                 time.sleep(3.0)
+                reconnect = time.monotonic()
                 session = MPCSession(deploy=main / "deploy.toml", key=main / "keys" / "server.pem")
+                # a reconnect: the services' start-up as before (not the idle time since), its own connection's
+                assert session.startup["services_seconds"] == first_startup["services_seconds"]
+                assert session.startup["connect_seconds"] <= time.monotonic() - reconnect + 0.01
             result = session.evaluate(epoch=epoch)
             if epoch == 0:  # the start-up under the stranger: nobody named, the result below as without it
                 early.kill()
@@ -296,6 +311,10 @@ def test_deployed_services_across_epochs_and_their_faults(tmp_path, hosts):
         for role, p in mismatched.procs.items():  # every service stopped, naming the cause (the dealer told by the server)
             assert p.returncode == 1, (role, mismatched.text(role)[-500:])
             assert mismatched.first(role, option.split(": ", 1)[1]), (role, mismatched.text(role)[-500:])
+        waiter.join(timeout=30)
+        assert isinstance(waiting.get("error"), MPCError), waiting  # not an InputLinkError about the handshake
+        assert str(waiting["error"]) == ("the deployment did not start: client 2 was configured differently: "
+                                         "mechanism.epsilon = 2.0 (server: 1.0)")
         stopped = max(t for role in bench.ROLES for t, _ in mismatched.lines[role][-1:])
         named = mismatched.first("client-2", option)
         print(f"\nrefusal named after {refused:.2f} s; kill named by every party after "
