@@ -870,6 +870,8 @@ def _spawn(job, per_rank: dict[int, tuple], parties: int, *, provider: str, time
         global _STARTING
         with _STARTING_LOCK:
             _STARTING += 1
+        if stop is not None and stop.is_set():  # asked before the first start (interrupt_starts covers the rest)
+            raise MPCError("the run was stopped")
         _ensure_fork_server(ctx)
         # the client hosts first: their start messages (the clients' data) are the long ones, and a stop
         # while one is being written would leave the host reading a cut-off message

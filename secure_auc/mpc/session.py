@@ -391,12 +391,13 @@ class LocalSession:
         the ``with`` block on an exception does, Ctrl-C, SIGTERM and SIGHUP included."""
         self._closed = True
         self._stop.set()
-        self._thread.join(timeout=0.5)
         from .launch import interrupt_starts
 
-        if self._thread.is_alive() and interrupt_starts():  # stuck on a start: the fork server still imports
-            self._thread.join(timeout=1)
-        self._thread.join(timeout=10)
+        end = time.monotonic() + 10
+        self._thread.join(timeout=0.1)
+        while self._thread.is_alive() and time.monotonic() < end:
+            interrupt_starts()  # a start that waits on the fork server (still importing) is not waited for
+            self._thread.join(timeout=0.2)
 
     def __enter__(self) -> "LocalSession":
         return self
