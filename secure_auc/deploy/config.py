@@ -516,10 +516,12 @@ def reachable_config(path) -> DeployConfig | None:
         except InputError:
             return _DEPLOYMENT_DEFAULTS[key]
 
+    from ..dp.families.none import FAMILY as NO_NOISE  # nothing is computed: the refusal needs no mechanism
+
     entry = ClientEntry(labels=None, label_column="label", scores=None, ledger=None, budget=None, budget_delta=0.0)
     return DeployConfig(path=path, computing_parties=w, provider=provider, sort=_DEPLOYMENT_DEFAULTS["sort"],
                         roster_path=path.resolve().parent / str(dep.get("roster", "roster.json")),
-                        mechanism_options={"name": "none"}, rendezvous=rendezvous, session_address=session,
+                        mechanism_options={"name": NO_NOISE.name}, rendezvous=rendezvous, session_address=session,
                         client_addresses=tuple(addresses), listen=tuple(listen), clients=(entry,) * len(clients),
                         timeout=seconds("timeout"), join_timeout=seconds("join_timeout"),
                         score_timeout=seconds("score_timeout"))
