@@ -11,7 +11,9 @@ import pytest
 from secure_auc.cli import main as cli
 from secure_auc.deploy import load_config
 from secure_auc.deploy.config import parse_role
-from secure_auc.deploy.service import _scores, load_hook, read_labels
+from secure_auc.data.io import read_label_file as read_labels
+from secure_auc.deploy.inputs import load_hook
+from secure_auc.mpc.roles.host import checked_scores as _scores
 from secure_auc.dp.accountant import Ledger, label_commitment
 from secure_auc.dp.registry import make_mechanism
 from secure_auc.mpc.comm.roster import Roster

@@ -1,7 +1,7 @@
 """Per-record privacy accounting on every path: two evaluations over overlapping record sets leave
 the ledger as ``evaluate`` leaves it (per record with identifiers, per dataset without), through
 the metric object, the scikit-learn-style function and a deployed client's configuration entry
-(its service's own charging code: :func:`secure_auc.deploy.service.client_inputs` and the answer
+(its service's own charging code: :func:`secure_auc.deploy.inputs.client_inputs` and the answer
 to the server's ``open``).  The MPC session's path: tests/mpc/test_session_records.py."""
 
 import numpy as np
@@ -9,7 +9,8 @@ import pytest
 
 from secure_auc import ClientData, FederatedAUC, Ledger, dp_roc_auc_score, evaluate, make_mechanism
 from secure_auc.deploy import load_config
-from secure_auc.deploy.service import _answer_open, client_inputs
+from secure_auc.deploy.inputs import client_inputs
+from secure_auc.mpc.roles.host import answer_open
 from secure_auc.validation import InputError
 from tests.test_deploy_config import CONFIG as DEPLOY_CONFIG
 
@@ -117,8 +118,8 @@ def test_a_deployed_client_charges_its_records_as_evaluate(tmp_path, with_ids):
         config = _deployed_client(tmp_path, day, data[0])
         inputs = client_inputs(config, 0)  # labels, identifiers and ledger read at start-up
         assert np.array_equal(inputs.labels, data[0].labels)
-        scores, _, reservation, refusal = _answer_open({"evaluation": 1, "epoch": 0}, inputs.hook, inputs, config,
-                                                       config.charged(), 0)
+        scores, _, reservation, refusal = answer_open({"evaluation": 1, "epoch": 0}, inputs, config.charged(), 0,
+                                                      len(config.clients))
         assert refusal is None and np.array_equal(scores, data[0].scores)
         inputs.ledger.finish(reservation)
     want = contents(want_ledger)

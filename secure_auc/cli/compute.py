@@ -215,8 +215,13 @@ def _run_computing(args, started: float) -> int:
             print_report_tables(tables)
         sys.stdout.flush()
 
+    def on_reply(reply):
+        from ..deploy.session import reply_result
+
+        report(reply_result(config, reply, select))
+
     return run_computing_service(config, kind, index, identity, rendezvous=(master, int(os.environ["MASTER_PORT"])),
-                                 epochs=epochs, on_result=report, select=select)
+                                 epochs=epochs, on_reply=on_reply, select=select)
 
 
 if __name__ == "__main__":

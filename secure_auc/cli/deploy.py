@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 from ..deploy.config import DEPLOYMENT_DEFAULTS as _DEFAULTS
@@ -109,9 +110,16 @@ def cmd_serve(args) -> int:
     import os
 
     os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")  # torch's C++ warnings (a peer's host name, ...)
-    config = load_config(args.config)
-    identity = read_identity(args.key)
     role = args.role
+    try:
+        config = load_config(args.config)
+    except InputError as exc:  # the others are told why, when the file's addresses can be read
+        from ..deploy.service import refuse_to_start
+
+        with contextlib.suppress(InputError):  # a key it cannot read: nobody to tell
+            refuse_to_start(args.config, role, read_identity(args.key), str(exc))
+        leave_process(2, f"secure-auc serve ({role}): error: {exc}")
+    identity = read_identity(args.key)
     stop_on_signals()
     try:
         code = serve(config, role, identity)

@@ -319,6 +319,7 @@ def read_score_file(path: str | Path, *, score_column: str = "score") -> np.ndar
 def read_label_file(path: str | Path, *, label_column: str = "label") -> np.ndarray:
     """Read the labels alone (0/1 or true/false, any case) from a file of any form
     :func:`read_client_file` reads; other columns, a score column included, are ignored.
+    A ``.npy`` file holds the labels alone, as an array of 0 and 1.
 
     Returns
     -------
@@ -340,6 +341,14 @@ def read_label_file(path: str | Path, *, label_column: str = "label") -> np.ndar
     ...     read_label_file(path, label_column="clicked")
     array([1, 0], dtype=int8)
     """
+    if Path(path).suffix == ".npy":
+        try:
+            labels = np.load(path, allow_pickle=False).reshape(-1)
+        except (OSError, ValueError) as exc:
+            raise InputError(f"cannot read the labels {path}: {exc}") from None
+        if not np.isin(labels, (0, 1)).all():
+            raise InputError(f"{path}: labels must be 0 or 1")
+        return labels.astype(np.int8)
     return _read_columns(path, None, label_column)[1]
 
 

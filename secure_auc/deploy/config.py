@@ -63,7 +63,7 @@ from ..mpc import RANK_METHODS
 from ..validation import InputError, check_real, check_timeout
 
 __all__ = ["DeployConfig", "ClientEntry", "load_config", "options_config", "parse_address", "parse_role",
-           "REPORT_KEYS"]
+           "reachable_config", "REPORT_KEYS"]
 
 REPORT_KEYS = ("metrics", "split", "bands", "top_fractions", "head_fractions", "lift_bins", "calibration_bins",
                "clip")
@@ -477,3 +477,67 @@ def options_config(*, computing_parties: int, clients: int, mechanism: dict, ros
                           clients=(entry,) * clients, report_options=dict(report or {}), threads=threads)
     check_report(config, "the command line")
     return config
+
+
+def reachable_config(path) -> DeployConfig | None:
+    """What a party whose configuration ``path`` fails its checks still needs to tell the others why
+    it cannot start (:func:`.service.refuse_to_start`): the layout, the addresses, the roster and
+    the timeouts of a file that parses as TOML, each value that is wrong replaced by its default,
+    and no mechanism; None when the file does not parse or its addresses cannot be read.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> text = '''
+    ... [deployment]
+    ... computing_parties = 2
+    ... join_timeout = "soon"
+    ... [server]
+    ... rendezvous = "10.0.0.1:29500"
+    ... clients = "10.0.0.1:29600"
+    ... [[helpers]]
+    ... clients = "10.0.0.2:29600"
+    ... [[clients]]
+    ... '''
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     _ = (Path(tmp) / "deploy.toml").write_text(text)
+    ...     config = reachable_config(Path(tmp) / "deploy.toml")
+    >>> config.rendezvous, config.client_addresses, len(config.clients), config.join_timeout
+    (('10.0.0.1', 29500), (('10.0.0.1', 29600), ('10.0.0.2', 29600)), 1, 300.0)
+    """
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        dep = data.get("deployment", {})
+        dep = dep if isinstance(dep, dict) else {}
+        w = dep.get("computing_parties", _DEPLOYMENT_DEFAULTS["computing_parties"])
+        provider = dep.get("provider", "ttp") if dep.get("provider") in ("ttp", "tfp") else "ttp"
+        server, helpers, clients = data["server"], data.get("helpers", []), data.get("clients", [])
+        if w not in (2, 3) or isinstance(w, bool) or not isinstance(helpers, list) or len(helpers) != w - 1 \
+                or not isinstance(clients, list) or not clients:
+            return None
+        addresses = [parse_address(server["clients"], "server.clients")]
+        addresses += [parse_address(h["clients"], "helpers.clients") for h in helpers]
+        listen = [server.get("listen", addresses[0][0])]
+        listen += [h.get("listen", a[0]) for h, a in zip(helpers, addresses[1:])]
+        rendezvous = parse_address(server["rendezvous"], "server.rendezvous")
+        session = parse_address(server.get("session", "127.0.0.1:1"), "server.session")
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, InputError, KeyError, TypeError, AttributeError):
+        return None
+
+    def seconds(key):
+        try:
+            return _seconds(dep.get(key, _DEPLOYMENT_DEFAULTS[key]), key, path)
+        except InputError:
+            return _DEPLOYMENT_DEFAULTS[key]
+
+    from ..dp.families.none import FAMILY as NO_NOISE  # nothing is computed: the refusal needs no mechanism
+
+    entry = ClientEntry(labels=None, label_column="label", scores=None, ledger=None, budget=None, budget_delta=0.0)
+    return DeployConfig(path=path, computing_parties=w, provider=provider, sort=_DEPLOYMENT_DEFAULTS["sort"],
+                        roster_path=path.resolve().parent / str(dep.get("roster", "roster.json")),
+                        mechanism_options={"name": NO_NOISE.name}, rendezvous=rendezvous, session_address=session,
+                        client_addresses=tuple(addresses), listen=tuple(listen), clients=(entry,) * len(clients),
+                        timeout=seconds("timeout"), join_timeout=seconds("join_timeout"),
+                        score_timeout=seconds("score_timeout"))

@@ -16,13 +16,12 @@ import time
 
 from ..mpc import MPCError
 from ..validation import InputError
+from ..mpc.roles.control import CH_CONTROL as _CONTROL, check_epoch
 from .config import DeployConfig, load_config
-from .service import CH_CONTROL as _CONTROL, evaluation_result
-from .untrusted import check_epoch
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DeployedSession", "EvaluationRefused"]
+__all__ = ["DeployedSession", "EvaluationRefused", "evaluation_result", "selection_result", "reply_result"]
 
 
 class EvaluationRefused(MPCError):
@@ -173,7 +172,6 @@ class DeployedSession:
             ``selected``: the epoch, as a string."""
         from ..dp.selection import release_mechanism
         from ..result import check_epsilon
-        from .service import selection_result
 
         if self._closed:
             raise InputError("the session is closed")
@@ -222,3 +220,68 @@ class DeployedSession:
     def __exit__(self, *exc) -> None:
         self.close()
 
+
+def evaluation_result(mechanism, reply: dict, *, startup: dict | None = None, seconds: float | None = None,
+                      report=None):
+    """The :class:`secure_auc.EvaluationResult` of the server's ``reply`` to one evaluation: the
+    estimate from the opened aggregate, the std and 95 % interval from the clients' public
+    sizes, and the cost in ``extra``; ``startup`` (the first evaluation's) is reported apart,
+    ``seconds`` (default: the server's own) is end to end.  With ``report``
+    (:meth:`.config.DeployConfig.report`; ``mechanism`` is then the AUC's) the metrics derived
+    from the opened report vector join ``extra``, as :func:`secure_auc.report.release.attach_report` puts them."""
+    from ..mpc.finish import server_estimates
+    from ..result import make_result
+
+    ([estimate], [aggregate]) = server_estimates(reply["aggregate"][:2], [mechanism], reply["aggregate"][2])
+    extra = {k: reply[k] for k in ("evaluation", "epoch", "rank_step_seconds", "scoring_seconds", "sizes",
+                                   "server_bytes")}
+    extra |= {"server_seconds": reply["seconds"], "layout": "helpers",
+              "computing_parties": reply["computing_parties"]} | (startup or {})
+    if report is not None:
+        from ..report.release import attach_report
+
+        extra = attach_report(report[1], reply["report"], sum(reply["sizes"]), len(reply["sizes"]), mechanism) | extra
+    result = make_result(mechanism, estimate, aggregate, list(reply["sizes"]), protocol="mpc",
+                         seconds=reply["seconds"] if seconds is None else seconds, extra=extra)
+    if report is not None:  # the evaluation spent the total, the AUC its share
+        finite = report[2].cost.epsilon != float("inf")
+        result.epsilon = float(report[2].cost.epsilon) if finite else None
+        result.delta = float(report[2].cost.delta) if finite else None
+    return result
+
+
+def selection_result(mechanism, reply: dict, epsilon: float, release_epsilon: float | None = None, *,
+                     clients: int, seconds: float):
+    """The :class:`secure_auc.SelectionResult` of the server's ``reply`` to a selection (``selected``:
+    the epoch, as a string); with ``release_epsilon``, the selected's DP AUC from the opened
+    aggregate under ``mechanism`` at that eps."""
+    from ..dp.selection import release_mechanism
+    from ..result import SelectionResult, release_result
+
+    names = [str(e) for e in reply["epochs"]]
+    out = SelectionResult(selected=str(reply["selected"]), index=names.index(str(reply["selected"])),
+                          candidates=names, method="noisy-max", epsilon=epsilon, delta=0.0, protocol="mpc",
+                          clients=clients, samples=int(reply["samples"]), seconds=round(seconds, 3),
+                          selection_epsilon=epsilon,
+                          extra={k: reply[k] for k in ("argmax_seconds", "argmax_bytes", "argmax_rounds")})
+    if release_epsilon is not None:
+        from ..mpc.finish import server_estimates
+        from ..result import make_result
+
+        release = release_mechanism(mechanism, release_epsilon)
+        ([estimate], [aggregate]) = server_estimates(reply["release"][:2], [release], reply["release"][2])
+        res = make_result(release, estimate, aggregate, list(reply["sizes"]), protocol="mpc", seconds=out.seconds)
+        release_result(out, res, release_epsilon)
+    return out
+
+
+def reply_result(config: DeployConfig, reply: dict, select: tuple | None = None):
+    """The result of a reply the server made to its own request (``secure-auc compute --epochs``,
+    :func:`.service.run_computing_service`): an evaluation's (its start-up, from the server
+    process's start, in ``startup_seconds``), or with ``select`` = (eps, release eps or None) the
+    selection's."""
+    mechanism = config.auc_mechanism()
+    if "selected" in reply:
+        return selection_result(mechanism, reply, *select, clients=len(config.clients), seconds=reply["seconds"])
+    startup = {"startup_seconds": reply["startup_seconds"]} if "startup_seconds" in reply else None
+    return evaluation_result(mechanism, reply, startup=startup, report=config.report())

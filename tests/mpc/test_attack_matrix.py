@@ -458,7 +458,7 @@ def test_a_party_holding_many_descriptors_still_waits_on_its_links():
     import socket
     from types import SimpleNamespace
 
-    from secure_auc.deploy.service import _ready
+    from secure_auc.mpc.comm.inlinks import ready
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if hard != resource.RLIM_INFINITY and hard < 1200:
@@ -471,9 +471,9 @@ def test_a_party_holding_many_descriptors_still_waits_on_its_links():
         a, b = socket.socketpair()
         link = SimpleNamespace(sock=a, session=SimpleNamespace(buffered=lambda: False))
         assert a.fileno() > 1023
-        assert _ready([link], 0.05) == []
+        assert ready([link], 0.05) == []
         b.send(b"x")
-        assert _ready([link], 1.0) == [a]
+        assert ready([link], 1.0) == [link]
         a.close()
         b.close()
     finally:

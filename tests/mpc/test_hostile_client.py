@@ -21,8 +21,9 @@ import numpy as np
 import pytest
 
 from secure_auc.deploy.config import load_config
-from secure_auc.deploy.service import CH_CONTROL, CH_JOIN, load_hook, run_client_service
-from secure_auc.deploy.untrusted import REASONS
+from secure_auc.deploy.inputs import load_hook
+from secure_auc.deploy.service import run_client_service
+from secure_auc.mpc.roles.control import CH_CONTROL, CH_JOIN, REASONS
 from secure_auc.mpc.comm import inlinks
 from secure_auc.mpc.comm.roster import read_identity
 from secure_auc.mpc.launch import free_port
@@ -145,7 +146,7 @@ def test_a_client_sends_the_server_reason_codes_and_counts_only(tmp_path):
 
 
 def test_scores_that_are_not_finite_are_refused_with_their_count():
-    from secure_auc.deploy.service import _scores
+    from secure_auc.mpc.roles.host import checked_scores as _scores
 
     with pytest.raises(InputError) as err:
         _scores([np.inf, SCORE, np.nan, 0.5], 4)

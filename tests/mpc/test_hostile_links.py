@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from secure_auc.deploy.config import load_config
-from secure_auc.deploy.service import _Server
+from secure_auc.deploy.service import service_plan
+from secure_auc.mpc.roles.server import ServerService
 from secure_auc.deploy.session import DeployedSession
 from secure_auc.mpc.comm import tls
 from secure_auc.mpc.comm.channel import public_bytes
@@ -57,8 +58,8 @@ def test_silent_connections_on_the_session_port_do_not_stall_the_helpers(tmp_pat
     folder = tmp_path / "deployment"
     bench.write_deployment(folder, [5], epochs=1, ports=(free_port(), free_port(), free_port()), timeout=1.5)
     config = load_config(folder / "deploy.toml")
-    server = _Server(config, config.party_config(), read_identity(folder / "keys" / "server.pem"), config.roster(),
-                     str, time.perf_counter())
+    identity = read_identity(folder / "keys" / "server.pem")
+    server = ServerService(service_plan(config, 0, identity, "server"), identity, str, time.perf_counter())
     assert server.interval == 0.5
     ticks = []
     attack = threading.Event()

@@ -113,9 +113,9 @@ def test_a_report_table_is_agreed_at_connection_time_and_sets_the_parties_plan(t
     assert plain.report() is None and plain.party_config().report is None
     assert plain.party_config().mechanisms[0].cost.epsilon == plain.charged().cost.epsilon == 2.0
     assert report.agreed()["report.metrics"] == ["ks"] and "report.metrics" not in plain.agreed()
-    from secure_auc.deploy.service import _differences
+    from secure_auc.mpc.roles.control import differences
 
-    assert any("report.metrics" in d for d in _differences(plain.agreed(), report.agreed()))
+    assert any("report.metrics" in d for d in differences(plain.agreed(), report.agreed()))
     pc = report.party_config()
     assert pc.report.spec.bands == 5 and pc.report.eps == {"bands": 1.0}
     assert pc.mechanisms[0].cost.epsilon == 1.0 and report.charged().cost.epsilon == 2.0

@@ -82,16 +82,21 @@ def test_sigterm_to_the_server_ends_every_service_in_order(tmp_path):
 
 
 def test_a_client_that_cannot_start_is_named_by_every_party_and_the_session_at_once(tmp_path):
-    """Client 1's labels file is missing: it joins only to say so, and every service and the waiting
-    session name it (by a reason code) as soon as the computing parties are up (before: after join_timeout,
-    here 120 s, blaming an unreachable party)."""
+    """Client 1's labels file is missing, and client 0's configuration file parses but fails its checks:
+    each joins only to say so, and every service and the waiting session name both (by reason codes) as
+    soon as the computing parties are up (before: after join_timeout, here 120 s, blaming an unreachable
+    party)."""
     import threading
 
     from secure_auc.session import MPCSession
 
     cause = f"{tmp_path / 'labels-1.csv'}: cannot open client file (No such file or directory)"
     start = time.monotonic()
-    procs = _small_deployment(tmp_path, 30.0, remove=["labels-1.csv"])
+    _small_deployment(tmp_path, 30.0, remove=["labels-1.csv"], roles=[])  # written, nothing started
+    config = tmp_path / "deploy.toml"
+    (tmp_path / "typo.toml").write_text(config.read_text().replace('name = "', 'name = "x', 1))
+    procs = {role: bench.start_service(tmp_path, role, config_name="typo.toml" if role == "client-0" else
+                                       "deploy.toml") for role in ROLES}
     said: dict = {}
 
     def session():
@@ -111,9 +116,13 @@ def test_a_client_that_cannot_start_is_named_by_every_party_and_the_session_at_o
     finally:
         bench.stop(procs.values())
     assert lines["client-1"] == f"secure-auc serve (client-1): error: {cause}" and procs["client-1"].returncode == 2
+    assert lines["client-0"] == (f"secure-auc serve (client-0): error: {tmp_path / 'typo.toml'}: mechanism.name must "
+                                 "be one of none, rr, laplace, gaussian, distributed, got 'xlaplace'")
+    assert procs["client-0"].returncode == 2
     # the others hear a reason code, never the client's path or error text (that stays in its own log)
-    told = "client 1 refused: it could not read its own inputs (inputs)"
-    for role in ROLES[:-1]:
+    told = ("client 0 refused: its configuration file is not valid (configuration); "
+            "client 1 refused: it could not read its own inputs (inputs)")
+    for role in ROLES[:-2]:
         assert lines[role].endswith(told), (role, lines[role])
         assert str(tmp_path) not in lines[role]
         assert procs[role].returncode == 1

@@ -40,7 +40,7 @@ from . import tls
 from .channel import ChannelError, public_bytes
 
 __all__ = ["InputLinkError", "InputLink", "Heartbeat", "PortBoard", "host_id", "listen", "accept_hosts", "connect",
-           "observers", "readable_sockets"]
+           "observers", "readable_sockets", "ready"]
 
 log = logging.getLogger(__name__)
 
@@ -179,6 +179,11 @@ class InputLink:
             return True
         return bool(readable_sockets([self.sock], seconds))
 
+    def set_timeout(self, seconds: float) -> None:
+        """Bound each later wait of this link by ``seconds``."""
+        self.timeout = seconds
+        self.sock.settimeout(seconds)
+
     def close(self) -> None:
         """End the link with close_notify."""
         with self._sending:
@@ -261,6 +266,18 @@ def readable_sockets(socks, seconds: float | None) -> list:
     return [by_fd[fd] for fd, _ in events if fd in by_fd]
 
 
+def ready(links, seconds: float | None, listeners=()) -> list:
+    """Those of ``links`` with a message (or the peer's disconnection) to read, then those of
+    ``listeners`` (sockets) with a connection waiting, within ``seconds``; a message already
+    decrypted into a link's buffer (two arrived together) shows in no ``poll``, so such links
+    come back at once."""
+    buffered = [link for link in links if link.session.buffered()]
+    if buffered:
+        return buffered
+    by_sock = {link.sock: link for link in links}
+    return [by_sock.get(s, s) for s in readable_sockets([*by_sock, *listeners], seconds)]
+
+
 def listen(addr: str, port: int) -> socket.socket:
     """The computing party's listening socket for client hosts."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -280,12 +297,13 @@ def _tune(sock: socket.socket, timeout: float) -> None:
 
 
 def accept_hosts(server: socket.socket, me: int, identity, host_keys: list[bytes], *, timeout: float,
-                 describe_me: str, describe_host, farewell=None) -> dict[int, InputLink]:
+                 describe_me: str, describe_host, farewell=None,
+                 setting: str | None = None) -> dict[int, InputLink]:
     """Accept one authenticated link from each of the client hosts whose public keys are
     ``host_keys`` (side by side, each connection within its own time limit; any other
     connection is closed and logged, and the run goes on); return the links by host index.
-    Hosts that have not connected within ``timeout`` seconds are named in the error;
-    ``farewell(link, error)`` (optional) is first called on the link of each host that did
+    Hosts that have not connected within ``timeout`` seconds are named in the error (with
+    ``setting``, the setting that set it, as the operator wrote it); ``farewell(link, error)`` (optional) is first called on the link of each host that did
     connect, to tell it why (:func:`part`)."""
     ctx = tls.context(identity, f"rank {me}", _BOUND, server_side=True)
 
@@ -309,7 +327,7 @@ def accept_hosts(server: socket.socket, me: int, identity, host_keys: list[bytes
         names = ", ".join(describe_host(h) for h in missing[:5]) + (" and others" if len(missing) > 5 else "")
         closed = f" ({len(refused)} connection(s) that did not authenticate as a client host were closed)" \
             if refused else ""
-        error = InputLinkError(f"{names} never connected to {describe_me} within {timeout:g} s{closed}")
+        error = InputLinkError(f"{names} never connected to {describe_me} within {setting or f'{timeout:g} s'}{closed}")
         joined = [InputLink(c, host_id(h), describe_host(h), 2.0) for h, c in accepted.items()]
         for link in joined if farewell is not None else ():
             with contextlib.suppress(Exception):  # that host is gone too

@@ -3,21 +3,26 @@
 :class:`ComputingRole` is what a computing party (the server or a helper) does in each
 evaluation and selection over its open links to the client hosts, whatever drives it:
 the local session's hosts (:func:`session_computing_job`, a loop over the hosts' next
-messages), or the deployed server's and helpers' services
-(:mod:`secure_auc.deploy.service`, a loop over the platform's requests and the server's
-broadcasts).  Between evaluations it keeps each one's rank statistic in shares (never
-opened) for a later selection.  The steps themselves are :mod:`..input_parties`'.
+messages), or the deployed services: the server's (:class:`.server.ServerService`, a loop
+over the platform's requests) and a helper's (:func:`helper_service`, a loop over the
+server's broadcasts), whose clients join through :func:`accept_clients`.  Between
+evaluations it keeps each one's rank statistic in shares (never opened) for a later
+selection.  The steps themselves are :mod:`..input_parties`'.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 
 from ..comm import backend
 from ..input_parties import (CH_HELLO, compute_evaluation, join_hosts, party_keep, party_session_select)
 from ..party import PartyConfig, PartyResult
+from .control import CH_CONTROL, CH_JOIN, ended, escape
 
-__all__ = ["ComputingRole", "READY", "session_computing_job"]
+log = logging.getLogger(__name__)
+
+__all__ = ["ComputingRole", "READY", "session_computing_job", "accept_clients", "helper_service"]
 
 READY = "ready"  # what the server of a session puts on its queue once every link is up
 
@@ -97,6 +102,55 @@ def session_computing_job(rank: int, config: PartyConfig, endpoint, identity_raw
                 results.put((rank, role.select(hellos)))
                 continue
             results.put((rank, role.evaluate(hellos)))
+    finally:
+        for link in links.values():
+            link.close()
+
+
+def accept_clients(plan, rank: int, identity, describe) -> tuple[dict, dict]:
+    """Computing party ``rank``'s links to every client of the deployment (:class:`.control.ServicePlan`
+    ``plan``), each client's join message (its configuration, or its refusal), by client; the links'
+    waits then bounded by the plan's ``timeout``.  A client that joined is told why, if this party
+    cannot start (:func:`.control.next_message` reads it)."""
+    from ..comm.inlinks import accept_hosts, listen
+
+    def tell_the_end(link, error: Exception) -> None:
+        link.send_obj(CH_CONTROL, {"op": "end", "reason": str(error), "shutdown": False})
+
+    listener = listen(plan.listen[rank], plan.client_addresses[rank][1])
+    try:
+        links = accept_hosts(listener, rank, identity, list(plan.roster.clients), timeout=plan.join_timeout,
+                             describe_me=describe(rank), describe_host=lambda h: f"client {h}",
+                             farewell=tell_the_end, setting=plan.join_setting)
+    finally:
+        listener.close()
+    joins = {h: links[h].recv_obj(CH_JOIN) for h in range(len(links))}
+    for link in links.values():
+        link.set_timeout(plan.timeout)
+    return links, joins
+
+
+def helper_service(plan, rank: int, identity, describe) -> int:
+    """Helper ``rank``'s service of a deployment (CrypTen initialised): accept the clients, then
+    evaluate or select each time the server says so (its broadcasts), until it ends the
+    deployment; 0 on an orderly end (else a :class:`.control.ServiceError` with its reason)."""
+    me = describe(rank).split(" (")[0]
+    links, _ = accept_clients(plan, rank, identity, describe)
+    role = ComputingRole(rank, plan.party, links, describe)  # keeps each evaluation's rank statistic for a selection
+    try:
+        while True:
+            msg = backend.broadcast_obj(None, 0)
+            op = msg.get("op")
+            if op == "joined":
+                log.info("[%s] every client joined; waiting for evaluations", me)
+            elif op == "cancel":
+                log.warning("[%s] %s", me, escape(msg["reason"]))
+            elif op == "evaluate":
+                role.evaluate()
+            elif op == "select":
+                role.select()
+            elif op == "end":
+                return ended(msg, me, log)
     finally:
         for link in links.values():
             link.close()

@@ -3,7 +3,7 @@ the party runs its job.
 
 Every way of running the computing parties builds a :class:`WorldPlan` and calls
 :func:`take_part`: the local launcher (:mod:`secure_auc.mpc.launch`), the deployed
-services (:func:`secure_auc.deploy.service.run_computing_service`) and the torchrun
+services (:func:`.deployed.run_computing`) and the torchrun
 party (:mod:`secure_auc.cli.party`).  The rendezvous and the links themselves are
 :func:`secure_auc.mpc.comm.runtime.init_party`'s.
 """
