@@ -50,7 +50,8 @@ import time
 import numpy as np
 
 __all__ = ["cache_dir", "enabled", "warm_up", "set_threads", "check_threads", "default_threads", "sorted_counts",
-           "beaver_round_bases", "beaver_sum", "replicated_round", "split_window", "split_opened", "inverse_permutation"]
+           "beaver_round_bases", "beaver_sum", "replicated_round", "split_window", "split_opened", "inverse_permutation",
+           "permute_words", "onehot_correction", "rep_correction"]
 
 
 def cache_dir() -> str:
@@ -460,6 +461,102 @@ def inverse_permutation(tau):
     return out if _inverse_permutation(t, out) else None
 
 
+# ----------------------------------------------------------------- shuffles and the dealer
+
+
+@njit(**_PAR)
+def _take(x, p, out):
+    for j in prange(p.shape[0]):
+        out[j] = x[p[j]]
+
+
+@njit(**_PAR)
+def _put(x, p, out):
+    for j in prange(p.shape[0]):
+        out[p[j]] = x[j]
+
+
+def permute_words(x: np.ndarray, p: np.ndarray, inverse: bool = False) -> np.ndarray:
+    """x[p] (one word per row, int32 or int64), or with ``inverse`` the scatter out[p] = x,
+    for a permutation ``p`` (int64) of the rows, as :func:`.primitives.shuffle.permute_rows`."""
+    out = np.empty_like(x)
+    (_put if inverse else _take)(x, np.ascontiguousarray(p, dtype=np.int64), out)
+    return out
+
+
+@njit(**_PAR)
+def _onehot_correction(shares, q, out, vt):
+    """The dealer's correction of party q's one-hot block (:func:`.primitives.dealer.triple_correction`):
+    for r = sum_p r_p, t = r mod V, E_t = [t' = t] (t' = 1..V-1): out[t' - 1] = E_t' - sum_{p != q} E_t',p
+    and out[V - 1] = sum_t' E_t' b_t' - sum_{p != q} c_p, b = sum_p b_p (int32, wrapping)."""
+    v1 = len(vt)
+    v = v1 + 1
+    mask = v1
+    w = len(shares)
+    for j in prange(out.shape[1]):
+        r = np.int64(0)
+        crest = np.int64(0)
+        for p in range(w):
+            r += shares[p][0, j]
+            if p != q:
+                crest += shares[p][2 * v - 1, j]
+        t = r & mask
+        csum = np.int64(0)
+        for tt in range(v1):
+            b = np.int64(0)
+            rest = np.int64(0)
+            for p in range(w):
+                b += shares[p][v + tt, j]
+                if p != q:
+                    rest += shares[p][1 + tt, j]
+            if t == tt + 1:
+                out[tt, j] = 1 - rest
+                csum += b
+            else:
+                out[tt, j] = -rest
+        out[v1, j] = csum - crest
+
+
+KERNEL_WORLDS = (2, 4)  # the numbers of parties whose one-hot corrections the warm-up compiles
+
+
+def onehot_correction(shares: list, q: int) -> np.ndarray:
+    """(V, n) int32: party ``q``'s corrected rows of a ``"onehot<d>"`` batch from every party's
+    (2V, n) int32 block ``shares``, as :func:`.primitives.dealer.triple_correction` computes them."""
+    v = shares[0].shape[0] // 2
+    out = np.empty((v, shares[0].shape[1]), np.int32)
+    _onehot_correction(tuple(np.ascontiguousarray(s, dtype=np.int32) for s in shares), q, out, _consts(v)[0])
+    return out
+
+
+@njit(**_PAR)
+def _rep_correction(comps, component, out, vt):
+    """E^(component) = onehot(r mod V) - the other components' E (:func:`.primitives.dealer.rep_correction`)."""
+    v1 = len(vt)
+    mask = v1
+    w = len(comps)
+    for j in prange(out.shape[1]):
+        r = np.int64(0)
+        for c in range(w):
+            r += comps[c][0, j]
+        t = r & mask
+        for tt in range(v1):
+            x = np.int64(1) if t == tt + 1 else np.int64(0)
+            for c in range(w):
+                if c != component:
+                    x -= comps[c][1 + tt, j]
+            out[tt, j] = x
+
+
+def rep_correction(comps: list, component: int) -> np.ndarray:
+    """(V - 1, n) int32: the corrected E rows of ``component`` from the three components'
+    (V, n) int32 blocks (row 0 r^(c), rows 1.. E^(c)), as :func:`.primitives.dealer.rep_correction`."""
+    v = comps[0].shape[0]
+    out = np.empty((v - 1, comps[0].shape[1]), np.int32)
+    _rep_correction(tuple(np.ascontiguousarray(c, dtype=np.int32) for c in comps), component, out, _consts(v)[0])
+    return out
+
+
 # ----------------------------------------------------------------- start-up
 
 
@@ -491,3 +588,11 @@ def _warm_up() -> None:
             replicated_round(e, e, u, t, 0, d0)
     split_opened(np.arange(m, dtype=np.int32), 3)
     inverse_permutation(np.arange(m, dtype=np.int64))
+    p = rng.permutation(m).astype(np.int64)
+    for dtype in (np.int32, np.int64):
+        for inverse in (False, True):
+            permute_words(np.arange(m, dtype=dtype), p, inverse)
+    for v in (2, 4, 8, 16):
+        for world in KERNEL_WORLDS:  # the dealer's corrections: one-hot batches among 2 or 4, replicated among 3
+            onehot_correction([rng.integers(0, 9, (2 * v, m)).astype(np.int32)] * world, 0)
+        rep_correction([rng.integers(0, 9, (v, m)).astype(np.int32)] * 3, 1)
