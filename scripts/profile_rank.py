@@ -24,6 +24,12 @@ time (``tottime``) into kinds of work:
   protocol's own functions that do it);
 * other: the rest (Python's own work between them).
 
+cProfile's clock is the process's CPU time (``--clock cpu``, the default: robust to other
+load; a background thread's CPU, the links' writer, counts where the main thread is), or
+wall time (``--clock wall``, which also counts the time spent waiting for a core).  The
+dealer's sort service is profiled too (CPU clock), so each kind of work is given as the
+mean over the computing parties, for the busiest party and for the dealer.
+
 The party's CPU seconds (``time.process_time``, all its threads) and the dealer's are given
 too; the ranks are checked against ``scipy.stats.rankdata``.  Every party has the same code,
 so the table gives the mean over the computing parties, and the busiest party's CPU.

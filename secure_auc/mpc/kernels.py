@@ -1,16 +1,21 @@
 r"""Compiled kernels for the rank step's local work (numba, from its wheel: no compiler).
 
-Each kernel fuses what the reference code of a digit round (:mod:`.sort.radix`: the
-one-hot's rotation, the scatter to the order sorted so far, the prefix counts, the bases,
-their gather back and rotation, the products) does in many numpy/torch passes into a few
-loops over the rows, with the same arithmetic: every value is reduced modulo
+A digit round's local work (what the reference code of :mod:`.sort.radix` does in many
+numpy/torch passes: the one-hot's rotation by the opened u, the move to the order sorted
+so far, the prefix counts, the bases, their move back and rotation, the products) runs in
+a few compiled passes, with the same arithmetic: every value is reduced modulo
 :math:`2^{32}` exactly as the wrapping int32 operations reduce it, so the results are
 bit-identical (``tests/mpc/test_kernels.py`` checks each kernel against the reference
-over random shares, every digit width and every party).  Random accesses (the gathers by
-tau and tau^-1) are tight loops of their own, so that many loads are in flight.
+over random shares, every digit width and every party).  The passes over the rows in
+order are separate from the random moves by tau: a row (the indicators, or the bases, of
+one or two components, V int32 words each) moves as whole int64 words in a tight loop
+of its own, so that many loads and stores are in flight; the indicators go to the
+sorted order by a scatter by tau, so tau^-1 is never formed.  The loops over the digit
+values have a length numba compiles in (:func:`_consts`), and are unrolled.
 
-The shuffles' passes and the low-byte codecs are left to numpy: they are one gather or
-one strided copy each, already at memory speed (a fused compiled pass measured slower).
+The shuffles' one-word rows move by a compiled gather or scatter (:func:`permute_words`),
+and the dealer's one-hot and replicated corrections are one pass each
+(:func:`onehot_correction`, :func:`rep_correction`); the low-byte codecs are left to numpy.
 
 Compiled code is cached per machine in a folder the user can write
 (:func:`cache_dir`: ``$NUMBA_CACHE_DIR``, else ``$XDG_CACHE_HOME/secure-auc/numba``, else
