@@ -115,9 +115,9 @@ def take_part(plan: WorldPlan, job, *, during=None, on_joined=None, leave_on_err
 
     try:
         if plan.dealer:  # the dealer's compiled kernels, loaded (or compiled) before it meets the parties
-            from .. import kernels
+            from ..kernels import warm_up
 
-            kernels.warm_up()
+            warm_up()
         init_party(rank=plan.rank, parties=plan.parties, master_addr=plan.address, master_port=plan.port,
                    provider=plan.provider, timeout=plan.timeout, identity=plan.identity, roster=plan.roster,
                    insecure=plan.insecure, roll_call=plan.roll_call, roll_call_timeout=plan.roll_call_timeout,
