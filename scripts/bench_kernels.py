@@ -53,8 +53,8 @@ def _round_work(m: int, rng):
         radix.digit_permutation(d_rot, et, ct, ft, rank)
 
     def ker2():
-        t, uu, inv = kernels.split_opened(opened, k)
-        diff, d0 = kernels.beaver_round_bases(e, uu, t, inv, b, rank)
+        t, uu = kernels.split_window(opened, k)
+        diff, d0 = kernels.beaver_round_bases(e, uu, t, b, rank)
         kernels.beaver_sum(d0, e, f, c)
 
     def ref3():
@@ -64,8 +64,8 @@ def _round_work(m: int, rng):
         radix.replicated_digit_permutation((et, torch.from_numpy(e2)), uu, t, rank, zt, inv)
 
     def ker3():
-        t, uu, inv = kernels.split_opened(opened, k)
-        kernels.replicated_round(e, e2, uu, t, inv, rank, zero)
+        t, uu = kernels.split_window(opened, k)
+        kernels.replicated_round(e, e2, uu, t, rank, zero)
 
     return {("2 parties", "numpy"): ref2, ("2 parties", "numba"): ker2,
             ("3 parties", "numpy"): ref3, ("3 parties", "numba"): ker3}

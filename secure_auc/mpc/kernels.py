@@ -1,16 +1,21 @@
 r"""Compiled kernels for the rank step's local work (numba, from its wheel: no compiler).
 
-Each kernel fuses what the reference code of a digit round (:mod:`.sort.radix`: the
-one-hot's rotation, the scatter to the order sorted so far, the prefix counts, the bases,
-their gather back and rotation, the products) does in many numpy/torch passes into a few
-loops over the rows, with the same arithmetic: every value is reduced modulo
+A digit round's local work (what the reference code of :mod:`.sort.radix` does in many
+numpy/torch passes: the one-hot's rotation by the opened u, the move to the order sorted
+so far, the prefix counts, the bases, their move back and rotation, the products) runs in
+a few compiled passes, with the same arithmetic: every value is reduced modulo
 :math:`2^{32}` exactly as the wrapping int32 operations reduce it, so the results are
 bit-identical (``tests/mpc/test_kernels.py`` checks each kernel against the reference
-over random shares, every digit width and every party).  Random accesses (the gathers by
-tau and tau^-1) are tight loops of their own, so that many loads are in flight.
+over random shares, every digit width and every party).  The passes over the rows in
+order are separate from the random moves by tau: a row (the indicators, or the bases, of
+one or two components, V int32 words each) moves as whole int64 words in a tight loop
+of its own, so that many loads and stores are in flight; the indicators go to the
+sorted order by a scatter by tau, so tau^-1 is never formed.  The loops over the digit
+values have a length numba compiles in (:func:`_consts`), and are unrolled.
 
-The shuffles' passes and the low-byte codecs are left to numpy: they are one gather or
-one strided copy each, already at memory speed (a fused compiled pass measured slower).
+The shuffles' one-word rows move by a compiled gather or scatter (:func:`permute_words`),
+and the dealer's one-hot and replicated corrections are one pass each
+(:func:`onehot_correction`, :func:`rep_correction`); the low-byte codecs are left to numpy.
 
 Compiled code is cached per machine in a folder the user can write
 (:func:`cache_dir`: ``$NUMBA_CACHE_DIR``, else ``$XDG_CACHE_HOME/secure-auc/numba``, else
@@ -50,7 +55,8 @@ import time
 import numpy as np
 
 __all__ = ["cache_dir", "enabled", "warm_up", "set_threads", "check_threads", "default_threads", "sorted_counts",
-           "beaver_round_bases", "beaver_sum", "replicated_round", "split_opened", "inverse_permutation"]
+           "beaver_round_bases", "beaver_sum", "replicated_round", "split_window", "split_opened", "inverse_permutation",
+           "permute_words", "onehot_correction", "rep_correction"]
 
 
 def cache_dir() -> str:
@@ -146,53 +152,72 @@ def set_threads(threads: int | None = None) -> int:
 # ----------------------------------------------------------------- digit rounds
 
 
-_CHUNK = 4096  # rows per chunk of the parallel loops (their scratch stays in L1/L2)
+_CHUNK = 4096  # rows per chunk of the parallel loops
+
+
+def _consts(v: int, comps: int = 1) -> tuple[tuple, tuple]:
+    """Tuples whose lengths numba compiles in as constants, V - 1 and the components: the
+    loops over the digit values are then unrolled (a loop whose length is known only at
+    run time took twice as long)."""
+    return (0,) * (v - 1), (0,) * comps
+
+
+_NO_TAU = np.zeros(0, np.int32)
 
 
 @njit(**_PAR)
-def _onehot_rows(e, u, r0, ind, col):
-    """Shuffled order: ind[j, col + v - 1] = I_v = E_{(v - u) mod V} (E_0 = r0 - sum E_t),
-    from a chunk's scratch copy of the full one-hot (no data-dependent branch)."""
-    v1, m = e.shape
-    mask = v1  # V - 1
+def _onehot_rows(e0, e1, u, r0, out, totals, vt, ct):
+    """Shuffled order: each component c's indicators I_v = E_{(v - u) mod V}, v >= 1
+    (E_0 = r0[c] - sum_t E_t), from its E (``e0``, and ``e1`` with two components: (V - 1, M)),
+    into out[j, c V + v] (column c V is left for the bases); each chunk's column sums go to
+    totals[chunk] (int64, exact)."""
+    v1 = len(vt)
+    two = len(ct) == 2
+    v = v1 + 1
+    mask = v1
+    m = u.shape[0]
     for chunk in prange((m + _CHUNK - 1) // _CHUNK):
         lo = chunk * _CHUNK
         hi = min(m, lo + _CHUNK)
-        full = np.empty((v1 + 1, hi - lo), np.int64)
-        for j in range(lo, hi):
-            full[0, j - lo] = r0
-        for t in range(v1):
-            for j in range(lo, hi):
-                x = np.int64(e[t, j])
-                full[t + 1, j - lo] = x
-                full[0, j - lo] -= x
+        full = np.empty(v, np.int64)
+        acc = np.zeros(2 * v1, np.int64)
         for j in range(lo, hi):
             uu = u[j]
+            s = np.int64(r0[0])
             for t in range(v1):
-                ind[j, col + t] = full[(t + 1 - uu) & mask, j - lo]
+                x = np.int64(e0[t, j])
+                full[t + 1] = x
+                s -= x
+            full[0] = s
+            for t in range(v1):
+                y = full[(t + 1 - uu) & mask]
+                out[j, 1 + t] = y
+                acc[t] += y
+            if two:  # the second component (a branch numba compiles in or out)
+                s = np.int64(r0[1])
+                for t in range(v1):
+                    x = np.int64(e1[t, j])
+                    full[t + 1] = x
+                    s -= x
+                full[0] = s
+                for t in range(v1):
+                    y = full[(t + 1 - uu) & mask]
+                    out[j, v + 1 + t] = y
+                    acc[v1 + t] += y
+        for t in range(totals.shape[1]):
+            totals[chunk, t] = acc[t]
 
 
 @njit(**_PAR)
-def _gather_rows(x, index, out):
-    """out[j] = x[index[j]] (rows of a 2-D int32 array): a tight loop, many loads in flight."""
-    w = x.shape[1]
+def _scatter_rows(x, index, out, wt):
+    """out[index[j]] = x[j] for rows of len(wt) int64 words (a constant to numba: the copy
+    is unrolled): a tight loop of its own, so that many stores are in flight (fused into
+    the loop that computes the rows it took twice as long)."""
+    w = len(wt)
     for j in prange(index.shape[0]):
         i = index[j]
         for c in range(w):
-            out[j, c] = x[i, c]
-
-
-@njit(**_JIT)
-def _prefix_counts(ind):
-    """In place, in the order sorted so far: each column's inclusive prefix sums (the counts
-    C_{k,v}, mod 2^32); returns the totals (int64)."""
-    m, w = ind.shape
-    acc = np.zeros(w, np.int64)
-    for k in range(m):
-        for c in range(w):
-            acc[c] += ind[k, c]
-            ind[k, c] = acc[c]
-    return acc
+            out[i, c] = x[j, c]
 
 
 def _offsets(totals: np.ndarray, m: int, r0: int) -> np.ndarray:
@@ -201,83 +226,112 @@ def _offsets(totals: np.ndarray, m: int, r0: int) -> np.ndarray:
     return (t0 + np.cumsum(totals) - totals).astype(np.int64)
 
 
-def _sorted_indicators(es, u, inverse, r0s):
-    """The indicators (M, comps (V - 1)) int32 of each component, in the order sorted so far."""
+def _scattered(es, u, tau, r0s):
+    """(out, offsets): out (M, comps V) int32 holding each component's indicators in the
+    order sorted so far (:func:`_onehot_rows`, then moved by tau: out[tau[j]] = row j;
+    ``tau`` None: the identity), and each component's O_1..O_{V-1}."""
     v1, m = es[0].shape
-    ind = np.empty((m, len(es) * v1), np.int32)
-    u = np.ascontiguousarray(u, dtype=np.int64)
-    for c, (e, r0) in enumerate(zip(es, r0s)):
-        _onehot_rows(np.ascontiguousarray(e, dtype=np.int32), u, r0, ind, c * v1)
-    if inverse is None:
-        return ind
-    out = np.empty_like(ind)
-    _gather_rows(ind, np.ascontiguousarray(inverse, dtype=np.int64), out)
-    return out
+    nc = len(es)
+    vt, ct = _consts(v1 + 1, nc)
+    rows = np.empty((m, nc * (v1 + 1)), np.int32)
+    totals = np.empty(((m + _CHUNK - 1) // _CHUNK, nc * v1), np.int64)
+    _onehot_rows(np.ascontiguousarray(es[0], dtype=np.int32), np.ascontiguousarray(es[-1], dtype=np.int32),
+                 np.ascontiguousarray(u, dtype=np.int32), np.asarray(r0s, dtype=np.int64), rows, totals, vt, ct)
+    sums = totals.sum(axis=0)
+    offsets = [_offsets(sums[c * v1 : (c + 1) * v1], m, r0) for c, r0 in enumerate(r0s)]
+    if tau is None:
+        return rows, offsets
+    out = np.empty_like(rows)
+    w = rows.shape[1] // 2  # V even: each row is V / 2 (or V) int64 words
+    _scatter_rows(rows.view(np.int64), np.ascontiguousarray(tau, dtype=np.int32), out.view(np.int64), (0,) * w)
+    return out, offsets
 
 
 def sorted_counts(e, u, inverse, r0: int):
     """Counts (M, V - 1) int32 in the order sorted so far (row k: shuffled row inverse[k])
     and the offsets O_1..O_{V-1} (int64) from the shares ``e`` (V - 1, M) int32 of the
-    one-hot in shuffled order, the opened ``u`` (M,) int64 and ``inverse`` = tau^-1 (None:
+    one-hot in shuffled order, the opened ``u`` (M,) and ``inverse`` = tau^-1 (None:
     round 0); ``r0``: 1 for the party (component) that adds the public terms."""
-    counts = _sorted_indicators([e], u, inverse, [r0])
-    totals = _prefix_counts(counts)
-    return counts, _offsets(totals, counts.shape[0], r0)
+    tau = None if inverse is None else inverse_permutation(inverse)
+    out, (offsets,) = _scattered([e], u, tau, [r0])
+    counts = np.cumsum(out[:, 1:], axis=0, dtype=np.int64).astype(np.int32)
+    return counts, offsets
 
 
-_EMPTY = np.zeros(0, np.int64)
+@njit(**_JIT)
+def _bases_sorted(s, offsets, r0, vt):
+    """In the order sorted so far, in place: s[k, v] = B_v = O_v + C_{k,v} - r0 (v >= 1; C the
+    inclusive prefix counts of the indicators s[:, v]) and s[k, 0] = B_0 = r0 k - sum_v C_{k,v}."""
+    v1 = len(vt)
+    m = s.shape[0]
+    acc = np.zeros(v1, np.int64)
+    for k in range(m):
+        tot = np.int64(0)
+        for t in range(v1):
+            acc[t] += s[k, t + 1]
+            tot += acc[t]
+            s[k, t + 1] = acc[t] + offsets[t] - r0
+        s[k, 0] = r0 * k - tot
 
 
 @njit(**_PAR)
-def _beaver_round_bases(cs, offsets, u, tau, has_tau, b, r0, diff, d0):
-    """Shuffled order: row j's counts ``cs[j]`` (gathered from position k = tau[j]), the
-    bases B_v = C_v + O_v - r0, B_0 = r0 k - sum C_v, rotated by u."""
-    m = cs.shape[0]
-    v1 = offsets.shape[0]
+def _gather_rows(x, index, out, wt):
+    """out[j] = x[index[j]] for rows of len(wt) int64 words (a constant to numba: the copy
+    is unrolled): a tight loop, many loads in flight."""
+    w = len(wt)
+    for j in prange(index.shape[0]):
+        i = index[j]
+        for c in range(w):
+            out[j, c] = x[i, c]
+
+
+@njit(**_PAR)
+def _beaver_diffs(g, u, b, diff, d0, vt):
+    """Shuffled order, from row j's bases g[j] (gathered by tau): diff[t, j] =
+    B_{(t + 1 + u) mod V} - B_{u mod V} - b[t, j], d0[j] = B_{u mod V}."""
+    v1 = len(vt)
     mask = v1
-    for chunk in prange((m + _CHUNK - 1) // _CHUNK):
-        lo = chunk * _CHUNK
-        hi = min(m, lo + _CHUNK)
-        base = np.empty(v1 + 1, np.int64)
-        for j in range(lo, hi):
-            k = tau[j] if has_tau else np.int64(j)
-            s = np.int64(0)
-            for t in range(v1):
-                x = np.int64(cs[j, t])
-                s += x
-                base[t + 1] = x + offsets[t] - r0
-            base[0] = r0 * k - s  # B_0 = sum O - r0 (V - 1) - sum B_v + r0 k = r0 k - sum C_v
-            uu = u[j]
-            z = base[uu & mask]
-            d0[j] = z
-            for t in range(v1):
-                diff[t, j] = base[(t + 1 + uu) & mask] - z - np.int64(b[t, j])
+    for j in prange(u.shape[0]):
+        uu = u[j]
+        z = np.int64(g[j, uu & mask])
+        d0[j] = z
+        for t in range(v1):
+            diff[t, j] = np.int64(g[j, (t + 1 + uu) & mask]) - z - np.int64(b[t, j])
 
 
-def beaver_round_bases(e, u, tau, inverse, b, rank: int):
+def _gather_by(s: np.ndarray, tau) -> np.ndarray:
+    """s[tau] for an (M, 2w) int32 array (None: s), each row moved as w int64 words."""
+    if tau is None:
+        return s
+    out = np.empty_like(s)
+    w = s.shape[1] // 2
+    _gather_rows(s.view(np.int64), np.ascontiguousarray(tau, dtype=np.int32), out.view(np.int64), (0,) * w)
+    return out
+
+
+def beaver_round_bases(e, u, tau, b, rank: int):
     """Among 2 parties (Beaver's products): the differences to open, (V - 1, M) int32
     D'_t - D'_0 - b_t (t >= 1), and D'_0 (M,) int32, as :func:`.sort.radix.onehot_rows`,
     :func:`.sort.radix.shuffled_bases` and :func:`.sort.radix.rotate_rows` give them
-    (``tau``/``inverse`` None in round 0)."""
+    (``tau`` None in round 0).  The indicators are scattered to the order sorted so far by
+    tau, counted there into the bases (one row of V words each), and the rows gathered
+    back by tau."""
     r0 = 1 if rank == 0 else 0
-    counts, offsets = sorted_counts(e, u, inverse, r0)
-    m, v1 = counts.shape
-    if tau is not None:
-        tau = np.ascontiguousarray(tau, dtype=np.int64)
-        shuffled = np.empty_like(counts)
-        _gather_rows(counts, tau, shuffled)
-        counts = shuffled
+    v1, m = e.shape
+    s, (offsets,) = _scattered([e], u, tau, [r0])
+    vt, _ = _consts(v1 + 1)
+    _bases_sorted(s, offsets, r0, vt)
+    g = _gather_by(s, tau)
     diff = np.empty((v1, m), np.int32)
     d0 = np.empty(m, np.int32)
-    _beaver_round_bases(counts, offsets, np.ascontiguousarray(u, dtype=np.int64), _EMPTY if tau is None else tau,
-                        tau is not None, np.ascontiguousarray(b, dtype=np.int32), r0, diff, d0)
+    _beaver_diffs(g, np.ascontiguousarray(u, dtype=np.int32), np.ascontiguousarray(b, dtype=np.int32), diff, d0, vt)
     return diff, d0
 
 
 @njit(**_PAR)
-def _beaver_sum(d0, e, f, c, out):
-    v1, m = e.shape
-    for j in prange(m):
+def _beaver_sum(d0, e, f, c, out, vt):
+    v1 = len(vt)
+    for j in prange(d0.shape[0]):
         s = np.int64(d0[j]) + np.int64(c[j])
         for t in range(v1):
             s += np.int64(e[t, j]) * np.int64(f[t, j])
@@ -288,27 +342,29 @@ def beaver_sum(d0, e, f, c):
     """sigma in shuffled order, D'_0 + sum_t f_t E_t + c (int32), as
     :func:`.sort.radix.digit_permutation`."""
     out = np.empty(d0.shape[0], np.int32)
+    vt, _ = _consts(e.shape[0] + 1)
     _beaver_sum(np.ascontiguousarray(d0, dtype=np.int32), np.ascontiguousarray(e, dtype=np.int32),
-                np.ascontiguousarray(f, dtype=np.int32), np.ascontiguousarray(c, dtype=np.int32).reshape(-1), out)
+                np.ascontiguousarray(f, dtype=np.int32), np.ascontiguousarray(c, dtype=np.int32).reshape(-1), out, vt)
     return out
 
 
 @njit(**_JIT)
-def _rep_sorted(ind, off0, off1, r00, r01, out):
-    """In the order sorted so far, one pass: each component's counts (prefix sums of its
-    indicators, ind[:, :V-1] and ind[:, V-1:]), bases B_v - B_0 (v >= 1; B_0 = r0 k - sum
-    C_v), and sigma = B_0^(own) + sum_v I^own_v (D^own_v + D^next_v) + I^next_v D^own_v,
-    as :func:`.sort.radix.replicated_sum_of_products`."""
-    m = ind.shape[0]
-    v1 = off0.shape[0]
+def _rep_sorted(s, off0, off1, r00, r01, out, vt):
+    """In the order sorted so far, one pass over both components' indicators (s[:, 1..V-1] and
+    s[:, V+1..2V-1], :func:`_scattered`): their counts (prefix sums), the bases
+    B_v - B_0 (v >= 1; B_0 = r0 k - sum C_v), and sigma = B_0^(own) + sum_v I^own_v
+    (D^own_v + D^next_v) + I^next_v D^own_v, as :func:`.sort.radix.replicated_sum_of_products`."""
+    m = s.shape[0]
+    v1 = len(vt)
+    v = v1 + 1
     acc0 = np.zeros(v1, np.int64)
     acc1 = np.zeros(v1, np.int64)
     for k in range(m):
         s0 = np.int64(0)
         s1 = np.int64(0)
         for t in range(v1):
-            acc0[t] += ind[k, t]
-            acc1[t] += ind[k, v1 + t]
+            acc0[t] += s[k, 1 + t]
+            acc1[t] += s[k, v + 1 + t]
             s0 += acc0[t]
             s1 += acc1[t]
         z0 = r00 * k - s0
@@ -317,7 +373,7 @@ def _rep_sorted(ind, off0, off1, r00, r01, out):
         for t in range(v1):
             y0 = np.int32(acc0[t] + off0[t] - r00 - z0)  # B_v - B_0, mod 2^32 as the int32 rows
             y1 = np.int32(acc1[t] + off1[t] - r01 - z1)
-            total += np.int64(ind[k, t]) * (np.int64(y0) + np.int64(y1)) + np.int64(ind[k, v1 + t]) * np.int64(y0)
+            total += np.int64(s[k, 1 + t]) * (np.int64(y0) + np.int64(y1)) + np.int64(s[k, v + 1 + t]) * np.int64(y0)
         out[k] = total
 
 
@@ -325,67 +381,66 @@ def _rep_sorted(ind, off0, off1, r00, r01, out):
 def _gather_add(x, index, has_index, add, out):
     """out[j] = x[index[j]] + add[j] (int32, wrapping)."""
     for j in prange(out.shape[0]):
-        i = index[j] if has_index else np.int64(j)
+        i = np.int64(index[j]) if has_index else np.int64(j)
         out[j] = np.int64(x[i]) + np.int64(add[j])
 
 
-@njit(**_JIT)
-def _column_sums(ind):
-    m, w = ind.shape
-    acc = np.zeros(w, np.int64)
-    for k in range(m):
-        for c in range(w):
-            acc[c] += ind[k, c]
-    return acc
-
-
-def replicated_round(e_own, e_next, u, tau, inverse, rank: int, zero):
+def replicated_round(e_own, e_next, u, tau, rank: int, zero):
     """Among 3 parties: party ``rank``'s additive share (M,) int32 of sigma in shuffled order,
     as :func:`.sort.radix.replicated_digit_permutation` gives it, from its components
-    ``e_own`` = E^(rank) and ``e_next`` = E^(rank+1), each (V - 1, M) int32."""
+    ``e_own`` = E^(rank) and ``e_next`` = E^(rank+1), each (V - 1, M) int32 (``tau`` None
+    in round 0).  Three passes: both components' indicators scattered to the order sorted
+    so far by tau, sigma there, its gather back by tau."""
     r00, r01 = (1 if rank == 0 else 0), (1 if (rank + 1) % 3 == 0 else 0)
     v1, m = e_own.shape
-    ind = _sorted_indicators([e_own, e_next], u, inverse, [r00, r01])
-    totals = _column_sums(ind)  # the offsets need the totals before the pass
+    s, (off0, off1) = _scattered([e_own, e_next], u, tau, [r00, r01])
+    vt, _ = _consts(v1 + 1)
     sigma = np.empty(m, np.int32)
-    _rep_sorted(ind, _offsets(totals[:v1], m, r00), _offsets(totals[v1:], m, r01), r00, r01, sigma)
+    _rep_sorted(s, off0, off1, r00, r01, sigma, vt)
     out = np.empty(m, np.int32)
-    _gather_add(sigma, _EMPTY if tau is None else np.ascontiguousarray(tau, dtype=np.int64), tau is not None,
+    _gather_add(sigma, _NO_TAU if tau is None else np.ascontiguousarray(tau, dtype=np.int32), tau is not None,
                 np.ascontiguousarray(zero, dtype=np.int32).reshape(-1), out)
     return out
 
 
 @njit(**_JIT)
-def _split_opened(opened, k, tau, u, inverse):
-    """tau, u and tau^-1 in three loops: no load waits on a random store (the check that tau
-    is a permutation: every destination in range and, after the m writes, no slot left unset)."""
+def _split_window(opened, k, tau, u, seen):
+    """tau and u from the opened words in one pass, checking that tau is a permutation (every
+    destination in range and none twice: m distinct values below m)."""
     m = opened.shape[0]
     low = (np.int64(1) << k) - 1
     for j in range(m):
-        inverse[j] = -1
+        seen[j] = 0
     for j in range(m):
         x = np.int64(opened[j]) & np.int64(0xFFFFFFFF)
         t = x & low
-        if t >= m:
+        if t >= m or seen[t]:
             return False
+        seen[t] = 1
         tau[j] = t
         u[j] = x >> k
-        inverse[t] = j
-    for j in range(m):
-        if inverse[j] < 0:
-            return False
     return True
 
 
-def split_opened(opened, k: int):
-    """tau = opened mod 2^k, u = opened >> k (the opened word read as unsigned 32 bits, as
-    the reference's int32 ``>>`` of a window below 2^31) and tau^-1, all int64; ``None``
-    for tau^-1 when tau is not a permutation."""
+def split_window(opened, k: int):
+    """(tau, u), both int32: tau = opened mod 2^k, u = opened >> k (the opened word read as
+    unsigned 32 bits, as the reference's int32 ``>>`` of a window below 2^31); None when
+    tau is not a permutation."""
     o = np.ascontiguousarray(opened, dtype=np.int32)
     m = o.shape[0]
-    tau, u, inv = np.empty(m, np.int64), np.empty(m, np.int64), np.empty(m, np.int64)
-    ok = _split_opened(o, k, tau, u, inv)
-    return tau, u, (inv if ok else None)
+    tau, u = np.empty(m, np.int32), np.empty(m, np.int32)
+    return (tau, u) if _split_window(o, k, tau, u, np.empty(m, np.uint8)) else None
+
+
+def split_opened(opened, k: int):
+    """tau, u (as :func:`split_window`, int64) and tau^-1 (int64); ``None`` for tau^-1 when
+    tau is not a permutation."""
+    got = split_window(opened, k)
+    if got is None:
+        o = np.ascontiguousarray(opened, dtype=np.int32).astype(np.int64) & 0xFFFFFFFF
+        return o & ((1 << k) - 1), o >> k, None
+    tau, u = (a.astype(np.int64) for a in got)
+    return tau, u, inverse_permutation(tau)
 
 
 @njit(**_JIT)
@@ -409,6 +464,102 @@ def inverse_permutation(tau):
     t = np.ascontiguousarray(tau, dtype=np.int64)
     out = np.empty(t.shape[0], np.int64)
     return out if _inverse_permutation(t, out) else None
+
+
+# ----------------------------------------------------------------- shuffles and the dealer
+
+
+@njit(**_PAR)
+def _take(x, p, out):
+    for j in prange(p.shape[0]):
+        out[j] = x[p[j]]
+
+
+@njit(**_PAR)
+def _put(x, p, out):
+    for j in prange(p.shape[0]):
+        out[p[j]] = x[j]
+
+
+def permute_words(x: np.ndarray, p: np.ndarray, inverse: bool = False) -> np.ndarray:
+    """x[p] (one word per row, int32 or int64), or with ``inverse`` the scatter out[p] = x,
+    for a permutation ``p`` (int64) of the rows, as :func:`.primitives.shuffle.permute_rows`."""
+    out = np.empty_like(x)
+    (_put if inverse else _take)(x, np.ascontiguousarray(p, dtype=np.int64), out)
+    return out
+
+
+@njit(**_PAR)
+def _onehot_correction(shares, q, out, vt):
+    """The dealer's correction of party q's one-hot block (:func:`.primitives.dealer.triple_correction`):
+    for r = sum_p r_p, t = r mod V, E_t = [t' = t] (t' = 1..V-1): out[t' - 1] = E_t' - sum_{p != q} E_t',p
+    and out[V - 1] = sum_t' E_t' b_t' - sum_{p != q} c_p, b = sum_p b_p (int32, wrapping)."""
+    v1 = len(vt)
+    v = v1 + 1
+    mask = v1
+    w = len(shares)
+    for j in prange(out.shape[1]):
+        r = np.int64(0)
+        crest = np.int64(0)
+        for p in range(w):
+            r += shares[p][0, j]
+            if p != q:
+                crest += shares[p][2 * v - 1, j]
+        t = r & mask
+        csum = np.int64(0)
+        for tt in range(v1):
+            b = np.int64(0)
+            rest = np.int64(0)
+            for p in range(w):
+                b += shares[p][v + tt, j]
+                if p != q:
+                    rest += shares[p][1 + tt, j]
+            if t == tt + 1:
+                out[tt, j] = 1 - rest
+                csum += b
+            else:
+                out[tt, j] = -rest
+        out[v1, j] = csum - crest
+
+
+KERNEL_WORLDS = (2, 4)  # the numbers of parties whose one-hot corrections the warm-up compiles
+
+
+def onehot_correction(shares: list, q: int) -> np.ndarray:
+    """(V, n) int32: party ``q``'s corrected rows of a ``"onehot<d>"`` batch from every party's
+    (2V, n) int32 block ``shares``, as :func:`.primitives.dealer.triple_correction` computes them."""
+    v = shares[0].shape[0] // 2
+    out = np.empty((v, shares[0].shape[1]), np.int32)
+    _onehot_correction(tuple(np.ascontiguousarray(s, dtype=np.int32) for s in shares), q, out, _consts(v)[0])
+    return out
+
+
+@njit(**_PAR)
+def _rep_correction(comps, component, out, vt):
+    """E^(component) = onehot(r mod V) - the other components' E (:func:`.primitives.dealer.rep_correction`)."""
+    v1 = len(vt)
+    mask = v1
+    w = len(comps)
+    for j in prange(out.shape[1]):
+        r = np.int64(0)
+        for c in range(w):
+            r += comps[c][0, j]
+        t = r & mask
+        for tt in range(v1):
+            x = np.int64(1) if t == tt + 1 else np.int64(0)
+            for c in range(w):
+                if c != component:
+                    x -= comps[c][1 + tt, j]
+            out[tt, j] = x
+
+
+def rep_correction(comps: list, component: int) -> np.ndarray:
+    """(V - 1, n) int32: the corrected E rows of ``component`` from the three components'
+    (V, n) int32 blocks (row 0 r^(c), rows 1.. E^(c)), as :func:`.primitives.dealer.rep_correction`."""
+    v = comps[0].shape[0]
+    out = np.empty((v - 1, comps[0].shape[1]), np.int32)
+    _rep_correction(tuple(np.ascontiguousarray(c, dtype=np.int32) for c in comps), component, out, _consts(v)[0])
+    return out
 
 
 # ----------------------------------------------------------------- start-up
@@ -436,10 +587,17 @@ def _warm_up() -> None:
         e = rng.integers(0, 2, (v - 1, m)).astype(np.int32)
         u = rng.integers(0, v, m).astype(np.int64)
         tau = rng.permutation(m).astype(np.int64)
-        inv = np.argsort(tau)
-        for t, i in ((None, None), (tau, inv)):
-            d, d0 = beaver_round_bases(e, u, t, i, e, 0)
+        for t in (None, tau):
+            d, d0 = beaver_round_bases(e, u, t, e, 0)
             beaver_sum(d0, e, d, d0)
-            replicated_round(e, e, u, t, i, 0, d0)
+            replicated_round(e, e, u, t, 0, d0)
     split_opened(np.arange(m, dtype=np.int32), 3)
     inverse_permutation(np.arange(m, dtype=np.int64))
+    p = rng.permutation(m).astype(np.int64)
+    for dtype in (np.int32, np.int64):
+        for inverse in (False, True):
+            permute_words(np.arange(m, dtype=dtype), p, inverse)
+    for v in (2, 4, 8, 16):
+        for world in KERNEL_WORLDS:  # the dealer's corrections: one-hot batches among 2 or 4, replicated among 3
+            onehot_correction([rng.integers(0, 9, (2 * v, m)).astype(np.int32)] * world, 0)
+        rep_correction([rng.integers(0, 9, (v, m)).astype(np.int32)] * 3, 1)

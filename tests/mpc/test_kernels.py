@@ -41,13 +41,13 @@ def test_digit_rounds_are_bit_identical_to_the_reference(d):
         d_rot = radix.rotate_rows(base, ut)
         diff = d_rot[1:] - d_rot[0]
         diff -= torch.from_numpy(b)
-        got_diff, got_d0 = kernels.beaver_round_bases(e, u, tau, inv, b, rank)
+        got_diff, got_d0 = kernels.beaver_round_bases(e, u, tau, b, rank)
         assert np.array_equal(got_diff, diff.numpy()) and np.array_equal(got_d0, d_rot[0].numpy())
         want = radix.digit_permutation(d_rot, et, torch.from_numpy(c), torch.from_numpy(f), rank)
         assert np.array_equal(kernels.beaver_sum(got_d0, e, f, c), want.numpy())
         # among 3: sigma from the two replicated components, with the sharing of zero
         want = radix.replicated_digit_permutation((et, torch.from_numpy(e2)), ut, tt, rank, torch.from_numpy(zero), ti)
-        assert np.array_equal(kernels.replicated_round(e, e2, u, tau, inv, rank, zero), want.numpy())
+        assert np.array_equal(kernels.replicated_round(e, e2, u, tau, rank, zero), want.numpy())
         # the counts alone (one component's), against the reference's sorted bases
         counts, offsets = kernels.sorted_counts(e, u, inv, 1 if rank == 0 else 0)
         ind = radix.onehot_rows(et, ut, rank)
@@ -82,7 +82,7 @@ def test_the_cache_is_in_a_user_folder_and_nothing_compiles_after_the_warm_up(tm
 
     site = kernels.__file__.rsplit("/secure_auc/", 1)[0]
     assert numba.config.CACHE_DIR == kernels.cache_dir() and not kernels.cache_dir().startswith(site)
-    assert kernels._gather_rows._cache._cache_path.startswith(kernels.cache_dir())
+    assert kernels._onehot_rows._cache._cache_path.startswith(kernels.cache_dir())
     monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert kernels.cache_dir() == str(tmp_path / "secure-auc" / "numba")
@@ -96,11 +96,10 @@ def test_the_cache_is_in_a_user_folder_and_nothing_compiles_after_the_warm_up(tm
         block = torch.from_numpy(_shares(rng, (3 * v - 1, m)))
         tau = torch.from_numpy(rng.permutation(m))
         u = torch.from_numpy(rng.integers(0, v, m))
-        inv = torch.from_numpy(np.argsort(tau.numpy()))
-        diff, d0 = kernels.beaver_round_bases(block[1:v].numpy(), u.numpy(), tau.numpy(), inv.numpy(),
-                                              block[v : 2 * v - 1].numpy(), 1)
+        diff, d0 = kernels.beaver_round_bases(block[1:v].numpy(), u.numpy(), tau.numpy(), block[v : 2 * v - 1].numpy(),
+                                              1)
         kernels.beaver_sum(d0, block[1:v].numpy(), diff, block[2 * v - 1 :].numpy())
-        kernels.replicated_round(block[1:v].numpy(), block[v : 2 * v - 1].numpy(), u.numpy(), None, None, 2,
+        kernels.replicated_round(block[1:v].numpy(), block[v : 2 * v - 1].numpy(), u.numpy(), None, 2,
                                  block[0].numpy())
     assert {f.__name__: len(f.signatures) for f in dispatchers} == before
 
@@ -165,7 +164,7 @@ def test_a_process_that_ran_the_kernels_can_still_fork():
     pid = os.fork()
     if pid == 0:  # the child runs a parallel kernel too
         e = np.ones((3, 50_000), np.int32)
-        ok = kernels.beaver_round_bases(e, np.zeros(50_000, np.int64), None, None, e, 0)[1][0] == -3
+        ok = kernels.beaver_round_bases(e, np.zeros(50_000, np.int64), None, e, 0)[1][0] == -3
         os._exit(0 if ok else 1)
     assert os.waitpid(pid, 0)[1] == 0
 

@@ -114,6 +114,10 @@ def rep_correction(reps: list[bytes], batch: int, n: int, kind: str, component: 
     """E^(component) = onehot(r mod V) - the other two components' E, (V - 1, n) int32."""
     v = 1 << REPLICATED[kind]
     comps = [rep_component(s, batch, n, kind) for s in reps]
+    from ..kernels import enabled, rep_correction as compiled_rep_correction
+
+    if enabled():
+        return compiled_rep_correction(comps, component)  # one pass, bit-identical to the numpy below
     t = sum(c[0] for c in comps) & (v - 1)
     out = (t[None, :] == np.arange(1, v, dtype=t.dtype)[:, None]).astype(np.int32)
     for c, comp in enumerate(comps):
@@ -226,6 +230,10 @@ def triple_correction(seeds: list[bytes], batch: int, n: int, kind: str = "mul",
         return np.bitwise_xor.reduce([sum(s[0] for s in shares)] + [s[1] for s in others])[None]
     if kind == "wraps":
         return (count_wraps([s[0] for s in shares]) - rest(1))[None]
+    from ..kernels import KERNEL_WORLDS, enabled, onehot_correction  # numba: only where the dealer deals
+
+    if kind in ONEHOT and enabled() and len(shares) in KERNEL_WORLDS:
+        return onehot_correction(shares, party)  # one pass, bit-identical to the numpy below
     if kind in ONEHOT:
         v = 1 << ONEHOT[kind]
         t = sum(s[0] for s in shares) & (v - 1)

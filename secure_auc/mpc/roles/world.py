@@ -114,6 +114,10 @@ def take_part(plan: WorldPlan, job, *, during=None, on_joined=None, leave_on_err
     from ..comm.runtime import init_party, shutdown_party
 
     try:
+        if plan.dealer:  # the dealer's compiled kernels, loaded (or compiled) before it meets the parties
+            from ..kernels import warm_up
+
+            warm_up()
         init_party(rank=plan.rank, parties=plan.parties, master_addr=plan.address, master_port=plan.port,
                    provider=plan.provider, timeout=plan.timeout, identity=plan.identity, roster=plan.roster,
                    insecure=plan.insecure, roll_call=plan.roll_call, roll_call_timeout=plan.roll_call_timeout,

@@ -147,13 +147,14 @@ def key_digits(keys: np.ndarray, digit: int, bits: int) -> np.ndarray:
     first.  Returns (n,) int64 values in [0, 2^bits)."""
     limbs = keys.shape[1]
     value = np.zeros(keys.shape[0], dtype=np.int64)
-    for t in range(bits):
+    t = 0
+    while t < bits and digit * bits + t < 32 * limbs:  # the digit's bits, a run within one limb at a time
         q = digit * bits + t
-        if q >= 32 * limbs:
-            break
         col = limbs - 1 - q // 32
+        take = min(bits - t, 32 - q % 32)
         limb = keys[:, col] + ((1 << 31) if col == 0 else 0)
-        value |= ((limb >> (q % 32)) & 1) << t
+        value |= ((limb >> (q % 32)) & ((1 << take) - 1)) << t
+        t += take
     return value
 
 

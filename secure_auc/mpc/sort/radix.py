@@ -132,7 +132,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from ..kernels import beaver_round_bases, beaver_sum, replicated_round, split_opened
+from ..kernels import beaver_round_bases, beaver_sum, replicated_round, split_window
 from ..kernels import enabled as kernels_enabled, inverse_permutation as compiled_inverse_permutation
 from ..comm import backend
 from ..primitives.dealer import ONEHOT, REPLICAS, DealerChannel, digit_kind
@@ -457,35 +457,36 @@ class RadixSort:
                 else:
                     (opened,) = open_all([held - r * high], bits=window)
                 del held
-                if fast:  # one pass: tau, u and tau^-1, checking that tau is a permutation
-                    tau, u, inverse = split_opened(opened.numpy(), k)
-                    if inverse is None:
+                if fast:  # one pass: tau and u (int32), checking that tau is a permutation
+                    got = split_window(opened.numpy(), k)
+                    if got is None:
                         _not_a_permutation()
-                    tau, u, inverse = (torch.from_numpy(a) for a in (tau, u, inverse))
+                    tau, u = (torch.from_numpy(a) for a in got)
                 else:
                     tau = (opened & (high - 1)).long()
                     u = opened >> k
                     inverse = inverse_permutation(tau)  # checks that tau is a permutation
-            u = u.long()
             if fast:  # the round's local work in compiled kernels (secure_auc.mpc.kernels), bit-identical
-                t_np, i_np = (tau.numpy(), inverse.numpy()) if l else (None, None)
+                t_np = tau.numpy() if l else None
                 if replicated:
                     w = torch.from_numpy(replicated_round(rows[1:v].numpy(), rows[v:].numpy(), u.numpy(), t_np,
-                                                                  i_np, rank, channel.zero_share(m).numpy()))
+                                                          rank, channel.zero_share(m).numpy()))
                     del rows, u
                 else:
                     e, b, c = rows[1:v], rows[v : 2 * v - 1], rows[2 * v - 1 :]
-                    diff, d0 = beaver_round_bases(e.numpy(), u.numpy(), t_np, i_np, b.numpy(), rank)
+                    diff, d0 = beaver_round_bases(e.numpy(), u.numpy(), t_np, b.numpy(), rank)
                     del u
                     (f,) = open_all([torch.from_numpy(diff)], bits=window)
                     del diff
                     w = torch.from_numpy(beaver_sum(d0, e.numpy(), f.numpy(), c.numpy()))
                     del d0, f, e, b, c, rows
             elif replicated:  # among three: the products are local (replicated_digit_permutation)
+                u = u.long()
                 w = replicated_digit_permutation((rows[1:v], rows[v:]), u, tau if l else None, rank,
                                                  channel.zero_share(m), inverse if l else None)
                 del rows, u
             else:
+                u = u.long()
                 r, e, b, c = rows[0], rows[1:v], rows[v : 2 * v - 1], rows[2 * v - 1 :]
                 base = shuffled_bases(onehot_rows(e, u, rank), tau if l else None, rank, inverse if l else None)
                 d_rot = rotate_rows(base, u)
