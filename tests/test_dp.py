@@ -71,12 +71,20 @@ def test_debias_inverts_the_expected_corruption():
     assert d.auc == pytest.approx(auc)
 
 
+def _flips(labels, eps, rng, reps):
+    """``reps`` independent randomized responses of ``labels`` (rows): the exact sampler flips each label
+    independently, so repetitions are drawn together, in calls of about 800,000 labels."""
+    per = max(1, 800_000 // len(labels))
+    return np.concatenate([randomized_response(np.tile(labels, min(per, reps - at)), eps, rng).reshape(-1, len(labels))
+                           for at in range(0, reps, per)])
+
+
 def test_rr_debiased_estimate_is_unbiased(data):
     scores, labels, ranks = data
     true = rank_auc(labels, scores)
     rng = np.random.default_rng(1)
     eps, reps = 2.0, 400
-    flipped = np.stack([randomized_response(labels, eps, rng) for _ in range(reps)])
+    flipped = _flips(labels, eps, rng, reps)
     s = flipped @ ranks
     p = flipped.sum(axis=1)
     est = estimate_auc(s, p, len(labels), NoNoise())  # raw AUC on flipped labels
@@ -98,7 +106,7 @@ def test_rr_closed_form_variance(data):
     # 800 repetitions: the sample std's relative sd is 1/sqrt(2 * 799) = 2.5 %, so TOL = 10 % is 4 sd (fixed seed)
     eps, reps = 1.0, 800
     rng = np.random.default_rng(2)
-    stat = np.array([randomized_response(labels, eps, rng) @ ranks for _ in range(reps)]) / (p * n)
+    stat = _flips(labels, eps, rng, reps) @ ranks / (p * n)
     expected = rr_rank_sum_std(ranks, p, n, eps)
     assert stat.std(ddof=1) == pytest.approx(expected, rel=TOL)
     # the paper's closed form is the same quantity for distinct ranks 0..M-1
@@ -155,7 +163,9 @@ def test_full_estimator_matches_linearised_variance(data, kwargs, scheme):
     owner = partition_owner(scores, k, scheme, seed=0)
     stats = LocalStatistics.from_owner(ranks, labels, owner, k)
     mech = StatisticsMechanism(1.0, **kwargs)
-    noisy = mech.privatize(stats, np.random.default_rng(6), 2000, total=m)
+    # the fast samplers of the same integer noise (exact=False, as the simulator draws): the pmf tests below
+    # check them and the exact samplers against the same pmfs, and privatize gives both the same scales
+    noisy = mech.privatize(stats, np.random.default_rng(6), 2000, total=m, exact=False)
     est = auc_from_sums(noisy.local_sum.sum(axis=1), noisy.local_p.sum(axis=1), m - noisy.local_p.sum(axis=1))
     true = rank_auc(labels, scores)
     assert est.std(ddof=1) == pytest.approx(linearised_std(mech, stats, m, true), rel=TOL)

@@ -25,6 +25,50 @@ def _check(estimates, reported, truth):
     return float(np.median(std)), float(empirical), float(coverage)
 
 
+EVALUATE_SEEDS = range(3)  # real evaluations, each reporting what the vectorised path computes from its estimate
+
+
+@pytest.fixture(scope="module")
+def five_clients():
+    """The clients of the std tests, their sizes, and the exact statistics (computed once: each
+    repetition below draws only the clients' noise, with the mechanism's own privatize or label flips)."""
+    out = {}
+    for partition in ("iid", "noniid"):
+        clients = builtin_clients(5, partition, samples=6000, data_seed=1)
+        scores = np.concatenate([c.scores for c in clients])
+        labels = np.concatenate([c.labels for c in clients])
+        owner = np.repeat(np.arange(5), [len(c) for c in clients])
+        ranks = rankdata(scores) - 1
+        out[partition] = dict(clients=clients, labels=labels, ranks=ranks, m=len(labels),
+                              sizes=[len(c) for c in clients], truth=roc_auc_score(labels, scores),
+                              stats=LocalStatistics.from_owner(ranks, labels, owner, 5))
+    return out
+
+
+def _repetitions(mech, d, reps, seed):
+    """``reps`` releases of ``mech`` on the clients of ``d``: the server's estimate and P' of each, the
+    noise drawn by the mechanism's own code (privatize with the exact samplers the clients use; RR:
+    each label flipped independently, all repetitions in one call), the sums added up and estimated as the server does."""
+    rng = np.random.default_rng(seed)
+    m = d["m"]
+    if mech.name == "rr":
+        flipped = mech.prepare_labels(np.tile(d["labels"], reps), rng).reshape(reps, m).astype(np.float64)
+        s, p = flipped @ d["ranks"], flipped.sum(axis=1)
+    else:
+        noisy = mech.privatize(d["stats"], rng, reps=reps, total=m)
+        s, p = noisy.local_sum.sum(axis=1), noisy.local_p.sum(axis=1)
+    return np.asarray(mech.estimate(s, p, m).auc, dtype=np.float64), p
+
+
+def _evaluate_reports_the_error_bars_of_its_estimate(mech, d):
+    """The public API: evaluate's std and interval are error_bars' at its (estimate, P'), the function
+    the statistics below run on (so they hold for what evaluate reports)."""
+    for s in EVALUATE_SEEDS:
+        r = evaluate(d["clients"], mech, protocol="plain", seed=s, reference=False)
+        assert (r.std, r.ci_low, r.ci_high) == error_bars(mech, r.auc, r.estimated_positives, d["m"], d["sizes"])
+        assert r.std is not None and r.ci_low <= r.auc <= r.ci_high
+
+
 @pytest.mark.parametrize("name, kwargs", [
     ("laplace", {"allocation": "adaptive"}),
     ("laplace", {"allocation": "split", "sensitivity": "global"}),
@@ -33,14 +77,15 @@ def _check(estimates, reported, truth):
     ("gaussian", {"delta": 1e-6}),
     ("rr", {}),
 ])
-def test_reported_std_matches_the_spread_of_estimates(name, kwargs):
-    clients = builtin_clients(5, samples=6000, data_seed=1)
-    truth = roc_auc_score(np.concatenate([c.labels for c in clients]), np.concatenate([c.scores for c in clients]))
+def test_reported_std_matches_the_spread_of_estimates(five_clients, name, kwargs):
+    d = five_clients["iid"]
     eps = 2.0 if name == "rr" else 0.2  # noise far above the fixed-point rounding, std 0.01 to 0.1
     mech = make_mechanism(name, eps, **kwargs)
-    results = [evaluate(clients, mech, protocol="plain", seed=s, reference=False) for s in range(REPS)]
-    print(name, kwargs, _check([r.auc for r in results], [(r.std, r.ci_low, r.ci_high) for r in results], truth))
-    assert all(r.ci_low <= r.auc <= r.ci_high for r in results)
+    _evaluate_reports_the_error_bars_of_its_estimate(mech, d)
+    est, pos = _repetitions(mech, d, REPS, seed=7)
+    reported = [error_bars(mech, a, p, d["m"], d["sizes"]) for a, p in zip(est, pos)]
+    print(name, kwargs, _check(est, reported, d["truth"]))
+    assert all(lo <= a <= hi for a, (_, lo, hi) in zip(est, reported))
 
 
 @pytest.mark.parametrize("delta", [None, 1e-6])  # discrete Laplace shares; Skellam shares
@@ -95,13 +140,15 @@ def test_std_is_undefined_when_noisy_positives_leave_the_range():
 
 
 @pytest.mark.parametrize("kwargs", [{"allocation": "adaptive"}, {"allocation": "split", "sensitivity": "local"}])
-def test_clients_holding_score_bands_get_a_conservative_std(kwargs):
+def test_clients_holding_score_bands_get_a_conservative_std(five_clients, kwargs):
     # a client's rank summary is private, so the server calibrates as for spread-out ranks; clients holding
     # bands of scores add less noise than that, and the reported std is then larger than the true one
-    clients = builtin_clients(5, "noniid", samples=6000, data_seed=1)
-    results = [evaluate(clients, make_mechanism("laplace", 0.2, **kwargs), protocol="plain", seed=s, reference=False)
-               for s in range(REPS)]
-    ratio = np.median([r.std for r in results]) / np.std([r.auc for r in results], ddof=1)
+    d = five_clients["noniid"]
+    mech = make_mechanism("laplace", 0.2, **kwargs)
+    _evaluate_reports_the_error_bars_of_its_estimate(mech, d)
+    est, pos = _repetitions(mech, d, REPS, seed=8)
+    stds = [error_bars(mech, a, p, d["m"], d["sizes"])[0] for a, p in zip(est, pos)]
+    ratio = np.median(stds) / np.std(est, ddof=1)
     assert 1.0 < ratio < 1.7, ratio
 
 
