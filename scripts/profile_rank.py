@@ -24,6 +24,11 @@ time (``tottime``) into kinds of work:
   protocol's own functions that do it);
 * other: the rest (Python's own work between them).
 
+By default cProfile's clock is the wall clock, so a kind's seconds include the time its
+thread waited for a core on a busy machine; ``--clock cpu`` counts each thread's CPU time
+(``time.thread_time``) instead, robust to other load (``waiting`` is then near 0).  The
+dealer is profiled the same way (its kinds of work, ``--dealer``).
+
 The party's CPU seconds (``time.process_time``, all its threads) and the dealer's are given
 too; the ranks are checked against ``scipy.stats.rankdata``.  Every party has the same code,
 so the table gives the mean over the computing parties, and the busiest party's CPU.
@@ -66,9 +71,23 @@ def kind_of(label: str) -> str:
     return "other"
 
 
-def _job(rank, part, sizes, kernels="numba", threads=None):
-    import cProfile
+def _clock(name: str):
+    return time.thread_time if name == "cpu" else time.perf_counter
+
+
+def _by_kind(prof) -> tuple[dict, dict]:
     import pstats
+
+    by_kind, by_function = dict.fromkeys(KINDS, 0.0), {}
+    for (path, line, name), (_, _, tottime, _, _) in pstats.Stats(prof).stats.items():
+        label = f"{name}" if path == "~" else f"{Path(path).name}:{line}({name})"
+        by_kind[kind_of(label)] += tottime
+        by_function[label] = by_function.get(label, 0.0) + tottime
+    return by_kind, by_function
+
+
+def _job(rank, part, sizes, kernels="numba", threads=None, clock="wall"):
+    import cProfile
 
     from secure_auc.mpc import kernels as compiled
     from secure_auc.mpc.comm import backend
@@ -79,25 +98,53 @@ def _job(rank, part, sizes, kernels="numba", threads=None):
     from secure_auc.mpc.ranks import rank_step
 
     backend.comm().barrier()
-    prof = cProfile.Profile()
+    prof = cProfile.Profile(_clock(clock))
     start, cpu = time.perf_counter(), time.process_time()
     prof.enable()
     twice = rank_step(part, sizes, rank, method="radix")
     prof.disable()
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
-    by_kind, by_function = dict.fromkeys(KINDS, 0.0), {}
-    for (path, line, name), (_, _, tottime, _, _) in pstats.Stats(prof).stats.items():
-        label = f"{name}" if path == "~" else f"{Path(path).name}:{line}({name})"
-        by_kind[kind_of(label)] += tottime
-        by_function[label] = by_function.get(label, 0.0) + tottime
+    by_kind, by_function = _by_kind(prof)
     return {"twice": twice, "seconds": seconds, "cpu": cpu, "by_kind": by_kind, "by_function": by_function}
 
 
+_DEALER: dict = {}  # the dealer's profile (in the dealer's process)
+
+
+def _profile_dealer(clock: str) -> None:
+    """In every party's process (this module is imported there): profile the dealer's service."""
+    import cProfile
+
+    from secure_auc.mpc.primitives import dealer
+
+    serve = dealer.run_dealer
+    if getattr(serve, "profiled", False):
+        return
+
+    def run_dealer(*args, **kwargs):
+        prof = cProfile.Profile(_clock(clock))
+        prof.enable()
+        try:
+            return serve(*args, **kwargs)
+        finally:
+            prof.disable()
+            _DEALER["by_kind"], _DEALER["by_function"] = _by_kind(prof)
+
+    run_dealer.profiled = True
+    dealer.run_dealer = run_dealer
+
+
 def _dealer():
-    return {"cpu": time.process_time()}
+    return {"cpu": time.process_time(), **_DEALER}
 
 
-def profile(m: int, parties: int, kernels: str = "numba", threads: int | None = None) -> dict:
+_CLOCK_ENV = "SECURE_AUC_PROFILE_CLOCK"  # the clock, as the fork server (started by the first run) passes it on
+
+if __name__ != "__main__":  # imported in a party's process: the dealer's service is profiled too
+    _profile_dealer(os.environ.get(_CLOCK_ENV, "wall"))
+
+
+def profile(m: int, parties: int, kernels: str = "numba", threads: int | None = None, clock: str = "wall") -> dict:
     from scipy.stats import rankdata
 
     from bench_rank import scores_for
@@ -106,25 +153,29 @@ def profile(m: int, parties: int, kernels: str = "numba", threads: int | None = 
     scores, _ = scores_for(m, "float32", 0)
     parts = np.array_split(scores, parties - 1)
     sizes = [len(p) for p in parts]
-    per_rank = {r: (parts[r - 1] if r >= 1 else None, sizes, kernels, threads) for r in range(parties)}
+    per_rank = {r: (parts[r - 1] if r >= 1 else None, sizes, kernels, threads, clock) for r in range(parties)}
     done = run_parties(_job, per_rank, parties, provider="ttp", timeout=120, deadline=3600, after_dealer=_dealer)
     got = np.concatenate([done[r]["twice"] for r in range(1, parties)])
     mean = {k: float(np.mean([done[r]["by_kind"][k] for r in range(parties)])) for k in KINDS}
     labels = {f for r in range(parties) for f in done[r]["by_function"]}
     functions = {f: float(np.mean([done[r]["by_function"].get(f, 0.0) for r in range(parties)])) for f in labels}
-    return {"samples": m, "parties": parties, "kernels": kernels, "threads": threads, "exact": bool(np.array_equal(got, 2 * (rankdata(scores) - 1))),
+    dealer = done[parties]
+    return {"samples": m, "parties": parties, "kernels": kernels, "threads": threads, "clock": clock, "exact": bool(np.array_equal(got, 2 * (rankdata(scores) - 1))),
             "seconds": max(done[r]["seconds"] for r in range(parties)),
             "cpu_per_party": [round(done[r]["cpu"], 2) for r in range(parties)],
             "dealer_cpu": round(done[parties]["cpu"], 2), "mean_seconds_by_kind": mean,
-            "mean_seconds_by_function": dict(sorted(functions.items(), key=lambda kv: -kv[1]))}
+            "mean_seconds_by_function": dict(sorted(functions.items(), key=lambda kv: -kv[1])),
+            "dealer_seconds_by_kind": dealer.get("by_kind", {}),
+            "dealer_seconds_by_function": dict(sorted(dealer.get("by_function", {}).items(), key=lambda kv: -kv[1]))}
 
 
-def markdown(rows: list[dict]) -> str:
-    head = "| kind of work | " + " | ".join(f"M = {r['samples']:,}, {r['parties']} parties, {r['kernels']}"
+def markdown(rows: list[dict], dealer: bool = False) -> str:
+    key = "dealer_seconds_by_kind" if dealer else "mean_seconds_by_kind"
+    head = f"| kind of work ({'the dealer' if dealer else 'mean per computing party'}) | " + " | ".join(f"M = {r['samples']:,}, {r['parties']} parties, {r['kernels']}"
                                          + (f", {r['threads']} threads" if r.get("threads") else "") for r in rows) + " |"
     lines = [head, "|---|" + "---:|" * len(rows)]
     for k in KINDS:
-        lines.append(f"| {k} | " + " | ".join(f"{r['mean_seconds_by_kind'][k]:.2f}" for r in rows) + " |")
+        lines.append(f"| {k} | " + " | ".join(f"{r[key].get(k, 0.0):.2f}" for r in rows) + " |")
     lines.append("| CPU s, busiest party | " + " | ".join(f"{max(r['cpu_per_party']):.2f}" for r in rows) + " |")
     lines.append("| CPU s, dealer | " + " | ".join(f"{r['dealer_cpu']:.2f}" for r in rows) + " |")
     lines.append("| rank step s | " + " | ".join(f"{r['seconds']:.2f}" for r in rows) + " |")
@@ -141,27 +192,35 @@ def main() -> int:
                     help="the compiled kernels, the numpy/torch reference code, or both in turn (default numba)")
     ap.add_argument("--threads", type=int, nargs="+", default=[None],
                     help="threads per computing party (default: the launcher's, the cores divided among the processes)")
+    ap.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                    help="cProfile's clock: wall (default) or each thread's CPU time (robust to other load)")
+    ap.add_argument("--dealer", action="store_true", help="also the dealer's table (and its costliest functions)")
     ap.add_argument("--json", action="store_true", help="print JSON instead of the table")
     ap.add_argument("--top", type=int, default=0, metavar="N", help="also list each run's N costliest functions")
     args = ap.parse_args()
     if any(p < 2 for p in args.parties) or any(m < 2 for m in args.sizes):
         ap.error("--parties and --sizes: at least 2")
+    os.environ[_CLOCK_ENV] = args.clock  # before the fork server starts: the dealer's process reads it
     rows = []
     for m in args.sizes:
         for p in args.parties:
             for kern in args.kernels:
                 for th in args.threads:
                     print(f"profiling M={m} parties={p} kernels={kern} threads={th} ...", file=sys.stderr)
-                    rows.append(profile(m, p, kern, th))
+                    rows.append(profile(m, p, kern, th, args.clock))
     if args.json:
         print(json.dumps({"rows": rows}, indent=1))
     else:
-        print("seconds in each kind of work (cProfile's own time, mean over the computing parties)\n")
+        print(f"seconds in each kind of work (cProfile's own time, {args.clock} clock)\n")
         print(markdown(rows))
+        if args.dealer:
+            print()
+            print(markdown(rows, dealer=True))
         for r in rows if args.top else []:
-            print(f"\nM = {r['samples']:,}, {r['parties']} parties, {r['kernels']}: the {args.top} costliest functions")
-            for f, t in list(r["mean_seconds_by_function"].items())[: args.top]:
-                print(f"  {t:6.2f}  {kind_of(f):22s}  {f}")
+            for key, who in [("mean_seconds_by_function", "")] + [("dealer_seconds_by_function", ", the dealer")] * args.dealer:
+                print(f"\nM = {r['samples']:,}, {r['parties']} parties, {r['kernels']}{who}: the {args.top} costliest functions")
+                for f, t in list(r[key].items())[: args.top]:
+                    print(f"  {t:6.2f}  {kind_of(f):22s}  {f}")
     return 0 if all(r["exact"] for r in rows) else 1
 
 
