@@ -145,6 +145,7 @@ class Session:
         self._in, self._out = ssl.MemoryBIO(), ssl.MemoryBIO()
         self.tls = ctx.wrap_bio(self._in, self._out, server_side=server_side)
         self.lock = threading.Lock()
+        self._error: Exception | None = None  # a failure that :meth:`read_many` met after some bytes
         self.wire_in = self.wire_out = 0
         self.key: bytes | None = None  # the peer's certificate key, once the handshake is done
         self.role: str | None = None  # the role its certificate claims
@@ -190,6 +191,37 @@ class Session:
         if not n:  # ssl's answer to close_notify
             raise EOFError
         return n
+
+    def read_many(self, view: memoryview) -> int | None:
+        """Decrypt into ``view`` every record the fed bytes hold, as far as ``view`` goes (as
+        :meth:`read_into` does for one record): the number of bytes, None if more must be
+        fed; raises as :meth:`read_into` does, a failure after some bytes at the next call."""
+        if self._error is not None:
+            raise self._error
+        size = len(view)
+        if not size:
+            return 0
+        read = getattr(self.tls, "_sslobj", self.tls).read  # ssl.SSLObject.read without its wrapper
+        got = 0
+        while got < size:
+            try:
+                n = read(size - got, view[got:] if got else view)
+            except ssl.SSLWantReadError:
+                break
+            except ssl.SSLZeroReturnError:
+                exc: Exception = EOFError()
+            except ssl.SSLError as e:
+                exc = LinkError(e.reason or str(e))
+            else:
+                if n:
+                    got += n
+                    continue
+                exc = EOFError()  # ssl's answer to close_notify
+            if got:
+                self._error = exc
+                break
+            raise exc
+        return got or None
 
     def encrypt(self, data) -> bytes:
         """The records carrying ``data`` (and any handshake bytes due)."""

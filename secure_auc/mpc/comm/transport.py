@@ -76,6 +76,7 @@ MAX_FRAME = 1 << 34  # bytes: a frame announcing more is refused
 MAX_STASH = 1 << 33  # bytes of frames from one peer waiting for their receive
 MAX_STASHED = 1 << 14  # frames from one peer waiting for their receive
 _PIECE = 1 << 18  # plaintext encrypted at once for a send
+_WIRE = 1 << 20  # bytes read from a socket at once
 _IN, _OUT = select.POLLIN | select.POLLPRI, select.POLLOUT
 _KEY = "secure-auc/mesh/{}"
 _RUN = "secure-auc/mesh/run"
@@ -180,7 +181,8 @@ class Mesh:
         self._head = {p: memoryview(bytearray(_FRAME.size)) for p in links}
         self._head_got = dict.fromkeys(links, 0)
         self._reading: dict[int, _Slot | None] = dict.fromkeys(links)
-        self._scratch = memoryview(bytearray(1 << 16))  # a stashed frame's pieces pass through here
+        self._scratch = memoryview(bytearray(1 << 20))  # a stashed frame's pieces pass through here
+        self._wire = memoryview(bytearray(_WIRE))  # what a socket gives, fed to its link's TLS at once
         self._events = dict.fromkeys(links, _IN)  # what the poll watches per peer
         self._lock = threading.Lock()  # the send queues and writing on the sockets (each link's TLS state: its own lock)
         self._pending = threading.Condition(self._lock)
@@ -472,11 +474,12 @@ class Mesh:
                 self._reading[p] = None
 
     def _plain(self, p: int, c: tls.Session, view: memoryview) -> int | None:
-        """Plaintext from ``p``'s link into ``view``: the number of bytes, None if nothing is there."""
+        """Plaintext from ``p``'s link into ``view`` (every record fed, as far as ``view``
+        goes): the number of bytes, None if nothing is there."""
         while True:
             with c.lock:
                 try:
-                    n = c.read_into(view)
+                    n = c.read_many(view)
                 except EOFError:  # close_notify
                     raise self._gone(p, None) from None
                 except tls.LinkError as exc:
@@ -488,15 +491,15 @@ class Mesh:
                     tap(p, bytes(view[:n]))
                 return n
             try:
-                raw = c.sock.recv(1 << 18)
+                got = c.sock.recv_into(self._wire)
             except (BlockingIOError, InterruptedError):
                 return None
             except OSError as exc:
                 raise self._gone(p, exc) from None
-            if not raw:
+            if not got:
                 raise self._gone(p, None)
             with c.lock:
-                c.feed(raw)
+                c.feed(self._wire[:got])
 
     def _gone(self, p: int, exc: OSError | None) -> ChannelError:
         why = f" ({exc.strerror or exc})" if exc is not None else ""

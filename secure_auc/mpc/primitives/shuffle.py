@@ -451,7 +451,10 @@ class Shuffle:
                 for t, work in incoming:
                     work.wait()
                     got = unpack(t, [like])[0]
-                    x += low.summed(got).view(rows, cols) if low is not None else got
+                    if low is not None:
+                        low.add_summed(x.view(-1), got)
+                    else:
+                        x += got
                 x = permute_rows(x, p, inverse)
                 x += delta
         p2p.wait_all(w for _, w in sending)

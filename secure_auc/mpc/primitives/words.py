@@ -98,11 +98,27 @@ class LowBytes:
     (:meth:`summed`): shares summed in Z_2^32 (Z_2^64) keep the value's low bytes,
     whatever was dropped.
 
-    Packing writes each value's ``itemsize`` bytes at a stride of ``nbytes`` in increasing
-    order (each write's high bytes are overwritten by the next value's low bytes),
-    unpacking reads ``itemsize`` bytes at that stride and masks (the last values from a
-    padded copy): one pass each (numpy's unaligned strided copy).  The order of the writes
-    is checked once (:func:`_ordered_strided_writes`); without it, a byte-wise copy."""
+    Widths of a whole unsigned type (1 or 2 bytes of int32 words, 1, 2 or 4 of int64 ones)
+    are one conversion each way (numpy's ``astype`` to that unsigned type keeps the low
+    bytes; back, its values are the low bytes' value).  Other widths: packing writes each
+    value's ``itemsize`` bytes at a stride of ``nbytes`` in increasing order (each write's
+    high bytes are overwritten by the next value's low bytes), unpacking reads ``itemsize``
+    bytes at that stride and masks (the last values from a padded copy): one pass each
+    (numpy's unaligned strided copy).  The order of the writes is checked once
+    (:func:`_ordered_strided_writes`); without it, a byte-wise copy.
+
+    Examples
+    --------
+    >>> import torch
+    >>> low = LowBytes(2)
+    >>> w = low.wire(torch.tensor([1, -1, 70000], dtype=torch.int32))
+    >>> w.shape, low.summed(w).tolist()
+    (torch.Size([3, 2]), [1, 65535, 4464])
+    >>> total = torch.tensor([5, 5, 5], dtype=torch.int32)
+    >>> low.add_summed(total, w)
+    >>> total.tolist()
+    [6, 65540, 4469]
+    """
 
     def __init__(self, nbytes: int, itemsize: int = 4):
         if sys.byteorder != "little":
@@ -112,15 +128,21 @@ class LowBytes:
         self.nbytes, self.itemsize = nbytes, itemsize
         self.dtype = np.dtype(f"<i{itemsize}")
         self.mask = self.dtype.type((1 << (8 * nbytes)) - 1 if nbytes < itemsize else -1)
+        self.unsigned = np.dtype(f"<u{nbytes}") if nbytes in (1, 2, 4) and nbytes < itemsize else None
 
     def like(self, n: int) -> torch.Tensor:
-        """The wire form of ``n`` words (to size a receive)."""
+        """The wire form of ``n`` words (to size a receive; its values are not meant to be read)."""
+        if self.nbytes < self.itemsize:
+            return torch.empty((n, self.nbytes), dtype=torch.uint8)
         return self.wire(torch.zeros(n, dtype=torch.int32 if self.itemsize == 4 else torch.int64))
 
     def wire(self, t: torch.Tensor) -> torch.Tensor:
         n, nb, size = t.numel(), self.nbytes, self.itemsize
         if nb == size:
             return t.contiguous()
+        if self.unsigned is not None:
+            low = t.numpy().reshape(-1).astype(self.unsigned)  # (C's conversion to unsigned: modulo 2^(8 nb))
+            return torch.from_numpy(low.view(np.uint8)).view(n, nb)
         if not _ordered_strided_writes(size):
             return t.new_empty(t.shape).copy_(t).view(torch.uint8).view(-1, size)[:, :nb].contiguous()
         buf = np.empty(nb * n + size, dtype=np.uint8)
@@ -132,6 +154,8 @@ class LowBytes:
             return w.clone()
         n, nb, size = w.shape[0], self.nbytes, self.itemsize
         raw = np.ascontiguousarray(w.numpy()).reshape(-1)
+        if self.unsigned is not None:
+            return torch.from_numpy(raw.view(self.unsigned).astype(self.dtype))
         out = np.empty(n, dtype=self.dtype)
         inside = max(0, (nb * n - size) // nb + 1)  # reads of `size` bytes at a stride of nb inside the bytes
         if inside:
@@ -142,6 +166,17 @@ class LowBytes:
             tail[: nb * (n - inside)] = raw[nb * inside :]
             out[inside:] = np.ndarray((n - inside,), dtype=self.dtype, buffer=tail, strides=(nb,)) & self.mask
         return torch.from_numpy(out)
+
+
+    def add_summed(self, total: torch.Tensor, w: torch.Tensor) -> None:
+        """``total += summed(w)`` (wrapping), in place; ``total`` a contiguous (n,) tensor of
+        this codec's words."""
+        if self.unsigned is not None and self.nbytes < self.itemsize and total.is_contiguous():
+            raw = np.ascontiguousarray(w.numpy()).reshape(-1)
+            out = total.numpy()
+            np.add(out, raw.view(self.unsigned), out=out, casting="unsafe")
+            return
+        total += self.summed(w)
 
 
 @functools.cache
