@@ -20,9 +20,10 @@ CrypTen's tensors (:func:`secure_auc.mpc.crypten.vfl.vfl_party`):
    the server.
 
 With ``--verify`` (on by default here, for the demonstration; a deployment would not)
-the scores are opened at the end to the launcher, which checks the estimate against the
-plain protocol on the same decoded scores with the same noise keys, and the AUC without
-noise against scikit-learn's.
+the scores are opened at the end to party 0 only (point-to-point; no advertiser learns a
+score), whose result the launcher reads to check the estimate against the plain protocol
+on the same decoded scores with the same noise keys, and the AUC without noise against
+scikit-learn's.
 """
 
 from __future__ import annotations
@@ -89,6 +90,7 @@ def run(parties: int = 3, samples: int = 1 << 16, mechanism: str = "laplace", ep
            "bytes": [d["bytes"] for d in done.values()]}
     if verify:
         scores = done[0]["decoded"]
+        out["scores"] = scores
         parts = np.split(scores, np.cumsum(sizes)[:-1])
         roles = [Client(k, ClientData(p, yk), mech, ClientRngs.from_key(keys[k]))
                  for k, (p, yk) in enumerate(zip(parts, label_parts))]

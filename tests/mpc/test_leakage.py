@@ -94,26 +94,38 @@ class Secret:
     scalars: list = field(default_factory=list)
     _heads: dict = field(default_factory=dict, repr=False)
     _windows: dict = field(default_factory=dict, repr=False)
+    _hashes: dict = field(default_factory=dict, repr=False)
 
     def search(self, data: bytes, aligned: bool) -> set[bytes]:
         """The patterns present in ``data`` (each at an offset that is a multiple of its
         alignment if ``aligned``, else at any offset): the first 8 bytes of each are looked
-        up among the 8-byte words at every offset."""
+        up among the 8-byte words at every offset (a table of their low 16 bits first, then
+        the sorted heads), then its next 8 bytes, then the whole pattern."""
         hits = set()
         for o in range(8):
             if (aligned, o) not in self._heads:
                 heads: dict = {}
                 for p, align in self.patterns.items():
                     if not aligned or o % align == 0:
-                        heads.setdefault(p[:8], []).append(p)
-                self._heads[aligned, o] = heads, np.sort(np.frombuffer(b"".join(heads), dtype="<u8"))
-            heads, keys = self._heads[aligned, o]
+                        short, long = heads.setdefault(p[:8], ([], {}))
+                        if len(p) < 16:
+                            short.append(p)
+                        else:
+                            long.setdefault(p[8:16], []).append(p)
+                keys = np.sort(np.frombuffer(b"".join(heads), dtype="<u8"))
+                table = np.zeros(1 << 16, dtype=bool)
+                table[keys.view("<u2")[::4]] = True
+                self._heads[aligned, o] = heads, keys, table
+            heads, keys, table = self._heads[aligned, o]
             if len(data) - o < 8 or not heads:
                 continue
             words = np.frombuffer(data, dtype="<u8", count=(len(data) - o) // 8, offset=o)
-            for i in np.flatnonzero(np.isin(words, keys)).tolist():
+            near = np.flatnonzero(table[words.view("<u2")[::4]])
+            at = np.minimum(np.searchsorted(keys, words[near]), len(keys) - 1)
+            for i in near[keys[at] == words[near]].tolist():
                 start = o + 8 * i
-                hits |= {p for p in heads[data[start : start + 8]] if data.startswith(p, start)}
+                short, long = heads[data[start : start + 8]]
+                hits |= {p for p in short + long.get(data[start + 8 : start + 16], []) if data.startswith(p, start)}
         return hits
 
     def windows(self, length: int) -> set[bytes]:
@@ -127,6 +139,14 @@ class Secret:
                 out |= {struct.pack("<q", x) for x in self.scalars}
             self._windows[length] = out
         return self._windows[length]
+
+    def window_hashes(self, length: int) -> np.ndarray:
+        """:func:`_window_hashes` of every window of :meth:`windows`, sorted."""
+        if length not in self._hashes:
+            windows = self.windows(length)
+            rows = np.frombuffer(b"".join(windows), dtype="<i8").reshape(len(windows), length)
+            self._hashes[length] = np.sort(_combined(rows[:, j] for j in range(length)))
+        return self._hashes[length]
 
 
 def _packed(values: np.ndarray, nbytes: int) -> np.ndarray:
@@ -241,6 +261,24 @@ def _windows(data: bytes, item: int, count: int) -> set[bytes]:
 _ITEM = {"int64": 8, "float64": 8, "int32": 4, "float32": 4, "uint8": 1, "int8": 1}
 
 
+def _combined(columns) -> np.ndarray:
+    """sum_j columns[j] x P^(j + 1) mod 2^64 (a fixed odd P): a hash of rows of int64 values."""
+    out = None
+    for j, col in enumerate(columns):
+        term = np.ascontiguousarray(col, dtype="<i8").view(np.uint64) * np.uint64(pow(_HASH_P, j + 1, 1 << 64))
+        out = term if out is None else out + term
+    return out
+
+
+_HASH_P = 0x9E3779B97F4A7C15
+
+
+def _window_hashes(values: np.ndarray, length: int) -> np.ndarray:
+    """:func:`_combined` of every window of ``length`` consecutive values (int64)."""
+    n = values.size - length + 1
+    return _combined(values[j : j + n] for j in range(length))
+
+
 def _opened_values(r) -> np.ndarray:
     return np.frombuffer(r.data, dtype=np.dtype(r.dtype)).astype(np.int64)
 
@@ -253,7 +291,14 @@ def _opened_hits(values: np.ndarray, secret: Secret) -> set[bytes]:
         return set()
     bits = max(1, int(np.abs(values).max()).bit_length())
     length = -(-64 // bits)
-    return _windows(values.astype("<i8").tobytes(), 8, length) & secret.windows(length)
+    keys = secret.window_hashes(length)
+    if values.size < length or keys.size == 0:
+        return set()
+    v = np.ascontiguousarray(values, dtype="<i8")
+    h = _window_hashes(v, length)  # candidates by hash, then compared byte for byte
+    at = np.minimum(np.searchsorted(keys, h), keys.size - 1)
+    raw = v.tobytes()
+    return {raw[8 * i : 8 * (i + length)] for i in np.flatnonzero(keys[at] == h).tolist()} & secret.windows(length)
 
 
 _SEPARATOR = bytes(range(0xA0, 0xB0))  # between records (each padded to whole words): no pattern spans it

@@ -256,13 +256,19 @@ def rank_mpctensor(x, *, method: str = RANK_METHODS[0], progress=None):
     ``x``'s fixed-point precision, shared among the same parties; nothing is opened but the
     one range bit (module docstring).
 
+    Opening the ranks is the caller's choice, and it reveals the order of the scores
+    to whoever learns them.  Under :func:`.safe.install`, ``ranks.get_plain_text(dst=k)``
+    opens them to party ``k`` only, point-to-point
+    (:func:`..primitives.opening.open_to`; None at every other party);
+    ``ranks.get_plain_text()`` without ``dst`` opens them to every computing party.
+
     Examples
     --------
     In every computing party, after :func:`.safe.install` (not run here: it needs the parties)::
 
         scores = model(crypten.cryptensor(features, src=rank)).sigmoid()
-        ranks = rank_mpctensor(scores)           # an MPCTensor
-        ranks.get_plain_text()                   # opened to everyone, if that is meant
+        ranks = rank_mpctensor(scores)           # an MPCTensor: no party can read it
+        mine = ranks.get_plain_text(dst=0)       # the 1-based mid-ranks at party 0, None elsewhere
     """
     from crypten.mpc import MPCTensor
 

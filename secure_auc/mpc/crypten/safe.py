@@ -27,11 +27,19 @@ this process and for CrypTen's own operations:
   ``crypten.generators`` then holds :class:`AesGenerator` objects, not torch
   generators: anything that would hand one to torch fails instead of drawing
   from a Mersenne Twister.
-* **Collectives that combine shares.**  ``all_reduce`` (every opening) becomes
-  :func:`..primitives.opening.open_all` (one all-gather of the shares, or a
-  reduce-scatter and an all-gather, point-to-point); ``reduce`` (an opening to
-  one party), ``gather`` and ``scatter`` become point-to-point messages to or
-  from that party only.  CrypTen's other messages (send, recv, broadcast,
+* **Collectives that combine shares.**  ``all_reduce`` (an opening to every
+  party) becomes :func:`..primitives.opening.open_all` (one all-gather of the
+  shares, or a reduce-scatter and an all-gather, point-to-point).  CrypTen calls
+  it for its own openings, each of a value masked by fresh dealer randomness
+  (a Beaver product's or AND gate's ``x - a`` and ``y - b``, a square's
+  ``x - r``, a B2A's ``x ^ r``; :func:`_broadcast_triple`'s differences of
+  uniform values), and for ``get_plain_text()`` / ``reveal()`` without ``dst``,
+  which opens the plain value to *every* computing party.  ``reduce`` (CrypTen's
+  opening to one party: ``get_plain_text(dst=k)``, ``reveal(dst=k)``) becomes
+  :func:`..primitives.opening.open_to`: every other party sends its share to
+  party k alone, nothing reaches a third party, and the audit records the value
+  as opened at k only.  ``gather`` and ``scatter`` become point-to-point messages
+  to or from their one party.  CrypTen's other messages (send, recv, broadcast,
   all_gather) already go over the links (:mod:`..comm.secure`).
 
 The provider's dealer channel is open while CrypTen computes; the project's
@@ -47,6 +55,7 @@ Inside each computing party (not run here: it needs the parties)::
     with install():
         x = crypten.cryptensor(features, src=rank)  # zero shares from AES-CTR
         y = model(x).sigmoid()                       # triples from the dealer
+        mine = y.get_plain_text(dst=0)               # opened to party 0 only (None elsewhere)
 """
 
 from __future__ import annotations
@@ -60,7 +69,7 @@ import torch
 from ..audit import CryptenRandomnessUsed
 from ..comm import backend, p2p
 from ..primitives.dealer import DealerChannel
-from ..primitives.opening import open_all
+from ..primitives.opening import open_all, open_to
 from ..primitives.prg import new_seed, ring, seed_to_tensor, tensor_to_seed
 from ..primitives.randomness import Randomness
 
@@ -70,7 +79,7 @@ __all__ = ["install", "SafeCrypten", "DealerProvider", "AesGenerator", "random_r
            "kbit_random_tensor", "TAG_ZERO_SEED", "TAG_GATHER", "TAG_SCATTER"]
 
 TAG_ZERO_SEED = 0x5C0  # a party's "next" seed for CrypTen's zero shares, or rank 0's common seed
-TAG_GATHER = 0x5C1  # a share sent to the one party that gathers (CrypTen's gather and reduce)
+TAG_GATHER = 0x5C1  # a share sent to the one party that gathers (CrypTen's gather)
 TAG_SCATTER = 0x5C2  # a tensor scattered by one party to another
 
 _RNG_FUNCTIONS = ("generate_random_ring_element", "generate_kbit_random_tensor")
@@ -148,13 +157,26 @@ def _reduce_to(t: torch.Tensor, size) -> torch.Tensor:
     return out[index].reshape(size)
 
 
+def _free(shape, size) -> torch.Tensor:
+    """The entries of a tensor of broadcast shape ``shape`` that :func:`_reduce_to` does not
+    keep for ``size`` (a bool mask): those off index 0 of a dimension that ``size``
+    broadcasts (or lacks)."""
+    size = tuple(size)
+    lead = len(shape) - len(size)
+    kept = (0,) * lead + tuple(slice(0, 1) if s == 1 and d != 1 else slice(None) for s, d in zip(size, shape[lead:]))
+    free = torch.ones(shape, dtype=torch.bool)
+    free[kept] = False
+    return free
+
+
 def _broadcast_triple(rnd: Randomness, size0, size1, xor: bool):
     r"""Shares (a, b, c) with a of ``size0``, b of ``size1`` and c = a b (elementwise with
     broadcasting; AND for ``xor``), from element-wise triples (a', b', c') of the broadcast
     shape S.  With A, B the broadcasts of a = a' and b = b' at index 0 of each broadcast
-    dimension, d = a' - A and e = b' - B are differences of independent uniform values
-    (zero where a', b' are a, b): opened, they say nothing about a and b.  Then
-    c' = (A + d)(B + e), so AB = c' - d b' - e a' + d e (XOR: c' ^ d b' ^ e a' ^ d e)."""
+    dimension, d = a' - A and e = b' - B are differences of independent uniform values,
+    zero where a', b' are a, b (:func:`_free`: only the other entries are opened, each
+    uniform and independent of a and b).  Then c' = (A + d)(B + e), so
+    AB = c' - d b' - e a' + d e (XOR: c' ^ d b' ^ e a' ^ d e)."""
     shape = torch.broadcast_shapes(tuple(size0), tuple(size1))
     n = int(np.prod(shape, dtype=np.int64))
     a1, b1, c1 = (t.view(shape) for t in rnd.take("binary" if xor else "mul", n))
@@ -162,11 +184,14 @@ def _broadcast_triple(rnd: Randomness, size0, size1, xor: bool):
     if tuple(size0) == tuple(shape) and tuple(size1) == tuple(shape):
         return a, b, c1
     first = backend.rank() == 0
+    free = _free(shape, size0), _free(shape, size1)
+    diffs = (a1 ^ a, b1 ^ b) if xor else (a1 - a, b1 - b)
+    opened = open_all([t[m] for t, m in zip(diffs, free)], xor=2 if xor else 0)
+    d, e = torch.zeros(shape, dtype=torch.long), torch.zeros(shape, dtype=torch.long)
+    d[free[0]], e[free[1]] = opened
     if xor:
-        d, e = open_all([a1 ^ a, b1 ^ b], xor=2)
         c = c1 ^ (d & b1) ^ (e & a1)
         return a, b, (c ^ (d & e) if first else c)
-    d, e = open_all([a1 - a, b1 - b])
     c = c1 - d * b1 - e * a1
     return a, b, (c + d * e if first else c)
 
@@ -269,22 +294,19 @@ def _communicator_class(base):
         encrypted links (module docstring)."""
 
         def all_reduce(self, input, op=ReduceOp.SUM, batched=False):
+            """An opening to every party (:func:`..primitives.opening.open_all`): CrypTen's
+            masked values, or a ``get_plain_text()`` without ``dst`` (the plain value, to
+            every party)."""
             tensors = list(input) if batched else [input]
             opened = open_all([t.contiguous() for t in tensors], xor=len(tensors) if xor_of(op) else 0)
             return opened if batched else opened[0]
 
         def reduce(self, input, dst, op=ReduceOp.SUM, batched=False):
+            """An opening to party ``dst`` only (:func:`..primitives.opening.open_to`,
+            point-to-point): the values at ``dst``, None elsewhere."""
             xor = xor_of(op)
             tensors = list(input) if batched else [input]
-            out = []
-            for t in tensors:
-                parts = self.gather(t, dst)
-                if self.get_rank() != dst:
-                    continue
-                total = parts[0].clone()
-                for p in parts[1:]:
-                    total = total ^ p if xor else total + p
-                out.append(total)
+            out = [open_to(t.data, dst, xor=xor) for t in tensors]
             if self.get_rank() != dst:
                 return None
             return out if batched else out[0]

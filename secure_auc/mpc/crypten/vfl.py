@@ -36,9 +36,11 @@ def mlp_scores(cols, w1, w2, rank: int):
 def vfl_party(rank, cols, w1, w2, labels, sizes, mechanism, noise_key, sort, verify):
     """One party of the example: :func:`.safe.install`, :func:`mlp_scores`, then
     :func:`.bridge.evaluate_mpctensor` with parties 1.. as the label owners (rows in
-    order, ``sizes``).  ``verify``: also open the scores (a demonstration's check, never
-    in a deployment).  Returns the server's result (None elsewhere), the decoded scores
-    (with ``verify``), the times and the bytes this party sent."""
+    order, ``sizes``).  ``verify``: at the end, also open the scores to party 0 only
+    (``get_plain_text(dst=0)``, point-to-point under :func:`.safe.install`), whose result the
+    launcher reads: a demonstration's check, never in a deployment; no other party learns a
+    score.  Returns the server's result (None elsewhere), at party 0 the decoded scores (with
+    ``verify``; None elsewhere), the times and the bytes this party sent."""
     start = time.perf_counter()
     with install():
         scores = mlp_scores(cols, w1, w2, rank)
@@ -47,6 +49,8 @@ def vfl_party(rank, cols, w1, w2, labels, sizes, mechanism, noise_key, sort, ver
         result = evaluate_mpctensor(scores, labels, owners=owners, sizes=sizes, mechanisms=[mechanism],
                                     noise_key=noise_key, method=sort)
         seconds = time.perf_counter() - start
-        decoded = scores.get_plain_text().numpy().astype(np.float64) if verify else None
+        decoded = scores.get_plain_text(dst=0) if verify else None  # to party 0 only: None elsewhere
+        if decoded is not None:
+            decoded = decoded.numpy().astype(np.float64)
     return {"result": result, "decoded": decoded, "inference": inference, "seconds": seconds,
             "bytes": int(backend.communication_stats()["bytes"])}

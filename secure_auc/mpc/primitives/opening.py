@@ -59,15 +59,16 @@ def _tell(kind: str, opened) -> None:
             observe(kind, t)
 
 
-def open_to(share: torch.Tensor, dst: int) -> torch.Tensor | None:
-    """Open ``x`` (this party's int64 share ``share``) to party ``dst`` only.
+def open_to(share: torch.Tensor, dst: int, *, xor: bool = False) -> torch.Tensor | None:
+    r"""Open ``x`` (this party's int64 share ``share``) to party ``dst`` only; ``xor``: XOR
+    shares (:math:`x = x_0 \oplus \dots \oplus x_{w-1}`) instead of additive ones.
 
     Returns :math:`x` at ``dst`` and None elsewhere."""
-    return open_to_owners(share.reshape(-1), [share.numel()], [dst], shape=share.shape, kind="open_to")
+    return open_to_owners(share.reshape(-1), [share.numel()], [dst], shape=share.shape, kind="open_to", xor=xor)
 
 
 def open_to_owners(share: torch.Tensor, sizes, owners, *, shape=None,
-                   kind: str = "open_to_owners", bits: int | None = None) -> torch.Tensor | None:
+                   kind: str = "open_to_owners", bits: int | None = None, xor: bool = False) -> torch.Tensor | None:
     """Open slice :math:`k` (``sizes[k]`` consecutive rows of ``share``) to party
     ``owners[k]`` only, in one round.
 
@@ -75,12 +76,13 @@ def open_to_owners(share: torch.Tensor, sizes, owners, *, shape=None,
     if given), or None if it owns none.  A slice whose owner is this party is
     never sent anywhere.  ``kind``: the opening's name for the :data:`observers`.
     ``bits``: open only the values mod 2^bits of int32 shares, as :func:`open_all` does
-    (the low ceil(bits / 8) bytes of each share travel; values in [0, 2^bits))."""
+    (the low ceil(bits / 8) bytes of each share travel; values in [0, 2^bits)).
+    ``xor``: XOR shares (not with ``bits``)."""
     rank, world = backend.rank(), backend.world_size()
     share = share.contiguous()
-    if bits is not None and (share.dtype != torch.int32 or not 0 < bits <= 32):
+    if bits is not None and (share.dtype != torch.int32 or not 0 < bits <= 32 or xor):
         raise ValueError("a low-bits opening takes int32 additive shares and 1 to 32 bits")
-    codec = _LowBytes(-(-bits // 8)) if bits is not None else _Codec()
+    codec = _LowBytes(-(-bits // 8)) if bits is not None else _Codec(1 if xor else 0)
     sending, incoming, mine = [], [], []
     offset = 0
     for n_k, owner in zip(sizes, owners):
