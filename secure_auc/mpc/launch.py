@@ -17,18 +17,17 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-import multiprocessing as mp
 import os
 import queue as queue_mod
 import signal
 import socket
-import threading
 import time
 import traceback
 
 from ..data.io import ClientData
 from ..validation import InputError
 from . import MPCError
+from .forkserver import PARTY, context, ensure_running, starting
 from .party import PartyConfig, role_name, run_party
 
 log = logging.getLogger(__name__)
@@ -99,10 +98,10 @@ def _die_with_parent(launcher: int | None = None) -> None:
     (SIGKILL included), so no party goes on computing on private data, orphaned.
 
     The parent is the launcher (``spawn``) or the launcher's fork server, which
-    itself dies with the launcher (:func:`_context`).  If the parent changed
+    itself dies with the launcher (:func:`.forkserver.context`).  If the parent changed
     before the request took effect, or the launcher (``launcher``, its pid) is
     gone, the process exits at once.  Where ``setpriv`` exists,
-    :func:`_spawn_executable` has already made the kernel's request for a spawned
+    :func:`.forkserver.spawn_executable` has already made the kernel's request for a spawned
     process before Python started, which covers its start-up too."""
     import ctypes
 
@@ -151,158 +150,6 @@ def _started(stdio: _Stdio, body, *args) -> None:
     """A party's process: the launcher's stdout and stderr, then ``body(*args)``."""
     stdio.apply()
     body(*args)
-
-
-# what every party imports: loaded once by the fork server, so a party starts in milliseconds
-_PRELOAD = ["secure_auc.mpc.launch", "secure_auc.mpc.input_parties", "secure_auc.mpc.primitives.dealer",
-            "secure_auc.mpc.audit", "secure_auc.mpc.comm.runtime", "secure_auc.mpc.roles.world",
-            "secure_auc.mpc.roles.computing", "secure_auc.mpc.roles.host", "secure_auc.mpc.finish",
-            "secure_auc.mpc.warm_kernels"]
-
-
-def _context():
-    """The processes' start method: a fork server that has imported torch, CrypTen and
-    this package once (each party is a fork of it: no import per party, which costs
-    seconds of CPU each), where the platform has one; otherwise ``spawn``.
-
-    The fork server holds no secret (it only imports modules; every key, seed and
-    pad is drawn in the party, from :mod:`secrets`).  It starts under
-    :func:`_spawn_executable` like a spawned party, so the kernel kills it when
-    the launcher dies, and each party asks to be killed when it dies."""
-    if "forkserver" not in mp.get_all_start_methods():
-        return mp.get_context("spawn")
-    ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(_PRELOAD)
-    return ctx
-
-
-_KEEPER_LOCK = threading.Lock()
-_keeper: threading.Thread | None = None
-
-
-def _ensure_fork_server(ctx) -> None:
-    """Start the fork server (under the executable set now) from a thread that lives as long as
-    this process.  The kernel's parent-death signal (``setpriv --pdeathsig``) fires when the
-    *thread* that started a child ends: a fork server started from a session's own thread died
-    when that session closed, and the next session in the process could not start a party."""
-    global _keeper
-    if ctx.get_start_method() != "forkserver":
-        return
-    from multiprocessing import forkserver
-
-    with _KEEPER_LOCK:
-        if _keeper is not None and _keeper.is_alive():
-            forkserver.ensure_running()  # restarts it (from here) only if it died
-            return
-        started: list = []
-        ready = threading.Event()
-
-        def keep():
-            try:
-                forkserver.ensure_running()
-            except BaseException as exc:  # noqa: BLE001 - re-raised by the caller below
-                started.append(exc)
-            ready.set()
-            threading.Event().wait()  # never ends: the fork server's parent thread
-
-        _keeper = threading.Thread(target=keep, name="secure-auc-fork-server", daemon=True)
-        _keeper.start()
-        ready.wait()
-        if started:
-            raise started[0]
-
-
-_STARTING = 0  # spawns between their first and last process start (a start waits on the fork server)
-_STARTING_LOCK = threading.Lock()
-
-
-def interrupt_starts() -> bool:
-    """Stop a start that waits on the fork server (still importing, or forking a long start
-    message), from another thread: the fork server is killed, with it every party forked from it
-    (each asks the kernel to die with its parent), and the waiting start fails at once.  A thread
-    that runs :func:`spawn_parties` checks its ``stop`` event only between the starts; this is
-    what a session's ``abort`` adds so that Ctrl-C during start-up ends the run within a second.
-    Returns whether a start was interrupted (a later run starts a new fork server)."""
-    with _STARTING_LOCK:
-        if not _STARTING:
-            return False
-    from multiprocessing import forkserver
-
-    pid = getattr(forkserver._forkserver, "_forkserver_pid", None)
-    if pid is None:
-        return False
-    with contextlib.suppress(OSError):
-        os.kill(pid, signal.SIGKILL)
-    return True
-
-
-_PARTY = "secure-auc-"  # the name of every party's process; "...+main": one that needs the caller's __main__
-
-
-def _never_import_main() -> None:
-    """Party processes never import the caller's ``__main__`` script.
-
-    multiprocessing's ``spawn`` and ``forkserver`` start methods run the parent's main
-    script again in each new process (as ``__mp_main__``) so that functions defined there
-    can be unpickled; a script without ``if __name__ == "__main__":`` would then run its
-    whole body again in every party: start parties of its own, charge its ledger, and fail.
-    A party needs nothing from it (its job and every argument come from this package), so
-    for the processes named ``secure-auc-...`` the preparation data sent to the new process
-    leaves the main script out (the other processes of the program are left as they were).
-    Only a job defined in the caller's script itself (``job.__module__ == "__main__"``,
-    e.g. ``scripts/bench_rank.py``) keeps it: such a script needs the guard, as with
-    multiprocessing.  Installed once; idempotent."""
-    from multiprocessing import spawn as mp_spawn
-
-    original = mp_spawn.get_preparation_data
-    if getattr(original, "_secure_auc", False):
-        return
-
-    def get_preparation_data(name):
-        data = original(name)
-        if name.startswith(_PARTY) and not name.endswith("+main"):
-            data.pop("init_main_from_path", None)
-            data.pop("init_main_from_name", None)
-        return data
-
-    get_preparation_data._secure_auc = True
-    mp_spawn.get_preparation_data = get_preparation_data
-
-
-_WRAPPERS: dict = {}  # (setpriv, python) -> the wrapper script of this process
-
-
-def _spawn_executable() -> str | None:
-    """A wrapper that starts the party's Python under ``setpriv --pdeathsig KILL`` (util-linux),
-    so that the kernel kills the party when the launcher dies even while the party is still
-    importing its modules (seconds on a busy machine), before :func:`_die_with_parent` runs.
-    None where there is no ``setpriv`` (not Linux); the parties then rely on
-    :func:`_die_with_parent` alone.
-
-    The script is written, once per launcher process, into a folder of its own made by
-    :func:`tempfile.mkdtemp` (a new name, created by this process with mode 0700, so no
-    other local user can have made it first, nor replace the script in it), and removed
-    when the process exits.  No fixed, guessable path is ever used."""
-    import atexit
-    import shutil
-    import sys
-    import tempfile
-
-    setpriv = shutil.which("setpriv")
-    if not sys.platform.startswith("linux") or setpriv is None:
-        return None
-    key = (setpriv, sys.executable)
-    path = _WRAPPERS.get(key)
-    if path is not None and os.path.isfile(path):
-        return path
-    folder = tempfile.mkdtemp(prefix="secure-auc-")
-    atexit.register(shutil.rmtree, folder, True)
-    path = os.path.join(folder, "party-python")
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o700)
-    with os.fdopen(fd, "w") as f:
-        f.write(f"#!/bin/sh\nexec {setpriv} --pdeathsig KILL -- {sys.executable} \"$@\"\n")
-    _WRAPPERS[key] = path
-    return path
 
 
 def _log_to_stderr(level: int | None) -> None:
@@ -804,7 +651,10 @@ def spawn_parties(job, per_rank: dict[int, tuple], parties: int, *, provider: st
                             host_job=host_job, per_host=per_host, stop=stop)
     from .kernels import check_threads, default_threads, warm_up
 
-    warm_up()  # compiled once here, into the user's cache: the fork server then loads them once for every party
+    if context().get_start_method() != "forkserver":
+        warm_up()  # compiled once here, into the user's cache, before the spawned parties load them
+    # otherwise the fork server loads them (compiling them first where the cache lacks them) before it
+    # forks the first party: one load for every party, and a Ctrl-C meanwhile kills it (interrupt_starts)
     if threads is not None:
         check_threads(threads)
     else:  # every process of a local run shares this machine's cores
@@ -847,36 +697,22 @@ def _spawn(job, per_rank: dict[int, tuple], parties: int, *, provider: str, time
     import secrets
 
     run_token = secrets.token_hex(16)  # this run's claim on the port (comm.runtime._claim_port)
-    ctx = _context()
+    ctx = context()
     results = ctx.Queue()
     # per rank: the last sign of life (time.monotonic), then whether it reached the rendezvous
     beats = ctx.Array("d", 2 * (parties + 1 + len(per_host or [])), lock=False)
     ranks = list(range(parties)) + ([parties] if provider == "ttp" else [])
     procs = {}
     host_keys: list = []
-    from multiprocessing import spawn as mp_spawn
-
-    python = mp_spawn.get_executable()
-    wrapper = _spawn_executable()
-    _never_import_main()
     main = "+main" if any(getattr(f, "__module__", None) == "__main__" for f in (job, host_job, after_dealer)) else ""
-    cpp_log = os.environ.get("TORCH_CPP_LOG_LEVEL")
-    try:
-        if cpp_log is None:  # torch's C++ log (pages of frames when a peer goes away, a line per connect that
-            # times out): only with the debug log; the launcher names every failure in one line itself
-            os.environ["TORCH_CPP_LOG_LEVEL"] = "ERROR" if log.isEnabledFor(logging.DEBUG) else "FATAL"
-        if wrapper is not None:
-            mp_spawn.set_executable(wrapper)  # only for these starts (restored below)
-        global _STARTING
-        with _STARTING_LOCK:
-            _STARTING += 1
+    with starting():
         if stop is not None and stop.is_set():  # asked before the first start (interrupt_starts covers the rest)
             raise MPCError("the run was stopped")
-        _ensure_fork_server(ctx)
+        ensure_running(ctx)
         # the client hosts first: their start messages (the clients' data) are the long ones, and a stop
         # while one is being written would leave the host reading a cut-off message
         for h, args in enumerate(per_host or []):
-            p = ctx.Process(target=_started, name=f"{_PARTY}host-{h}{main}",
+            p = ctx.Process(target=_started, name=f"{PARTY}host-{h}{main}",
                             args=(_Stdio(), _host_process, h, host_job, args, results, received is not None and
                                   (record_ranks is None or -(h + 1) in record_ranks), _parent_log_level(),
                                   os.getpid(), beats, _slot(-(h + 1), parties)), daemon=True)
@@ -884,7 +720,7 @@ def _spawn(job, per_rank: dict[int, tuple], parties: int, *, provider: str, time
             procs[-(h + 1)] = p
             host_keys.append(-(h + 1))
         for r in ranks:
-            p = ctx.Process(target=_started, name=f"{_PARTY}party-{r}{main}",
+            p = ctx.Process(target=_started, name=f"{PARTY}party-{r}{main}",
                             args=(_Stdio(), _party_process, r, parties, addr, port, provider, timeout, job, per_rank.get(r, ()),
                                   after_dealer, received is not None and (record_ranks is None or r in record_ranks),
                                   results, _parent_log_level(),
@@ -894,12 +730,6 @@ def _spawn(job, per_rank: dict[int, tuple], parties: int, *, provider: str, time
             p.start()
             procs[r] = p
         ranks += host_keys
-    finally:
-        with _STARTING_LOCK:
-            _STARTING -= 1
-        mp_spawn.set_executable(python)
-        if cpp_log is None:
-            os.environ.pop("TORCH_CPP_LOG_LEVEL", None)
     done: dict = {}
     started = time.monotonic()
     last_seen: dict = {}

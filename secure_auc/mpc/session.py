@@ -391,7 +391,7 @@ class LocalSession:
         the ``with`` block on an exception does, Ctrl-C, SIGTERM and SIGHUP included."""
         self._closed = True
         self._stop.set()
-        from .launch import interrupt_starts
+        from .forkserver import interrupt_starts
 
         end = time.monotonic() + 10
         self._thread.join(timeout=0.1)

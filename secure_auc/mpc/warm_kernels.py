@@ -1,8 +1,8 @@
 """Loads the compiled kernels once in the local launcher's fork server.
 
 The launcher's fork server imports this module with the others every party needs
-(:data:`.launch._PRELOAD`): :func:`.kernels.warm_up` then loads every kernel from the
-user's cache (the launcher has compiled them there before it starts the fork server), and
+(:data:`.forkserver.PRELOAD`): :func:`.kernels.warm_up` then loads every kernel from the
+user's cache (compiling them into it first, once per machine, where it lacks them), and
 each party forked from the server starts with them loaded, instead of spending about 1.5 CPU
 seconds of its own on numba and the cache (a party's own :func:`.kernels.warm_up`, in
 :func:`.comm.runtime.init_party`, then finds nothing left to do).  numba's ``workqueue``
@@ -16,5 +16,7 @@ True
 """
 
 from .kernels import warm_up
+from .preload_begin import loaded
 
 warm_up()
+loaded()  # the last module the fork server preloads

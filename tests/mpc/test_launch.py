@@ -360,7 +360,7 @@ def test_a_run_folder_made_by_someone_else_is_not_used(tmp_path, monkeypatch, ow
     import stat
     import tempfile
 
-    from secure_auc.mpc import launch
+    from secure_auc.mpc import forkserver
 
     trap = tmp_path / f"secure-auc-{os.getuid()}"
     trap.mkdir()
@@ -370,14 +370,14 @@ def test_a_run_folder_made_by_someone_else_is_not_used(tmp_path, monkeypatch, ow
             pytest.skip("only root can make a folder owned by another user")
         os.chown(trap, 4242, 4242)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    monkeypatch.setattr(launch, "_WRAPPERS", {}, raising=False)
-    path = launch._spawn_executable()
+    monkeypatch.setattr(forkserver, "_WRAPPERS", {})
+    path = forkserver.spawn_executable()
     assert list(trap.iterdir()) == []  # nothing written into the folder someone else made
     folder = os.path.dirname(path)
     st = os.stat(folder, follow_symlinks=False)
     assert stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) == 0o700
     assert os.stat(path).st_uid == os.geteuid() and not os.stat(path).st_mode & 0o077
-    assert launch._spawn_executable() == path  # made once per process
+    assert forkserver.spawn_executable() == path  # made once per process
     out = subprocess.run([path, "-c", "import sys; print(sys.executable)"], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == sys.executable
 

@@ -48,8 +48,8 @@ def _alive(pid):
         return False
 
 
-def _run(ledger):
-    env = dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+def _run(ledger, **env_vars):
+    env = dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", **env_vars)
     return subprocess.Popen([sys.executable, "-m", "secure_auc", "evaluate", "--protocol", "mpc", "--samples", "200000",
                              "--clients", "3", "--epsilon", "1", "--ledger", str(ledger), "--budget", "10"],
                             preexec_fn=_default_signals, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -108,6 +108,33 @@ def test_ctrl_c_while_the_parties_start_ends_the_run_within_2_s(tmp_path):
     assert gone < 2.0, f"processes of the run alive {gone:.2f} s after SIGINT during start-up"
     assert (proc.returncode, err.strip().splitlines()[-1], "Traceback" in err, out) == \
         (130, "secure-auc: interrupted", False, ""), err
+
+
+def test_ctrl_c_while_the_kernels_compile_ends_the_run_within_2_s_in_one_line(tmp_path, capsys):
+    """The first run on a machine (an empty kernel cache): the fork server compiles the kernels before
+    it forks a party, for a minute of CPU.  A terminal's Ctrl-C (SIGINT to the whole process group)
+    meanwhile ends every process within 2 s, in one line (no traceback from the fork server's imports),
+    and charges nothing."""
+    cache = tmp_path / "numba-cache"
+    proc = _run(tmp_path / "ledger.db", NUMBA_CACHE_DIR=str(cache))
+    start = time.monotonic()
+    while not (cache.is_dir() and any(cache.rglob("*.nbi"))) and time.monotonic() - start < 120:
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.05)  # the compile is under way once the first kernel is in the cache
+    assert any(cache.rglob("*.nbi")), "the kernels never began to compile"
+    processes = set(_descendants(proc.pid))
+    os.killpg(proc.pid, signal.SIGINT)
+    start = time.monotonic()
+    while (_alive(proc.pid) or any(_alive(p) for p in processes)) and time.monotonic() - start < 30:
+        processes.update(_descendants(proc.pid))
+        time.sleep(0.01)
+    gone = time.monotonic() - start
+    out, err = proc.communicate(timeout=30)
+    assert gone < 2.0, f"processes of the run alive {gone:.2f} s after SIGINT while the kernels compile"
+    assert (proc.returncode, err.strip().splitlines()[-1], "Traceback" in err, "KeyboardInterrupt" in err, out) == \
+        (130, "secure-auc: interrupted", False, False, ""), err
+    assert cli(["ledger", "show", str(tmp_path / "ledger.db"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["releases"] == []
 
 
 @pytest.mark.parametrize("how", ["SIGTERM", "SIGHUP", "SIGINT"])
