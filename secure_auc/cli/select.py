@@ -83,10 +83,10 @@ def cmd_select(args) -> int:
     if args.protocol == "plain" and (args.computing != 3 or args.provider != "ttp" or args.sort != RANK_METHODS[0]):
         raise InputError("--computing, --provider and --sort apply to --protocol mpc only")
     check_ledger_options(args)
-    if args.protocol == "mpc":
-        from . import prestart_parties
+    if args.protocol == "mpc":  # the options are checked: the parties' fork server imports while the files are read
+        from ..mpc.forkserver import prestart
 
-        prestart_parties()
+        prestart()
     clients = load_candidates(args.files, args.candidates, label_column=args.label_column, id_column=args.id_column)
     ledger = None
     if args.ledger is not None:

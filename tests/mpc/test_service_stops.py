@@ -95,8 +95,6 @@ def test_a_client_that_cannot_start_is_named_by_every_party_and_the_session_at_o
     _small_deployment(tmp_path, 30.0, remove=["labels-1.csv"], roles=[])  # written, nothing started
     config = tmp_path / "deploy.toml"
     (tmp_path / "typo.toml").write_text(config.read_text().replace('name = "', 'name = "x', 1))
-    procs = {role: bench.start_service(tmp_path, role, config_name="typo.toml" if role == "client-0" else
-                                       "deploy.toml") for role in ROLES}
     said: dict = {}
 
     def session():
@@ -105,8 +103,12 @@ def test_a_client_that_cannot_start_is_named_by_every_party_and_the_session_at_o
         except BaseException as exc:  # noqa: BLE001 - checked below
             said["session"] = exc
 
+    # the session first: it waits for the server (a session that connects after the deployment has
+    # ended hears only that the server is not reachable, after join_timeout)
     waiting = threading.Thread(target=session)
     waiting.start()
+    procs = {role: bench.start_service(tmp_path, role, config_name="typo.toml" if role == "client-0" else
+                                       "deploy.toml") for role in ROLES}
     try:
         ends, lines = {}, {}
         for role, p in procs.items():
