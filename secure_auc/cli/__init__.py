@@ -487,7 +487,7 @@ def evaluation_request(args):
         mpc_options = {"provider": opt["provider"], "sort": opt["sort"], "timeout": opt["timeout"],
                        "port": args.port or None, "progress": not args.quiet, "computing": computing}
         if args.threads is not None:
-            from ..mpc.kernels import check_threads
+            from ..mpc.threads import check_threads
 
             mpc_options["threads"] = check_threads(args.threads, "--threads")
     budget = (args.budget, args.budget_delta or 0.0) if args.budget is not None else None

@@ -54,6 +54,8 @@ import time
 
 import numpy as np
 
+from .threads import check_threads, default_threads
+
 __all__ = ["cache_dir", "enabled", "warm_up", "set_threads", "check_threads", "default_threads", "sorted_counts",
            "beaver_round_bases", "beaver_sum", "replicated_round", "split_window", "split_opened", "inverse_permutation",
            "permute_words", "onehot_correction", "rep_correction"]
@@ -113,28 +115,6 @@ _PAR = {"cache": True, "nogil": True, "parallel": True}
 def enabled() -> bool:
     """Whether the compiled kernels run (``SECURE_AUC_KERNELS=numpy``: the reference code)."""
     return os.environ.get("SECURE_AUC_KERNELS", "numba").lower() != "numpy"
-
-
-def default_threads() -> int:
-    """The cores this process may use (its CPU affinity), at least 1."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
-
-
-def check_threads(value, where: str = "threads") -> int:
-    """``value`` as a thread count (a whole number, at least 1), else :class:`..validation.InputError`
-    naming ``where``."""
-    from ..validation import InputError
-
-    try:
-        n = int(str(value).strip()) if not isinstance(value, bool) else None
-    except ValueError:
-        n = None
-    if n is None or n < 1 or (isinstance(value, float) and value != n):
-        raise InputError(f"{where}: the threads per computing party must be a whole number at least 1, got {value!r}")
-    return n
 
 
 def set_threads(threads: int | None = None) -> int:

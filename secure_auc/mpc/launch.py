@@ -15,6 +15,7 @@ party.  Ctrl-C stops every party.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import logging
 import os
@@ -150,6 +151,26 @@ def _started(stdio: _Stdio, body, *args) -> None:
     """A party's process: the launcher's stdout and stderr, then ``body(*args)``."""
     stdio.apply()
     body(*args)
+
+
+@dataclasses.dataclass(frozen=True)
+class JobRef:
+    """A party's job named by its module and function: the launcher hands it to the parties without
+    importing that module (and with it torch and CrypTen, about 4 CPU s); the party imports it (the
+    fork server already has).
+
+    Examples
+    --------
+    >>> JobRef("secure_auc.mpc.party", "role_name")(0, 2)
+    'server'
+    """
+    module: str
+    name: str
+
+    def __call__(self, *args, **kwargs):
+        import importlib
+
+        return getattr(importlib.import_module(self.module), self.name)(*args, **kwargs)
 
 
 def _log_to_stderr(level: int | None) -> None:
@@ -649,9 +670,11 @@ def spawn_parties(job, per_rank: dict[int, tuple], parties: int, *, provider: st
                             after_dealer=after_dealer, received=received, record_ranks=record_ranks,
                             insecure_links=insecure_links, identities=identities, describe=describe,
                             host_job=host_job, per_host=per_host, stop=stop)
-    from .kernels import check_threads, default_threads, warm_up
+    from .threads import check_threads, default_threads
 
     if context().get_start_method() != "forkserver":
+        from .kernels import warm_up
+
         warm_up()  # compiled once here, into the user's cache, before the spawned parties load them
     # otherwise the fork server loads them (compiling them first where the cache lacks them) before it
     # forks the first party: one load for every party, and a Ctrl-C meanwhile kills it (interrupt_starts)

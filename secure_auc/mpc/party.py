@@ -44,10 +44,7 @@ import numpy as np
 from ..data.io import ClientData
 from ..protocol.messages import Aggregate
 from . import RANK_METHODS
-from .comm import backend
 from .comm.roster import describe_rank
-from .ranks import rank_step
-from . import finish
 
 log = logging.getLogger(__name__)
 
@@ -142,6 +139,8 @@ def progress_reporter(enabled: bool):
 def agree_public(config: PartyConfig, rank: int, describe) -> None:
     """Every computing party's :meth:`PartyConfig.public` is compared with the server's;
     a difference is named (``describe(rank)`` names a party)."""
+    from .comm import backend  # in a party: the launcher itself never loads torch and CrypTen
+
     world = backend.world_size()
     publics = [backend.broadcast_obj(config.public() if r == rank else None, r) for r in range(world)]
     bad = {r: sorted(k for k in p if p[k] != publics[0].get(k)) for r, p in enumerate(publics) if p != publics[0]}
@@ -168,6 +167,10 @@ def run_party(rank: int, config: PartyConfig, data: ClientData | None, noise_key
 
 def _run_party(rank: int, config: PartyConfig, data: ClientData | None, noise_key: int | None,
                on_labels=None) -> PartyResult:
+    from . import finish
+    from .comm import backend
+    from .ranks import rank_step
+
     world = backend.world_size()
     if world != config.clients + 1:
         raise ProtocolError(

@@ -27,7 +27,7 @@ from ..data.io import ClientData
 from ..dp.accountant import Records, finishing
 from ..validation import InputError, check_binary_labels
 from . import RANK_METHODS, MPCError
-from .roles.computing import READY
+from .roles.control import READY
 from .party import PartyConfig
 
 log = logging.getLogger(__name__)
@@ -132,9 +132,10 @@ class LocalSession:
     def _start(self, hosts, port) -> None:
         import multiprocessing as mp
 
-        from .roles.computing import session_computing_job
-        from .roles.host import session_host_job
-        from .launch import HelpersPlan
+        from .launch import HelpersPlan, JobRef
+
+        session_computing_job = JobRef("secure_auc.mpc.roles.computing", "session_computing_job")
+        session_host_job = JobRef("secure_auc.mpc.roles.host", "session_host_job")
 
         ctx = mp.get_context("spawn")
         plan = HelpersPlan.draw(self.config.computing, self.config.clients, hosts, self.config.provider)

@@ -18,13 +18,11 @@ import time
 from ..comm import backend
 from ..input_parties import (CH_HELLO, compute_evaluation, join_hosts, party_keep, party_session_select)
 from ..party import PartyConfig, PartyResult
-from .control import CH_CONTROL, CH_JOIN, ended, escape
+from .control import CH_CONTROL, CH_JOIN, READY, ended, escape
 
 log = logging.getLogger(__name__)
 
 __all__ = ["ComputingRole", "READY", "session_computing_job", "accept_clients", "helper_service"]
-
-READY = "ready"  # what the server of a session puts on its queue once every link is up
 
 
 class ComputingRole:

@@ -50,9 +50,10 @@ from dataclasses import dataclass
 from ...validation import InputError
 
 __all__ = ["CH_JOIN", "CH_CONTROL", "ServiceError", "ServicePlan", "MAX_EPOCH", "REASONS", "check_epoch", "refusal",
-           "describe_refusal", "escape", "differences", "next_message", "ended"]
+           "describe_refusal", "escape", "differences", "next_message", "ended", "READY"]
 
 CH_JOIN, CH_CONTROL = 20, 21  # beyond the evaluation's channels (secure_auc.mpc.input_parties)
+READY = "ready"  # what the server of a local session puts on its queue once every link is up
 MAX_EPOCH = 2**53  # exact in every JSON reader
 
 #: The reasons a client may give for not taking part, each with the numbers it may add
