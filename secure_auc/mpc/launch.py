@@ -162,7 +162,7 @@ class JobRef:
     Examples
     --------
     >>> JobRef("secure_auc.mpc.party", "role_name")(0, 2)
-    'server'
+    'server (rank 0)'
     """
     module: str
     name: str
