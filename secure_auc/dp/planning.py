@@ -58,9 +58,55 @@ def _fits(make, eps1, delta1, t, epsilon, delta, total):
     return c.epsilon <= epsilon * (1 + 1e-12), mech, c
 
 
+PRECISION = 1e-4  # the plan's per-evaluation eps is within this relative distance below the largest that fits
+
+
+def _gap(comp, epsilon: float) -> float:
+    """log(composed eps / budget): <= 0 where the plan fits; +inf where the composition failed."""
+    return math.log(comp.epsilon / epsilon) if comp is not None and comp.epsilon > 0 else math.inf
+
+
+def _largest_fit(build, best, hi, comp_hi, delta1, t, epsilon, delta, total, iterations, progress):
+    """The largest per-evaluation eps that fits, between ``best`` (it fits) and ``hi`` (it does not), to
+    :data:`PRECISION`: the composed eps grows smoothly with it, so each step interpolates (regula falsi in
+    log-log, the Illinois variant: a side kept twice has its value halved) and a step that would not
+    shrink the bracket by a tenth bisects; about 6 steps where bisection took 14."""
+    lo, x_lo, x_hi = best[0], math.log(best[0]), math.log(hi)
+    g_lo, g_hi = _gap(best[2], epsilon), _gap(comp_hi, epsilon)
+    tol, kept = math.log1p(PRECISION), 0
+    for i in range(iterations):
+        width = x_hi - x_lo
+        if width <= tol:
+            break
+        x = x_lo + width / 2
+        if math.isfinite(g_hi) and g_hi > g_lo:
+            x = x_lo - g_lo * width / (g_hi - g_lo)
+            x = min(max(x, x_lo + max(tol / 2, width / 10)), x_hi - max(tol / 2, width / 10)) if width > 2 * tol \
+                else x_lo + width / 2
+        eps1 = math.exp(x)
+        log.debug("planning %d evaluations: step %d (eps per evaluation %.6g)", t, i + 1, eps1)
+        ok, mech, comp = _fits(build, eps1, delta1, t, epsilon, delta, total)
+        if progress is not None:
+            progress(i + 1, iterations)
+        if ok:
+            x_lo, g_lo, best = x, _gap(comp, epsilon), (eps1, mech, comp)
+            kept = kept - 1 if kept < 0 else -1
+            if kept <= -2:
+                g_hi /= 2
+        else:
+            x_hi, g_hi = x, _gap(comp, epsilon)
+            kept = kept + 1 if kept > 0 else 1
+            if kept >= 2:
+                g_lo /= 2
+    if progress is not None:
+        progress(iterations, iterations)
+    return best
+
+
 def plan_evaluations(make, evaluations: int, epsilon: float, delta: float = 0.0, *, total: int | None = None,
-                     iterations: int = 14, progress=None) -> Plan:
-    """The largest per-evaluation budget such that ``evaluations`` evaluations fit (eps, delta).
+                     iterations: int = 30, progress=None) -> Plan:
+    """The largest per-evaluation budget such that ``evaluations`` evaluations fit (eps, delta), to a
+    relative :data:`PRECISION` (at most ``iterations`` steps of the search).
 
     Parameters
     ----------
@@ -118,7 +164,7 @@ def check_plan(evaluations: int, epsilon: float, delta: float = 0.0) -> int:
 
 
 def search_plan(make, t: int, epsilon: float, delta: float = 0.0, *, total: int | None = None,
-                iterations: int = 14, progress=None) -> Plan:
+                iterations: int = 30, progress=None) -> Plan:
     """:func:`plan_evaluations` for arguments :func:`check_plan` accepted (T = ``t``)."""
 
     def build(eps1, delta1):
@@ -138,15 +184,6 @@ def search_plan(make, t: int, epsilon: float, delta: float = 0.0, *, total: int 
     if ok:
         best = (hi, mech, comp)
     else:
-        for i in range(iterations):
-            mid = math.sqrt(lo * hi)
-            log.debug("planning %d evaluations: step %d of %d (eps per evaluation %.6g)", t, i + 1, iterations, mid)
-            ok, mech, comp = _fits(build, mid, delta1, t, epsilon, delta, total)
-            if progress is not None:
-                progress(i + 1, iterations)
-            if ok:
-                lo, best = mid, (mid, mech, comp)
-            else:
-                hi = mid
+        best = _largest_fit(build, best, hi, comp, delta1, t, epsilon, delta, total, iterations, progress)
     eps1, mech, comp = best
     return Plan(t, float(epsilon), float(delta), eps1, delta1 or 0.0, mech, comp)
