@@ -97,17 +97,24 @@ def test_ctrl_c_while_the_parties_start_ends_the_run_within_2_s(tmp_path):
         if "MPC rank step" in line:  # announced before the first party starts
             break
     time.sleep(0.3)
+    gone, out, err = _interrupt(proc, os.kill)
+    assert gone < 2.0, f"processes of the run alive {gone:.2f} s after SIGINT during start-up"
+    assert (proc.returncode, err.strip().splitlines()[-1], "Traceback" in err, out) == \
+        (130, "secure-auc: interrupted", False, ""), err
+
+
+def _interrupt(proc, send):
+    """SIGINT by ``send`` (os.kill: the launcher; os.killpg: the terminal's whole group); the seconds
+    until every process of the run seen until then is gone, and the launcher's stdout and stderr."""
     processes = set(_descendants(proc.pid))
-    os.kill(proc.pid, signal.SIGINT)
+    send(proc.pid, signal.SIGINT)
     start = time.monotonic()
     while (_alive(proc.pid) or any(_alive(p) for p in processes)) and time.monotonic() - start < 30:
         processes.update(_descendants(proc.pid))
         time.sleep(0.01)
     gone = time.monotonic() - start
     out, err = proc.communicate(timeout=30)
-    assert gone < 2.0, f"processes of the run alive {gone:.2f} s after SIGINT during start-up"
-    assert (proc.returncode, err.strip().splitlines()[-1], "Traceback" in err, out) == \
-        (130, "secure-auc: interrupted", False, ""), err
+    return gone, out, err
 
 
 def test_ctrl_c_while_the_kernels_compile_ends_the_run_within_2_s_in_one_line(tmp_path, capsys):
@@ -122,14 +129,7 @@ def test_ctrl_c_while_the_kernels_compile_ends_the_run_within_2_s_in_one_line(tm
         assert proc.poll() is None, proc.communicate()
         time.sleep(0.05)  # the compile is under way once the first kernel is in the cache
     assert any(cache.rglob("*.nbi")), "the kernels never began to compile"
-    processes = set(_descendants(proc.pid))
-    os.killpg(proc.pid, signal.SIGINT)
-    start = time.monotonic()
-    while (_alive(proc.pid) or any(_alive(p) for p in processes)) and time.monotonic() - start < 30:
-        processes.update(_descendants(proc.pid))
-        time.sleep(0.01)
-    gone = time.monotonic() - start
-    out, err = proc.communicate(timeout=30)
+    gone, out, err = _interrupt(proc, os.killpg)
     assert gone < 2.0, f"processes of the run alive {gone:.2f} s after SIGINT while the kernels compile"
     assert (proc.returncode, err.strip().splitlines()[-1], "Traceback" in err, "KeyboardInterrupt" in err, out) == \
         (130, "secure-auc: interrupted", False, False, ""), err
