@@ -153,8 +153,8 @@ def test_a_computing_party_that_cannot_start_is_named_at_the_roll_call_at_once(t
     try:
         _small_deployment(tmp_path, 30.0, roles=[])  # written, nothing started
         shutil.copy(tmp_path / "keys" / "client-0.pem", tmp_path / "keys" / "helper-1.pem")
+        waiting.start()  # the session first: it waits for the server
         procs = {role: bench.start_service(tmp_path, role) for role in ROLES}
-        waiting.start()
         ends, lines = {}, {}
         for role, p in procs.items():
             _, err = p.communicate(timeout=100)
