@@ -172,9 +172,10 @@ def refuse_to_start(path, role: str, identity, reason: str) -> None:
 
 def _refuse_roll_call(config: DeployConfig, rank: int, identity, reason: str, rendezvous=None) -> None:
     """Computing party (or dealer) ``rank`` checks in at the roll call only to say why it cannot
-    start: the others stop at once, naming it."""
+    start: the others stop at once, naming it.  It keeps trying for the whole ``join_timeout``
+    (the others may be started that much later)."""
     from ..mpc.comm.runtime import refuse_roll_call
 
     host, port = rendezvous or config.rendezvous
-    refuse_roll_call(rank, config.computing_parties + config.dealer, host, port + 1, reason,
-                     min(config.join_timeout, 30.0), identity=identity)
+    refuse_roll_call(rank, config.computing_parties + config.dealer, host, port + 1, reason, config.join_timeout,
+                     identity=identity)  # the others may start as late as join_timeout after it

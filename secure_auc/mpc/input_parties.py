@@ -341,9 +341,11 @@ def release_statistics(clients, first: int, noise_keys, mechanisms, twice: np.nd
     links[sharing.corrector].send_array(CH_STATS, sharing.correction(stats.reshape(1, width), "statistics"))
 
 
-def host_evaluation(h, clients, first, noise_keys, config, links, keep_ranks=False) -> HostResult:
+def host_evaluation(h, clients, first, noise_keys, config, links, keep_ranks=False, on_labels=None) -> HostResult:
     """One evaluation at client host ``h`` over its open ``links`` to the computing parties:
-    steps 1 to 5 (:class:`HostResult`)."""
+    steps 1 to 5 (:class:`HostResult`).  ``on_labels()`` (optional) is called just before the
+    clients' labels are first used (their statistics, after the rank step): nothing of them has
+    left the host before."""
     w = len(links)
     sharing = HostSharing(h, w)
     c = sharing.corrector
@@ -366,6 +368,8 @@ def host_evaluation(h, clients, first, noise_keys, config, links, keep_ranks=Fal
     out = HostResult()
     if keep_ranks:
         out["ranks"] = np.split(twice, np.cumsum(sizes)[:-1])
+    if on_labels is not None:
+        on_labels()
     release_statistics(clients, first, noise_keys, config.mechanisms, twice, total, sharing, links, config.report)
     return out
 

@@ -20,13 +20,13 @@ _spec.loader.exec_module(bench)
 ROLES = ["server", "helper-1", "client-0", "client-1"]  # the smallest deployment: 2 computing parties, no dealer
 
 
-def _small_deployment(folder, timeout, remove=(), roles=ROLES):
+def _small_deployment(folder, timeout, remove=(), roles=ROLES, sizes=(40, 30), epochs=1):
     """Two computing parties (the server deals: provider tfp, tests only) and two clients: four
     services, the fewest that show every kind of party a fault must reach."""
     from secure_auc.cli import main as cli
     from secure_auc.mpc.launch import free_port
 
-    bench.write_deployment(folder, [40, 30], epochs=1, ports=(free_port(), free_port(span=3), free_port()),
+    bench.write_deployment(folder, list(sizes), epochs=epochs, ports=(free_port(), free_port(span=3), free_port()),
                            timeout=timeout)
     keys = folder / "keys"
     bench._quiet(cli, ["roster", str(folder / "roster.json"), "--server", str(keys / "server.pem"), "--helpers",
@@ -135,21 +135,43 @@ def test_a_client_that_cannot_start_is_named_by_every_party_and_the_session_at_o
 
 def test_a_computing_party_that_cannot_start_is_named_at_the_roll_call_at_once(tmp_path):
     """Helper 1 was given another party's key: it checks in at the roll-call only to say so, and
-    the server names it at once (before: after join_timeout, here 120 s, "never joined")."""
+    the server names it at once (before: after join_timeout, here 120 s, "never joined"); the
+    server tells the clients and the session waiting for it (before: each waited out
+    join_timeout, then blamed the unreachable server)."""
     import shutil
+    import threading
 
-    procs = {}
+    from secure_auc.session import MPCSession
+
+    procs, said = {}, {}
+
+    def session():
+        try:
+            MPCSession.connect(tmp_path / "deploy.toml", key=tmp_path / "keys" / "server.pem")
+        except BaseException as exc:  # noqa: BLE001 - checked below
+            said["session"] = (time.monotonic(), exc)
+
+    waiting = threading.Thread(target=session)
     try:
         _small_deployment(tmp_path, 30.0, roles=[])  # written, nothing started
         shutil.copy(tmp_path / "keys" / "client-0.pem", tmp_path / "keys" / "helper-1.pem")
-        procs = {role: bench.start_service(tmp_path, role) for role in ("server", "helper-1")}
+        waiting.start()  # the session first: it waits for the server
+        procs = {role: bench.start_service(tmp_path, role) for role in ROLES}
         ends, lines = {}, {}
         for role, p in procs.items():
             _, err = p.communicate(timeout=100)
             ends[role], lines[role] = time.monotonic(), err.strip().splitlines()[-1]
+        waiting.join(timeout=30)
     finally:
         bench.stop(procs.values())
     cause = f"this key is not the one the roster {tmp_path / 'roster.json'} lists for the helper 1"
     assert lines["helper-1"] == f"secure-auc serve (helper-1): error: {cause}" and procs["helper-1"].returncode == 2
     assert lines["server"] == f"secure-auc serve (server): error: helper 1 (rank 1) cannot start: {cause}", lines
     assert procs["server"].returncode == 1 and abs(ends["server"] - ends["helper-1"]) < 5.0
+    for role in ROLES[2:]:  # as when another client cannot start: the cause, status 1
+        assert lines[role] == (f"secure-auc serve ({role}): error: the deployment did not start: helper 1 (rank 1) "
+                               f"cannot start: {cause}"), lines[role]
+        assert procs[role].returncode == 1 and ends[role] - ends["helper-1"] < 5.0, ends
+    assert isinstance(said["session"][1], MPCError), said
+    assert str(said["session"][1]) == f"the deployment did not start: helper 1 (rank 1) cannot start: {cause}"
+    assert said["session"][0] - ends["helper-1"] < 5.0

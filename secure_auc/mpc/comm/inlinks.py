@@ -39,8 +39,8 @@ from .. import MPCError
 from . import tls
 from .channel import ChannelError, public_bytes
 
-__all__ = ["InputLinkError", "InputLink", "Heartbeat", "PortBoard", "host_id", "listen", "accept_hosts", "connect",
-           "observers", "readable_sockets", "ready"]
+__all__ = ["InputLinkError", "ControlMessage", "InputLink", "Heartbeat", "PortBoard", "host_id", "listen",
+           "accept_hosts", "tell_hosts", "connect", "observers", "readable_sockets", "ready"]
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +60,15 @@ class PartyUnreachable(InputLinkError):
     """Nothing answered at a computing party's address for as long as the host tried."""
 
 
+class ControlMessage(InputLinkError):
+    """A message on the link's :attr:`InputLink.control` channel arrived where another was
+    expected (a deployment's end told in the middle of an evaluation): ``message`` holds it."""
+
+    def __init__(self, peer: str, message):
+        super().__init__(f"{peer} sent a control message in the middle of a step")
+        self.message = message
+
+
 def host_id(h: int) -> int:
     """The id of client host ``h`` in links (negative: never a rank)."""
     return -(h + 1)
@@ -75,11 +84,14 @@ class InputLink:
     knows; ``send_obj`` / ``recv_obj`` small JSON objects.  ``bytes`` counts
     what went over the wire in both directions once the link was up (TLS records; the
     handshake, about 3 KB, excluded).  ``peer_id``: the peer's rank, or the host's id
-    :func:`host_id`."""
+    :func:`host_id`.  ``control`` (None unless set): a channel whose message may arrive in place
+    of any other (the end of a deployment told in the middle of an evaluation); a wait then
+    raises :class:`ControlMessage` with it."""
 
     def __init__(self, session: tls.Session, peer_id: int, describe_peer: str, timeout: float):
         self.session, self.sock, self.peer_id, self.peer = session, session.sock, peer_id, describe_peer
         self.timeout = timeout
+        self.control: int | None = None
         self._sending = threading.Lock()  # one frame at a time (a :class:`Heartbeat` sends from its thread)
         self._handshake = session.wire_in + session.wire_out
 
@@ -135,6 +147,15 @@ class InputLink:
         ch, n = _HEADER.unpack(self._read_exact(_HEADER.size))
         while alive is not None and ch == alive and n == 0:  # the peer's heartbeat: wait on
             ch, n = _HEADER.unpack(self._read_exact(_HEADER.size))
+        if ch != channel and ch == self.control and n <= _MAX_OBJECT:  # the peer says why the step ends
+            raw = self._read_exact(n).tobytes()
+            for observe in observers:
+                observe(self.peer_id, ch, raw)
+            try:
+                message = json.loads(raw.decode())
+            except (UnicodeDecodeError, ValueError):
+                raise InputLinkError(f"{self.peer} sent a malformed control message") from None
+            raise ControlMessage(self.peer, message)
         if ch != channel:
             raise ChannelError(f"a message from {self.peer} arrived out of order (channel {ch}; expected "
                                f"channel {channel}); the run stops")
@@ -172,6 +193,23 @@ class InputLink:
             return json.loads(raw.decode())
         except (UnicodeDecodeError, ValueError):
             raise InputLinkError(f"{self.peer} sent a malformed control message") from None
+
+    def last_word(self, channel: int, seconds: float):
+        """The peer's next message on ``channel``, skipping the frames of other channels (a step's
+        messages it sent before), within ``seconds``; None if none came before it closed or the
+        time passed (a step that failed elsewhere may have ended because the peer ended it)."""
+        end = time.monotonic() + seconds
+        try:
+            while self.readable(max(0.0, end - time.monotonic())):
+                ch, n = _HEADER.unpack(self._read_exact(_HEADER.size))
+                if n > 1 << 30:  # not a frame's header: the stream is out of step
+                    return None
+                raw = self._read_exact(n).tobytes() if n else b""
+                if ch == channel and n <= _MAX_OBJECT:
+                    return json.loads(raw.decode())
+        except Exception:  # noqa: BLE001 - closed, silent or garbled: nothing was said
+            return None
+        return None
 
     def readable(self, seconds: float) -> bool:
         """Whether a message (or the peer's disconnection) has arrived within ``seconds``."""
@@ -341,6 +379,38 @@ def accept_hosts(server: socket.socket, me: int, identity, host_keys: list[bytes
     return links
 
 
+def tell_hosts(server: socket.socket, me: int, identity, host_keys: list[bytes], channel: int, message, *,
+               deadline: float, quiet: float, describe_me: str, describe_host) -> set[int]:
+    """Send ``message`` (on ``channel``) to each client host of ``host_keys`` that connects to
+    ``server`` (authenticated as :func:`accept_hosts` does), and close its link: a computing party
+    that cannot take part tells the hosts waiting for it why.  Ends once every host has been
+    told, at ``deadline``, or after ``quiet`` seconds with no new host; returns the hosts told."""
+    ctx = tls.context(identity, f"rank {me}", _BOUND, server_side=True)
+    told: set[int] = set()
+
+    def admit(c: tls.Session):
+        role = c.role or ""
+        h = int(role[5:]) if role.startswith("host ") and role[5:].isdigit() else -1
+        if not 0 <= h < len(host_keys):
+            return f"a connection claiming {role!r}"
+        if c.key != host_keys[h]:
+            return f"a connection claiming to be {describe_host(h)} with another key"
+        return h if h not in told else f"a second connection from {describe_host(h)}"
+
+    last = time.monotonic()
+    while len(told) < len(host_keys) and time.monotonic() < min(deadline, last + quiet):
+        accepted, _ = tls.accept(server, ctx, lambda c: _logged(admit(c), describe_me), len(host_keys) - len(told),
+                                 min(deadline, last + quiet), stop=lambda: True)  # each told as it comes
+        for h, c in accepted.items():
+            told.add(h)
+            link = InputLink(c, host_id(h), describe_host(h), 2.0)
+            with contextlib.suppress(Exception):  # it is gone already
+                link.send_obj(channel, message)
+            part([link])
+            last = time.monotonic()
+    return told
+
+
 def part(links: list[InputLink], wait: float = 2.0) -> None:
     """Close ``links`` so that what was last sent on each is read: stop sending (FIN), then
     drop what the peers still send until they close their ends (at most ``wait`` seconds in
@@ -378,10 +448,11 @@ def _connect_to_another(address: tuple[str, int], timeout: float) -> socket.sock
 
 
 def _handshake(ctx, p: int, addr: str, port: int, key: bytes, deadline: float, timeout: float, describe_party,
-               describe_me: str, dropped: int) -> tls.Session | None:
+               describe_me: str, dropped: int, waiting=None) -> tls.Session | None:
     """One connection to computing party ``p`` and its handshake: the session, or None if the
     party closed it unread (a flood of connections at it: try again); a refusal of this
-    party's key, a party with another key, or no answer by ``deadline`` raise."""
+    party's key, a party with another key, or no answer by ``deadline`` raise.  ``waiting()``
+    (optional) is called between tries while nothing listens at the party's address."""
     while True:
         try:
             sock = _connect_to_another((addr, port), max(0.1, min(2.0, deadline - time.monotonic())))
@@ -390,6 +461,8 @@ def _handshake(ctx, p: int, addr: str, port: int, key: bytes, deadline: float, t
             if time.monotonic() > deadline:
                 raise PartyUnreachable(f"{describe_party(p)} is not reachable at {addr}:{port} "
                                        f"(tried for {timeout:g} s)") from None
+            if waiting is not None:
+                waiting()
             time.sleep(0.1)
     _tune(sock, max(0.1, deadline - time.monotonic()))
     sess = tls.Session(sock, ctx, False)
@@ -427,11 +500,13 @@ def _handshake(ctx, p: int, addr: str, port: int, key: bytes, deadline: float, t
 
 
 def connect(h: int, identity, parties: list[tuple[str, int, bytes]], *, timeout: float, describe_party,
-            describe_me: str) -> list[InputLink]:
+            describe_me: str, waiting=None) -> list[InputLink]:
     """Client host ``h``: connect to every computing party ``(addr, port, public key)``
     (retrying until ``timeout`` while a party is not yet listening, or closes a connection
     unread, as it does in a flood of connections; ``port`` may be a :class:`PortBoard`) and
-    authenticate it.  A party that reads this host's key and refuses it is named at once."""
+    authenticate it.  A party that reads this host's key and refuses it is named at once.
+    ``waiting(links)`` (optional) is called with the links made so far between tries while a
+    party is not listening yet: it may raise to stop (a party already reached says why)."""
     links = []
     try:
         for p, (addr, port, key) in enumerate(parties):
@@ -441,7 +516,8 @@ def connect(h: int, identity, parties: list[tuple[str, int, bytes]], *, timeout:
             ctx = tls.context(identity, f"host {h}", _BOUND, server_side=False)
             dropped = 0
             while True:
-                sess = _handshake(ctx, p, addr, port, key, deadline, timeout, describe_party, describe_me, dropped)
+                sess = _handshake(ctx, p, addr, port, key, deadline, timeout, describe_party, describe_me, dropped,
+                                  None if waiting is None else lambda: waiting(links))
                 if sess is not None:
                     break
                 dropped += 1

@@ -68,7 +68,7 @@ import numpy as np
 from . import tls
 from .channel import ChannelError
 
-__all__ = ["Mesh", "connect", "listen_for_links", "local_address", "route_address", "interface_address", "MAX_FRAME", "MAX_STASH",
+__all__ = ["Mesh", "FAREWELL", "connect", "listen_for_links", "local_address", "route_address", "interface_address", "MAX_FRAME", "MAX_STASH",
            "MAX_STASHED", "taps", "TRACE_ENV", "DELAY_ENV", "message_depths"]
 
 _FRAME = struct.Struct("<IQ")
@@ -79,6 +79,8 @@ _PIECE = 1 << 18  # plaintext encrypted at once for a send
 _WIRE = 1 << 20  # bytes read from a socket at once
 _IN, _OUT = select.POLLIN | select.POLLPRI, select.POLLOUT
 _KEY = "secure-auc/mesh/{}"
+FAREWELL = 0xFFFFFFFF  # the channel of a party's last word before it closes its links mid-step (Mesh.farewell)
+FAREWELL_MAX = 4096  # bytes of it
 _RUN = "secure-auc/mesh/run"
 
 taps: list = []  # callables (peer, bytes): every plaintext byte this process reads from a peer (the audit)
@@ -502,13 +504,68 @@ class Mesh:
                 c.feed(self._wire[:got])
 
     def _gone(self, p: int, exc: OSError | None) -> ChannelError:
+        said = self._farewell_of(p)
+        if said is not None:  # it said why before it closed its link
+            err = ChannelError(f"another party disconnected: {self.describe(p)} ended the run "
+                               f"({_printable(said.get('reason'))}); the run cannot continue")
+            err.farewell, err.farewell_from = said, p
+            return err
         why = f" ({exc.strerror or exc})" if exc is not None else ""
         return ChannelError(f"another party disconnected: {self.describe(p)} closed its link{why} "
                             "(it crashed or was stopped); the run cannot continue")
 
+    def farewell(self, message: dict) -> None:
+        """Tell every peer why this party ends the run in the middle of a step (``message``, a
+        small JSON object): a peer waiting for it then reads it in the error its closed link
+        raises (``farewell``), instead of "closed its link".  Best effort: sent before
+        :meth:`close`, which writes it."""
+        import json
+
+        data = np.frombuffer(json.dumps(message).encode()[:FAREWELL_MAX], dtype=np.uint8)
+        for p in self.links:
+            if p not in self._failed:
+                with contextlib.suppress(ChannelError, OSError):
+                    self.isend(p, FAREWELL, data)
+
+    def last_word(self, p: int, seconds: float) -> dict | None:
+        """``p``'s farewell (:meth:`farewell`), reading what its link brings for up to ``seconds``
+        until it closes; None if it said none (a step that failed elsewhere may have ended
+        because ``p`` ended the run: this tells)."""
+        end = time.monotonic() + seconds
+        while True:
+            said = self._farewell_of(p)
+            if said is not None or p in self._failed:
+                return said if said is not None else getattr(self._failed[p], "farewell", None)
+            try:
+                self._read(p)
+            except ChannelError as exc:
+                self._failed.setdefault(p, exc)
+                return getattr(exc, "farewell", None)
+            left = end - time.monotonic()
+            if left <= 0:
+                return None
+            select.select([self.socks[p]], [], [], min(left, 0.05))
+
+    def _farewell_of(self, p: int) -> dict | None:
+        import json
+
+        for slot in self._stash.get((p, FAREWELL), ()):
+            if slot.done and slot.size <= FAREWELL_MAX:
+                try:
+                    said = json.loads(slot.data().decode())
+                except (UnicodeDecodeError, ValueError):
+                    return None
+                return said if isinstance(said, dict) else None
+        return None
+
     def _mismatch(self, p: int, length: int, expected: int | str) -> ChannelError:
         return ChannelError(f"a message from {self.describe(p)} to {self.describe(self.me)} does not fit "
                             f"(a frame of {length} bytes where {expected} were expected); the run stops")
+
+
+def _printable(text) -> str:
+    """``text`` (another party's) with its control characters escaped, for one log line."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))[:500]
 
 
 def message_depths(traces: dict[int, list]) -> dict[int, list[tuple[str, int]]]:

@@ -128,6 +128,17 @@ def accept_clients(plan, rank: int, identity, describe) -> tuple[dict, dict]:
     return links, joins
 
 
+def _last_word_of_the_server(seconds: float = 2.0):
+    """The server's farewell on the computing world's links (:meth:`..comm.transport.Mesh.last_word`), or None."""
+    from ..comm import secure
+
+    mesh = secure.mesh()
+    try:
+        return None if mesh is None else mesh.last_word(0, seconds)
+    except Exception:  # noqa: BLE001
+        return None
+
+
 def helper_service(plan, rank: int, identity, describe) -> int:
     """Helper ``rank``'s service of a deployment (CrypTen initialised): accept the clients, then
     evaluate or select each time the server says so (its broadcasts), until it ends the
@@ -143,10 +154,16 @@ def helper_service(plan, rank: int, identity, describe) -> int:
                 log.info("[%s] every client joined; waiting for evaluations", me)
             elif op == "cancel":
                 log.warning("[%s] %s", me, escape(msg["reason"]))
-            elif op == "evaluate":
-                role.evaluate()
-            elif op == "select":
-                role.select()
+            elif op in ("evaluate", "select"):
+                try:
+                    role.evaluate() if op == "evaluate" else role.select()
+                except Exception as exc:  # noqa: BLE001 - the server may have ended the deployment meanwhile
+                    # (its last word read from its closed link, or waiting there while a client's closed first)
+                    said = getattr(exc, "farewell", None) if getattr(exc, "farewell_from", None) == 0 else \
+                        _last_word_of_the_server()
+                    if not isinstance(said, dict) or said.get("op") != "end" or "reason" not in said:
+                        raise
+                    return ended(said, me, log)
             elif op == "end":
                 return ended(msg, me, log)
     finally:

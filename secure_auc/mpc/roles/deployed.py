@@ -16,7 +16,6 @@ every party and the session name the reason at once instead of waiting out ``joi
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 
 from ...validation import InputError
@@ -67,10 +66,21 @@ def run_computing(plan, rank: int, identity, *, started: float, epochs: int | No
 
     try:
         outcome = take_part(place, job, leave_on_error=True)
-    except PartyStartError as exc:  # the setting that expired, named
+    except Exception as exc:  # noqa: BLE001 - the world never stood: the setting that expired, named
         if getattr(exc, "started", True):
             raise
-        raise ServiceError(f"{exc}" + ("" if "cannot start" in str(exc) else f" ({plan.join_setting})")) from None
+        error = exc
+        if isinstance(exc, PartyStartError):
+            error = ServiceError(f"{exc}" + ("" if "cannot start" in str(exc) else f" ({plan.join_setting})"))
+        if rank == 0:  # the clients (and a session) waiting for the server are told why, not left waiting
+            from ..comm.runtime import explain
+            from .server import tell_who_waits
+
+            tell_who_waits(plan, identity, str(error) if isinstance(error, (ServiceError, InputError))
+                           else explain(error), session=epochs is None)
+        if error is exc:
+            raise
+        raise error from None
     if not place.dealer:
         return outcome
     if outcome is not None and not outcome[1]:
@@ -98,12 +108,11 @@ def refuse(plan, k: int, identity, reason: str) -> None:
     """Client ``k`` cannot take part (``reason``: a code of :data:`.control.REASONS`; any other
     text counts as ``"inputs"`` and stays here): it joins only to say why, so that every party
     and the session name the reason within seconds instead of waiting out ``join_timeout``
-    (best effort: computing parties that cannot be reached within ``join_timeout``, at most
-    30 s, learn it from their own wait)."""
+    (best effort: computing parties that cannot be reached within ``join_timeout`` learn it from
+    their own wait)."""
     from .host import client_service
 
     try:
-        client_service(dataclasses.replace(plan, join_timeout=min(plan.join_timeout, 30.0)), k, identity, None,
-                       refusal=reason)
+        client_service(plan, k, identity, None, refusal=reason)
     except Exception as unreachable:  # noqa: BLE001 - the refusal stands anyway
         log.debug("[client %d] the refusal did not reach the computing parties: %s", k, unreachable)

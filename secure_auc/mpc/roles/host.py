@@ -12,6 +12,7 @@ themselves are :mod:`..input_parties`'.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import time
@@ -19,7 +20,7 @@ import time
 import numpy as np
 
 from ...validation import InputError
-from ..comm.inlinks import connect
+from ..comm.inlinks import ControlMessage, connect
 from ..comm.roster import describe_helpers_rank, describe_host
 from ..input_parties import CH_HELLO, HostResult, host_evaluation, host_keep, host_session_select
 from ..party import PartyConfig
@@ -46,12 +47,13 @@ class HostRole:
         self.h, self.first, self.config, self.links = h, first, config, links
         self.kept: list = []
 
-    def evaluate(self, clients, noise_keys) -> HostResult:
+    def evaluate(self, clients, noise_keys, on_labels=None) -> HostResult:
         """One evaluation of ``clients`` (their scores and labels, :class:`secure_auc.ClientData`)
-        with each client's noise key (:func:`..input_parties.host_evaluation`), then their rank
-        statistic shared with the computing parties (:func:`..input_parties.host_keep`);
-        ``"ranks"``: each client's 2 x mid-ranks."""
-        out = host_evaluation(self.h, clients, self.first, noise_keys, self.config, self.links, True)
+        with each client's noise key (:func:`..input_parties.host_evaluation`; ``on_labels()``
+        just before their labels are first used), then their rank statistic shared with the
+        computing parties (:func:`..input_parties.host_keep`); ``"ranks"``: each client's 2 x
+        mid-ranks."""
+        out = host_evaluation(self.h, clients, self.first, noise_keys, self.config, self.links, True, on_labels)
         labels = [c.labels for c in clients]
         host_keep(self.links, self.h, labels, out["ranks"])
         self.kept.append((labels, np.concatenate(out["ranks"]).astype(np.int32)))
@@ -197,7 +199,7 @@ def client_service(plan, k: int, identity, inputs, *, refusal: str | None = None
         log.info("[%s] %d labels; connecting to the %d computing parties", me, len(inputs.labels), w)
     try:
         links = connect(k, identity, parties, timeout=plan.join_timeout, describe_party=describe_party,
-                        describe_me=me)
+                        describe_me=me, waiting=_told_by_the_server)
     except PartyUnreachable as exc:  # the usual cause: another computing party (or the dealer) is not up
         raise ServiceError(f"{exc} ({plan.join_setting}); a computing party takes "
                            "clients only once every computing party and the dealer have joined: check that each "
@@ -214,6 +216,7 @@ def client_service(plan, k: int, identity, inputs, *, refusal: str | None = None
             raise ServiceError(f"the deployment did not start: {escape(verdict.get('reason', verdict))}")
         for link in links:
             link.set_timeout(plan.timeout)
+        links[0].control = CH_CONTROL  # the server's end may come in the middle of a step
         log.info("[%s] joined the deployment; waiting for evaluations", me)
         releases = 0  # evaluations this service has scored: the index of the next one's noise key
         with forbid_crypten_randomness():
@@ -237,12 +240,52 @@ def client_service(plan, k: int, identity, inputs, *, refusal: str | None = None
                 # the others may score for as long as score_timeout
                 if not _decided(links, plan, describe_party, inputs.ledger, reservation, answer, me):
                     continue
-                with finishing(inputs.ledger, reservation):
-                    role.evaluate([ClientData(scores, inputs.labels)], [key])
+                labels_used: list = []
+                try:  # a step that ends before this client's labels were used released nothing of them
+                    with finishing(inputs.ledger, reservation), _marking_labels(labels_used):
+                        role.evaluate([ClientData(scores, inputs.labels)], [key],
+                                      on_labels=lambda: labels_used.append(True))
+                except Exception as exc:  # noqa: BLE001 - the server may have ended the deployment meanwhile
+                    # (its end read here, or waiting on its link while another party's link closed first)
+                    msg = exc.message if isinstance(exc, ControlMessage) else links[0].last_word(CH_CONTROL, 2.0)
+                    if not isinstance(msg, dict) or msg.get("op") != "end" or "reason" not in msg:
+                        if isinstance(exc, ControlMessage):
+                            raise ServiceError(f"the server sent {escape(repr(msg))[:60]} in the middle of an "
+                                               "evaluation") from None
+                        raise
+                    log.info("[%s] evaluation %d (epoch %s) stopped: %s", me, n, epoch,
+                             "its statistics were shared (charged)" if labels_used else "nothing was released")
+                    return ended(msg, me, log)
                 log.info("[%s] evaluation %d (epoch %s) done in %.3f s", me, n, epoch, time.perf_counter() - start)
     finally:
         for link in links:
             link.close()
+
+
+@contextlib.contextmanager
+def _marking_labels(labels_used: list):
+    """An evaluation that ends (a stop, a fault, the deployment's end) before this client used its
+    labels carries ``started = False``: its ledger withdraws the reservation
+    (:func:`secure_auc.dp.accountant.finishing`); after, it is charged (the aggregate may have
+    been opened)."""
+    try:
+        yield
+    except BaseException as exc:
+        with contextlib.suppress(AttributeError, TypeError):
+            exc.started = bool(labels_used)
+        raise
+
+
+def _told_by_the_server(links) -> None:
+    """While a client waits for another computing party to listen, the server it already reached
+    may say why the deployment cannot start (it could not: another computing party or the dealer
+    cannot); that is raised at once, instead of waiting out ``join_timeout``."""
+    if not links or not links[0].readable(0.0):
+        return
+    msg = links[0].recv_obj(CH_CONTROL)  # a closed link raises, naming the server
+    if isinstance(msg, dict) and msg.get("op") == "end":
+        raise ServiceError(f"the deployment did not start: {escape(msg.get('reason'))}")
+    raise ServiceError("the server sent a message before every computing party was reached")
 
 
 def _decided(links, plan, describe_party, ledger, reservation, answer, me: str) -> bool:

@@ -48,9 +48,11 @@ from .control import CH_CONTROL, ServiceError, ServicePlan, check_epoch, describ
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ServerService", "SESSION_HOST"]
+__all__ = ["ServerService", "SESSION_HOST", "tell_who_waits", "QUIET", "TELL_AT_MOST"]
 
 SESSION_HOST = 0  # the session's id among the server's session links (it authenticates with the server's key)
+QUIET = 1.0  # seconds a server that could not start goes on telling the parties waiting for it, after the last one
+TELL_AT_MOST = 10.0  # seconds it tells them at most (and at most join_timeout)
 
 
 class ServerService:
@@ -88,6 +90,7 @@ class ServerService:
         self.role = None  # the computing party's role over the clients' links (its kept statistics)
         self.kept_epochs, self.total = [], 0  # the epoch of each kept evaluation, the rows (for selections)
         self.interval = plan.interval
+        self.stepping = False  # in an evaluation's or a selection's MPC steps with the helpers
 
     # -- keeping the computing world's waits alive
     def tick(self) -> None:
@@ -177,7 +180,13 @@ class ServerService:
             except Exception:  # noqa: BLE001
                 pass
         try:
-            self.tell_helpers(msg)
+            if self.stepping:  # mid-step: a broadcast would meet the step's own messages
+                from ..comm import secure
+
+                if secure.mesh() is not None:
+                    secure.mesh().farewell(msg)  # read by the helpers when the server's links close
+            else:
+                self.tell_helpers(msg)
         except Exception:  # noqa: BLE001 - the helpers learn it from their own links
             pass
         with contextlib.suppress(Exception):  # a dealer that is gone learns nothing
@@ -186,22 +195,8 @@ class ServerService:
     def tell_waiting_session(self, control, reason: str) -> None:
         """A session that connected before the deployment could start (the server takes it only
         once every client joined) is told why it ended, instead of finding the link closed."""
-        if not ready([], 0.0, [control]):
-            return
-        try:
-            links = accept_hosts(control, 0, self.identity, [self.roster.server], timeout=5.0,
-                                 describe_me="the server", describe_host=lambda h: "the session")
-        except Exception as exc:  # noqa: BLE001 - a stray connection: nobody to tell
-            log.debug("[server] no session to tell: %s", exc)
-            return
-        link = links[SESSION_HOST]
-        try:
-            link.recv_obj(CH_CONTROL)  # its hello
-            link.send_obj(CH_CONTROL, {"error": f"the deployment did not start: {reason}", "fatal": True})
-        except Exception:  # noqa: BLE001 - it went away meanwhile
-            pass
-        finally:
-            link.close()
+        if ready([], 0.0, [control]):
+            _tell_session(control, self.identity, self.roster.server, reason, 5.0)
 
     def client_lost(self, h: int) -> ServiceError:
         try:
@@ -337,7 +332,9 @@ class ServerService:
         for link in self.links.values():
             link.send_obj(CH_CONTROL, {"op": "go"})
         self.tell_helpers({"op": "evaluate", "evaluation": n})
+        self.stepping = True
         result = self.role.evaluate()
+        self.stepping = False
         self.kept_epochs.append(epoch)
         self.sizes = [int(rows) for rows in result.sizes]  # each client's samples (public)
         self.total = sum(self.sizes)
@@ -381,7 +378,9 @@ class ServerService:
         for link in self.links.values():
             link.send_obj(CH_CONTROL, {"op": "go"})
         self.tell_helpers({"op": "select"})
+        self.stepping = True
         result = self.role.select()
+        self.stepping = False
         log.info("[server] selection among %d evaluations: epoch %s", len(idx), self.kept_epochs[result.selected])
         reply = {"ok": True, "selected": self.kept_epochs[result.selected], "epochs": list(epochs),
                  "argmax_seconds": round(result.argmax_seconds, 4), "argmax_bytes": result.argmax_bytes,
@@ -390,3 +389,73 @@ class ServerService:
             agg = result.release[1]
             reply["release"] = [int(agg.global_sum_fixed), int(agg.positives_fixed), int(agg.total)]
         return reply
+
+
+def _tell_session(control, identity, server_key: bytes, reason: str, timeout: float) -> bool:
+    """Tell a session that connects to ``control`` within ``timeout`` seconds that the deployment
+    did not start (``reason``; it raises :class:`secure_auc.MPCError` with it); whether one was told."""
+    try:
+        links = accept_hosts(control, 0, identity, [server_key], timeout=timeout, describe_me="the server",
+                             describe_host=lambda h: "the session")
+    except Exception as exc:  # noqa: BLE001 - no session, or a stray connection: nobody to tell
+        log.debug("[server] no session to tell: %s", exc)
+        return False
+    link = links[SESSION_HOST]
+    try:
+        link.recv_obj(CH_CONTROL)  # its hello
+        link.send_obj(CH_CONTROL, {"error": f"the deployment did not start: {reason}", "fatal": True})
+    except Exception:  # noqa: BLE001 - it went away meanwhile
+        pass
+    finally:
+        link.close()
+    return True
+
+
+def tell_who_waits(plan: ServicePlan, identity, reason: str, *, session: bool) -> None:
+    """The server could not start (``reason``: another computing party or the dealer cannot, or
+    never joined): the clients connecting to it, and with ``session`` a session connecting to
+    its session address, are told why (a client's ``end``; the session's error) instead of
+    waiting out ``join_timeout``.  It listens until each of them has been told, or :data:`QUIET`
+    seconds pass with nobody new (at most :data:`TELL_AT_MOST` seconds and ``join_timeout``).
+    Best effort: raises nothing."""
+    import threading
+
+    from ..comm.inlinks import tell_hosts
+
+    begun = time.monotonic()
+    deadline = begun + min(plan.join_timeout, TELL_AT_MOST)
+    try:
+        clients = listen(plan.listen[0], plan.client_addresses[0][1])
+    except Exception as exc:  # noqa: BLE001 - its port is taken: nobody can be told
+        log.debug("[server] cannot tell the clients: %s", exc)
+        return
+    told_session: list = []
+    teller = None
+    if session:
+        try:
+            control = listen(*plan.session_address)
+        except Exception:  # noqa: BLE001
+            control = None
+        if control is not None:
+            def tell():
+                try:
+                    told_session.append(_tell_session(control, identity, plan.roster.server, reason,
+                                                      max(0.0, deadline - time.monotonic())))
+                finally:
+                    control.close()
+
+            teller = threading.Thread(target=tell, name="secure-auc tell the session", daemon=True)
+            teller.start()
+    try:
+        told = tell_hosts(clients, 0, identity, list(plan.roster.clients), CH_CONTROL,
+                          {"op": "end", "reason": reason, "shutdown": False}, deadline=deadline, quiet=QUIET,
+                          describe_me="the server", describe_host=lambda h: f"client {h}")
+    except Exception as exc:  # noqa: BLE001
+        log.debug("[server] telling the clients failed: %s", exc)
+        told = set()
+    finally:
+        clients.close()
+    if teller is not None:  # a session that is waiting connects about as soon as the clients do
+        teller.join(timeout=max(0.0, begun + QUIET - time.monotonic()))
+    log.debug("[server] told %d client(s)%s why the deployment did not start", len(told),
+              " and the session" if told_session and told_session[0] else "")
