@@ -689,12 +689,21 @@ def main(argv: list[str] | None = None) -> int:
 
 
 
+_STOPPED = (129, 130, 143)  # SIGHUP, SIGINT, SIGTERM (stop_status): every party stopped, nothing waited for
+
+
 def _leave_at_once(code: int) -> None:
     """End the process without the interpreter's finalisation, which takes 1-2 s with torch
     loaded (more on a busy machine), once every party is stopped and the result or the line
-    printed; the ``atexit`` functions (temporary files, logging, multiprocessing's) still run."""
+    printed; the command's other threads are waited for (unless it was stopped by a signal) and
+    the ``atexit`` functions (temporary files, logging, multiprocessing's) run, as at the
+    interpreter's own exit."""
     import atexit
+    import threading
 
+    for thread in threading.enumerate():  # as the interpreter's own exit: its other threads end first
+        if thread is not threading.current_thread() and not thread.daemon and code not in _STOPPED:
+            thread.join()
     atexit._run_exitfuncs()
     sys.stdout.flush()
     sys.stderr.flush()
