@@ -104,9 +104,16 @@ def test_a_client_that_cannot_start_is_named_by_every_party_and_the_session_at_o
             said["session"] = exc
 
     # the session first: it waits for the server (a session that connects after the deployment has
-    # ended hears only that the server is not reachable, after join_timeout)
+    # ended hears only that the server is not reachable, after join_timeout); what it imports is loaded
+    # here, so that on a loaded machine it is connecting before the services start
+    import importlib
+
+    for module in ("secure_auc.deploy.session", "secure_auc.mpc.comm.inlinks", "secure_auc.mpc.comm.runtime"):
+        importlib.import_module(module)
+
     waiting = threading.Thread(target=session)
     waiting.start()
+    time.sleep(1.0)
     procs = {role: bench.start_service(tmp_path, role, config_name="typo.toml" if role == "client-0" else
                                        "deploy.toml") for role in ROLES}
     try:

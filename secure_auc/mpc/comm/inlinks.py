@@ -346,15 +346,9 @@ def accept_hosts(server: socket.socket, me: int, identity, host_keys: list[bytes
     ctx = tls.context(identity, f"rank {me}", _BOUND, server_side=True)
 
     def admit(c: tls.Session):
-        role = c.role or ""
-        h = int(role[5:]) if role.startswith("host ") and role[5:].isdigit() else -1
-        if not 0 <= h < len(host_keys):
-            return f"a connection claiming {role!r}"
-        if c.key != host_keys[h]:
-            return f"a connection claiming to be {describe_host(h)} with another key"
-        if h in taken:
-            return f"a second connection from {describe_host(h)}"
-        taken.add(h)
+        h = _host_of(c, host_keys, taken, describe_host)
+        if isinstance(h, int):
+            taken.add(h)
         return h
 
     taken: set[int] = set()
@@ -379,6 +373,18 @@ def accept_hosts(server: socket.socket, me: int, identity, host_keys: list[bytes
     return links
 
 
+def _host_of(c: tls.Session, host_keys: list[bytes], taken: set[int], describe_host):
+    """The index of the client host that connection ``c`` authenticated as, or why it is refused: a
+    role no host has, a key other than the host's in ``host_keys``, a host already in ``taken``."""
+    role = c.role or ""
+    h = int(role[5:]) if role.startswith("host ") and role[5:].isdigit() else -1
+    if not 0 <= h < len(host_keys):
+        return f"a connection claiming {role!r}"
+    if c.key != host_keys[h]:
+        return f"a connection claiming to be {describe_host(h)} with another key"
+    return h if h not in taken else f"a second connection from {describe_host(h)}"
+
+
 def tell_hosts(server: socket.socket, me: int, identity, host_keys: list[bytes], channel: int, message, *,
                deadline: float, quiet: float, describe_me: str, describe_host) -> set[int]:
     """Send ``message`` (on ``channel``) to each client host of ``host_keys`` that connects to
@@ -389,13 +395,7 @@ def tell_hosts(server: socket.socket, me: int, identity, host_keys: list[bytes],
     told: set[int] = set()
 
     def admit(c: tls.Session):
-        role = c.role or ""
-        h = int(role[5:]) if role.startswith("host ") and role[5:].isdigit() else -1
-        if not 0 <= h < len(host_keys):
-            return f"a connection claiming {role!r}"
-        if c.key != host_keys[h]:
-            return f"a connection claiming to be {describe_host(h)} with another key"
-        return h if h not in told else f"a second connection from {describe_host(h)}"
+        return _host_of(c, host_keys, told, describe_host)
 
     last = time.monotonic()
     while len(told) < len(host_keys) and time.monotonic() < min(deadline, last + quiet):
