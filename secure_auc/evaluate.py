@@ -482,7 +482,9 @@ def evaluate(
         extra |= privacy_spent(reservation)
     if release:
         extra["release"] = int(release)
-    seconds = time.perf_counter() - start - extra.get("startup_seconds", 0.0)  # the start-up is reported apart
+    # the start-up is reported apart (of it, what came before this call when it counts from an earlier start)
+    before = max(0.0, start - (mpc_options or {}).get("started", start))
+    seconds = time.perf_counter() - start - max(0.0, extra.get("startup_seconds", 0.0) - before)
     if report is not None:
         result = make_result(mechanism, estimate, aggregate, sizes, protocol=protocol, seconds=seconds,
                              seed=user_seed if protocol == "plain" else None,

@@ -158,3 +158,20 @@ def test_json_never_holds_infinity():
 
     assert json.dumps(json_safe({"auc": float("inf"), "x": [float("nan"), 1.0]}), allow_nan=False) == \
         '{"auc": null, "x": [null, 1.0]}'
+
+
+def test_the_commands_start_up_counts_from_its_process_start(monkeypatch, capsys):
+    """``secure-auc evaluate --protocol mpc`` as a process's own command reports its start-up from the
+    process's start (its imports included); ``seconds`` still leaves the start-up out."""
+    import json
+
+    import secure_auc.cli as cli_module
+    import secure_auc.deploy.service as service
+
+    monkeypatch.setattr(cli_module, "is_command_line", lambda: True)
+    monkeypatch.setattr(service, "process_seconds", lambda: 100.0)  # as if the process had started 100 s ago
+    assert cli_module.main(["evaluate", "--protocol", "mpc", "--samples", "300", "--clients", "2", "--computing-parties",
+                            "2", "--provider", "tfp", "--json", "-q"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert 100.0 <= out["startup_seconds"] < 100.0 + 120, out
+    assert 0.0 <= out["seconds"] < 60, out

@@ -12,7 +12,7 @@ from ..data.partition import SCHEMES
 from ..dp.family import UNIVERSAL, MechanismChoice
 from ..dp.registry import DEFAULT_FAMILY, FAMILIES, families, family
 from ..mpc import RANK_METHODS, MPCError, rank_method_help
-from ..interrupts import as_usual
+from ..interrupts import as_usual, is_command_line
 from ..validation import InputError, check_run_numbers
 from .ledger import add_ledger_options, add_planning_options, check_ledger_options
 from .ledger import add_parser as add_ledger_parser
@@ -486,6 +486,12 @@ def evaluation_request(args):
         computing = opt.get("computing_parties", 3) if opt["layout"] == "helpers" else 0
         mpc_options = {"provider": opt["provider"], "sort": opt["sort"], "timeout": opt["timeout"],
                        "port": args.port or None, "progress": not args.quiet, "computing": computing}
+        if computing and is_command_line():  # this process is the command: its start-up from its own start
+            import time
+
+            from ..deploy.service import process_seconds
+
+            mpc_options["started"] = time.perf_counter() - process_seconds()
         if args.threads is not None:
             from ..mpc.threads import check_threads
 

@@ -61,4 +61,4 @@ from .sort.registry import RANK_METHOD_HELP, RANK_METHODS, rank_method_help  # n
 
 __all__ = ["MPCError", "MPC_OPTIONS", "RANK_METHODS", "RANK_METHOD_HELP", "rank_method_help"]
 
-MPC_OPTIONS = ("provider", "sort", "timeout", "port", "progress", "computing", "hosts", "threads")  # of session.run_mpc_local
+MPC_OPTIONS = ("provider", "sort", "timeout", "port", "progress", "computing", "hosts", "threads", "started")  # of session.run_mpc_local

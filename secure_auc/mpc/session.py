@@ -64,6 +64,11 @@ class LocalSession:
         process (never sent to a party).
     dataset_name : str, optional
         A name for the clients' datasets in the ledger's report.
+    started : float, optional
+        The :func:`time.perf_counter` reading from which the first evaluation's
+        ``startup_seconds`` count (default: this session's creation); the command line gives its
+        process's start, so that its start-up includes its own imports.
+
     Examples
     --------
     Used as a context manager, so the parties stop with the block (not run here: it starts
@@ -82,7 +87,8 @@ class LocalSession:
     def __init__(self, labels, mechanism, *, computing: int = 3, provider: str = "ttp", sort: str = RANK_METHODS[0],
                  timeout: float = 60.0, hosts: int | None = None, port: int | None = None, ledger=None,
                  dataset_name: str | None = None, progress: bool = False, metrics=None,
-                 budget: dict | None = None, report=None, ids=None, threads: int | None = None):
+                 budget: dict | None = None, report=None, ids=None, threads: int | None = None,
+                 started: float | None = None):
         if computing not in (2, 3):
             raise InputError(f"a session has 2 or 3 computing parties, got {computing}")
         self.labels = [check_binary_labels(y, name=f"client {k}: labels") for k, y in enumerate(labels)]
@@ -124,7 +130,7 @@ class LocalSession:
         self._opened = False  # whether the current evaluation's aggregate reached this process
         self.releases = 0  # evaluations started: the index of the next one's noise keys
         self._error: BaseException | None = None
-        self._started = time.perf_counter()
+        self._started = time.perf_counter() if started is None else float(started)
         self.startup_seconds: float | None = None  # known once the first evaluation has waited for the parties
         self._start(hosts, port)
 
@@ -429,6 +435,7 @@ def run_mpc_local(
     computing: int = 3,
     hosts: int | None = None,
     threads: int | None = None,
+    started: float | None = None,
 ):
     """Run the MPC protocol with local processes.
 
@@ -439,17 +446,19 @@ def run_mpc_local(
     ``noise_keys[k]`` (optional, reproducible runs): client k's noise key, handed
     to the process of client k only (:func:`secure_auc.dp.rng.client_key` derives them
     from a seed).  ``threads``: each computing party's threads for its local work
-    (default: the cores it may use).  Returns ``(estimate, aggregate, cost)`` where ``cost`` has the
+    (default: the cores it may use).  ``started``: as :class:`LocalSession` takes it (the helpers
+    layout).  Returns ``(estimate, aggregate, cost)`` where ``cost`` has the
     wall seconds, and per party the bytes sent and received and communication rounds.
     """
     return run_mpc_report(clients, mechanism, None, noise_keys=noise_keys, provider=provider, sort=sort,
                           timeout=timeout, port=port, progress=progress, computing=computing, hosts=hosts,
-                          threads=threads)
+                          threads=threads, started=started)
 
 
 def run_mpc_report(clients: list[ClientData], mechanism, report, *, noise_keys=None, provider: str = "ttp",
                    sort: str = RANK_METHODS[0], timeout: float = 60.0, port: int | None = None, progress: bool = True,
-                   computing: int = 3, hosts: int | None = None, threads: int | None = None):
+                   computing: int = 3, hosts: int | None = None, threads: int | None = None,
+                   started: float | None = None):
     """:func:`run_mpc_local` with a ``report`` (a :class:`secure_auc.report.release.ReportPlan`, or
     None): its metrics join the returned ``cost``."""
     if computing not in (0, 2, 3):
@@ -462,7 +471,7 @@ def run_mpc_report(clients: list[ClientData], mechanism, report, *, noise_keys=N
     if computing:
         with LocalSession([c.labels for c in clients], mechanism, computing=computing, provider=provider, sort=sort,
                         timeout=timeout, hosts=hosts, port=port, progress=progress, report=report,
-                          threads=threads) as session:
+                          threads=threads, started=started) as session:
             estimate, aggregate, extra, _ = session.run([c.scores for c in clients], noise_keys=noise_keys)
         return estimate, aggregate, extra | {"mpc_seconds": round(time.perf_counter() - start, 3)}
     config = PartyConfig(mechanisms=(mechanism,), clients=len(clients), provider=provider, sort=sort,
