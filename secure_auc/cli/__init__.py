@@ -510,15 +510,6 @@ def evaluation_request(args):
                              metrics=metrics)
 
 
-def prestart_parties() -> None:
-    """The options are checked and a local MPC run follows: its fork server starts importing torch,
-    CrypTen and the kernels now, while this process reads the data and imports the launcher
-    (about 4 s less from the command's start to the first party's, on 2 idle cores)."""
-    from ..mpc.forkserver import prestart
-
-    prestart()
-
-
 def cmd_evaluate(args) -> int:
     from ..request import run_request
     from .output import step_progress
@@ -531,8 +522,10 @@ def cmd_evaluate(args) -> int:
               "(seed, k) and handed to client k's process only; the server and the dealer never receive it. "
               "Whoever knows the seed can recompute every client's noise: use it for tests and reproductions, "
               "never in a deployment", file=sys.stderr)
-    if request.protocol == "mpc":
-        prestart_parties()
+    if request.protocol == "mpc":  # options checked: the parties' fork server imports while the data is read
+        from ..mpc.forkserver import prestart
+
+        prestart()
     outcome = run_request(request, progress=progress)
     print_report(outcome.result, outcome.source, args.json, report=outcome.report, flips=outcome.flips)
     show_report(args, outcome.report)
@@ -604,7 +597,9 @@ def cmd_compare(args) -> int:
     mechanism = choice.mechanism()
     margs = choice.argv()
     check_writable_dir(args.out)  # before the sweep, not after it
-    prestart_parties()
+    from ..mpc.forkserver import prestart
+
+    prestart()
     with progress_bar(args, len(sizes) * len(parties), "compare") as bar:
         if progress_enabled(args):
             def progress(msg):
@@ -693,8 +688,6 @@ def main(argv: list[str] | None = None) -> int:
         return code
 
 
-
-
 _STOPPED = (129, 130, 143)  # SIGHUP, SIGINT, SIGTERM (stop_status): every party stopped, nothing waited for
 
 
@@ -707,9 +700,10 @@ def _leave_at_once(code: int) -> None:
     import atexit
     import threading
 
-    for thread in threading.enumerate():  # as the interpreter's own exit: its other threads end first
-        if thread is not threading.current_thread() and not thread.daemon and code not in _STOPPED:
-            thread.join()
+    if code not in _STOPPED:  # as the interpreter's own exit: the command's other threads end first
+        for thread in threading.enumerate():
+            if thread is not threading.current_thread() and not thread.daemon:
+                thread.join()
     atexit._run_exitfuncs()
     sys.stdout.flush()
     sys.stderr.flush()

@@ -25,9 +25,9 @@ log = logging.getLogger("secure_auc.mpc.launch")
 
 # what every party imports: loaded once by the fork server, so a party starts in milliseconds
 PRELOAD = ["secure_auc.mpc.preload_begin", "secure_auc.mpc.launch", "secure_auc.mpc.input_parties",
-           "secure_auc.mpc.primitives.dealer", "secure_auc.mpc.audit", "secure_auc.mpc.comm.runtime", "secure_auc.mpc.roles.world",
-           "secure_auc.mpc.roles.computing", "secure_auc.mpc.roles.host", "secure_auc.mpc.finish",
-           "secure_auc.mpc.warm_kernels"]
+           "secure_auc.mpc.primitives.dealer", "secure_auc.mpc.audit", "secure_auc.mpc.comm.runtime",
+           "secure_auc.mpc.roles.world", "secure_auc.mpc.roles.computing", "secure_auc.mpc.roles.host",
+           "secure_auc.mpc.finish", "secure_auc.mpc.warm_kernels"]
 
 
 def context():
