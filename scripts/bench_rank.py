@@ -6,6 +6,7 @@
     .venv/bin/python scripts/bench_rank.py --methods radix --markdown --plot docs/figures/bench_rank.png
     .venv/bin/python scripts/bench_rank.py --from-json rows.json --plot docs/figures/bench_rank.png   # no run
     .venv/bin/python scripts/bench_rank.py --methods radix --sizes 1048576 --steps --rtt-ms 20 --gbit 1
+    .venv/bin/python scripts/bench_rank.py --methods radix --sizes 1048576 --threads 1 2 4 --pin
 
 "Parties" counts the computing parties in the protocol's layout: the server
 (rank 0, no scores) and parties - 1 clients holding equal slices of the
@@ -38,22 +39,86 @@ MB of it is the interpreter, torch and CrypTen) divided by M.  ``--steps``
 prints each run's steps (sharing, digit rounds, mid-rank scan, unsort,
 opening to owners) with their rounds, bytes, CPU seconds and seconds per
 party.  The sorting network is run up to ``--max-network`` scores (default
-2^20: above, it takes minutes).
+2^20: above, it takes minutes).  ``--threads N ...`` runs each size with N threads in
+every process (the compiled kernels' and torch's; default the launcher's, the cores divided
+among the processes); with ``--pin`` each process runs on its own N cores (rank r on the
+r-th N cores of this process's affinity, the dealer on the last N), as parties on machines
+of their own would.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 
 import numpy as np
 
 
-def _job(rank, part, sizes, method):
+PIN_ENV = "SECURE_AUC_BENCH_PIN"  # "1": each process on its own cores (set before the fork server starts)
+TORCH_THREADS_ENV = "SECURE_AUC_BENCH_TORCH_THREADS"  # torch's threads apart from the kernels' (likewise)
+
+
+def pin(index: int, count: int) -> list[int]:
+    """Run every thread of this process on the ``index``-th ``count`` cores of its affinity
+    (``index`` = -1: the last ``count``); returns those cores."""
+    cores = sorted(os.sched_getaffinity(0))
+    chosen = cores[-count:] if index < 0 else cores[index * count:(index + 1) * count]
+    if len(chosen) < count or (index >= 0 and (index + 1) * count > len(cores)):
+        raise SystemExit(f"--pin: {len(cores)} cores, too few for process {index} with {count} each")
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setaffinity(int(tid), chosen)
+        except ProcessLookupError:  # a thread that has just ended
+            pass
+    return chosen
+
+
+def _pin_the_dealer() -> None:
+    """In a party process started with ``--pin``: the dealer runs on the last cores, as many as
+    its threads, from its first batch on."""
+    if os.environ.get(PIN_ENV) != "1":
+        return
+    from secure_auc.mpc.primitives import dealer
+
+    if getattr(dealer._worker, "_pinned", False):
+        return
+    worker, done = dealer._worker, []
+
+    def pinned(state):
+        if not done:
+            import numba
+
+            done.append(pin(-1, numba.get_num_threads()))
+            _torch_threads()
+        return worker(state)
+
+    pinned._pinned = True
+    dealer._worker = pinned
+
+
+if __name__ == "__mp_main__":
+    _pin_the_dealer()
+
+
+def _torch_threads() -> None:
+    """``--torch-threads``: torch's threads in this process, apart from the kernels'."""
+    if os.environ.get(TORCH_THREADS_ENV):
+        import torch
+
+        torch.set_num_threads(int(os.environ[TORCH_THREADS_ENV]))
+
+
+def _job(rank, part, sizes, method, pinned=False):
     """One computing party: the rank step alone, with its seconds, bytes, messages, peak memory,
     its mesh's trace (the message rounds, :func:`rounds_by_step`) and where each step ended."""
+    if pinned:
+        import numba
+
+        pin(rank, numba.get_num_threads())
+    _torch_threads()
     from secure_auc.mpc import ranks
     from secure_auc.mpc.comm import backend, secure
     from secure_auc.mpc.ranks import rank_step
@@ -79,7 +144,7 @@ def _job(rank, part, sizes, method):
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     stats = comm.get_communication_stats()
     return {"seconds": seconds, "cpu": cpu, "bytes": int(stats["bytes"]), "messages": int(stats["rounds"]),
-            "twice": twice, "peak_rss": _peak_rss(), "ends": ends,
+            "twice": twice, "peak_rss": _peak_rss(), "ends": ends, "cores": _cores(),
             "trace": None if mesh is None else mesh.trace}
 
 
@@ -87,7 +152,23 @@ def _dealer_peak() -> dict:
     from secure_auc.mpc.comm import secure
 
     mesh = secure.mesh()
-    return {"peak_rss": _peak_rss(), "cpu": time.process_time(), "trace": None if mesh is None else mesh.trace}
+    return {"peak_rss": _peak_rss(), "cpu": time.process_time(), "cores": _cores(),
+            "trace": None if mesh is None else mesh.trace}
+
+
+def _cores() -> str:
+    """The cores this process's threads may run on, as a range ("0-3") or a list."""
+    cores = sorted({c for tid in os.listdir("/proc/self/task") for c in _affinity(int(tid))})
+    if cores and cores == list(range(cores[0], cores[-1] + 1)):
+        return f"{cores[0]}-{cores[-1]}" if len(cores) > 1 else str(cores[0])
+    return ",".join(map(str, cores))
+
+
+def _affinity(tid: int) -> set:
+    try:
+        return os.sched_getaffinity(tid)
+    except ProcessLookupError:
+        return set()
 
 
 def rounds_by_step(done: dict, parties: int) -> tuple[list[int] | None, list[dict]]:
@@ -163,25 +244,23 @@ def auc_from_twice_ranks(twice: np.ndarray, labels: np.ndarray) -> float:
 
 
 def run(m: int, parties: int, provider: str, dtype: str, method: str = "radix", seed: int = 0,
-        timeout: float = 3600) -> dict:
+        timeout: float = 3600, threads: int | None = None, pinned: bool = False) -> dict:
     from scipy.stats import rankdata
 
     from secure_auc.mpc.launch import run_parties
 
     if parties < 2:
         raise SystemExit("--parties: at least 2 (the server and one client)")
-    import os
-
     from secure_auc.mpc.comm.transport import TRACE_ENV
 
     os.environ.setdefault(TRACE_ENV, "1")  # the parties' traces give the rounds (started with the fork server)
     scores, labels = scores_for(m, dtype, seed)
     parts = np.array_split(scores, parties - 1)
     sizes = [len(p) for p in parts]
-    per_rank = {r: (parts[r - 1] if r >= 1 else None, sizes, method) for r in range(parties)}
+    per_rank = {r: (parts[r - 1] if r >= 1 else None, sizes, method, pinned) for r in range(parties)}
     wall = time.perf_counter()
     done = run_parties(_job, per_rank, parties, provider=provider, timeout=120, deadline=timeout,
-                       after_dealer=_dealer_peak)
+                       after_dealer=_dealer_peak, threads=threads)
     wall = time.perf_counter() - wall
     got = np.concatenate([done[r]["twice"] for r in range(1, parties)])
     exact = bool(np.array_equal(got, 2 * (rankdata(scores) - 1)))
@@ -195,6 +274,8 @@ def run(m: int, parties: int, provider: str, dtype: str, method: str = "radix", 
     rounds, steps = rounds_by_step(done, parties)
     return {
         "method": method, "samples": m, "parties": parties, "provider": provider, "dtype": dtype,
+        "threads": threads, "pinned": pinned,
+        "torch_threads": int(os.environ[TORCH_THREADS_ENV]) if os.environ.get(TORCH_THREADS_ENV) else threads,
         "seconds_per_party": [round(done[r]["seconds"], 2) for r in range(parties)],
         "cpu_per_party": [round(done[r]["cpu"], 2) for r in range(parties)],
         "bytes_per_party": [done[r]["bytes"] for r in range(parties)],
@@ -203,6 +284,8 @@ def run(m: int, parties: int, provider: str, dtype: str, method: str = "radix", 
         "peak_rss_per_party": [done[r]["peak_rss"] for r in range(parties)],
         "dealer_peak_rss": done[parties]["peak_rss"] if provider == "ttp" else None,
         "dealer_cpu": round(done[parties]["cpu"], 2) if provider == "ttp" else None,
+        "cores_per_process": [done[r]["cores"] for r in range(parties)] + (
+            [done[parties]["cores"]] if provider == "ttp" else []),
         "seconds": max(done[r]["seconds"] for r in range(parties)),
         "bytes_per_score": max(done[r]["bytes"] for r in range(parties)) / m,
         "rounds": None if rounds is None else max(rounds),
@@ -218,19 +301,23 @@ DEFAULT_SIZES = sorted([2**e for e in range(12, 23)] + [458_407, 4_584_062])
 
 def growth(rows: list[dict], min_size: int = 2**14) -> list[dict]:
     """Least-squares exponent b in seconds ~ M^b (sizes >= ``min_size``), and seconds / (M log2 M)
-    at each end, per method and parties."""
+    at each end, per method, parties and threads."""
     out = []
-    for key in sorted({(r["method"], r["parties"]) for r in rows}):
+    for key in sorted({(r["method"], r["parties"], r.get("threads") or 0) for r in rows}):
         pts = sorted((r["samples"], r["seconds"]) for r in rows
-                     if (r["method"], r["parties"]) == key and r["samples"] >= min_size)
+                     if (r["method"], r["parties"], r.get("threads") or 0) == key and r["samples"] >= min_size)
         if len(pts) < 2:
             continue
         m, t = np.array(pts, dtype=float).T
         b = float(np.polyfit(np.log(m), np.log(t), 1)[0])
         per = t / (m * np.log2(m)) * 1e9
-        out.append({"method": key[0], "parties": key[1], "sizes": [int(x) for x in m], "exponent": round(b, 3),
-                    "ns_per_M_log2M": [round(float(x), 2) for x in per]})
+        out.append({"method": key[0], "parties": key[1], "threads": key[2] or None, "sizes": [int(x) for x in m],
+                    "exponent": round(b, 3), "ns_per_M_log2M": [round(float(x), 2) for x in per]})
     return out
+
+
+def _with(g: dict) -> str:
+    return f", {g['threads']} threads" if g.get("threads") else ""
 
 
 def print_failed(errors: list[dict]) -> None:
@@ -252,14 +339,20 @@ def _modelled(r: dict, rtt_ms: float, gbit: float) -> str:
 
 
 def markdown(rows: list[dict], rtt_ms: float = 20.0, gbit: float = 1.0) -> str:
-    head = ("| method | M | parties | seconds | CPU s (max party) | bytes per score (busiest) | rounds | "
+    threads = any(r.get("threads") for r in rows)
+    head = ("| method | M | parties | " + ("threads | " if threads else "") +
+            "seconds | CPU s (max party) | CPU s (dealer) | bytes per score (busiest) | rounds | "
             f"modelled s ({rtt_ms:g} ms, {gbit:g} Gbit/s) | peak bytes per score | exact | AUC diff |\n"
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|")
+            "|---|---:|---:|" + ("---:|" if threads else "") + "---:|---:|---:|---:|---:|---:|---:|---|---:|")
     lines = [head]
     for r in rows:
         auc = f"{r['auc']['diff']:.1e}" if r["auc"] else ""
-        lines.append(f"| {r['method']} | {r['samples']:,} | {r['parties']} | {r['seconds']:.2f} | "
-                     f"{max(r['cpu_per_party']):.1f} | {r['bytes_per_score']:,.0f} | {_rounds(r)} | "
+        torch = r.get("torch_threads", r.get("threads"))
+        n = (f"{r.get('threads') or ''}{'' if torch == r.get('threads') else f' (torch {torch})'}"
+             f"{' pinned' if r.get('pinned') else ''} | ") if threads else ""
+        dealer = "" if r.get("dealer_cpu") is None else f"{r['dealer_cpu']:.1f}"
+        lines.append(f"| {r['method']} | {r['samples']:,} | {r['parties']} | {n}{r['seconds']:.2f} | "
+                     f"{max(r['cpu_per_party']):.1f} | {dealer} | {r['bytes_per_score']:,.0f} | {_rounds(r)} | "
                      f"{_modelled(r, rtt_ms, gbit)} | "
                      f"{r['peak_bytes_per_score']:,.0f} | {'yes' if r['exact'] else 'NO'} | {auc} |")
     return "\n".join(lines)
@@ -333,6 +426,13 @@ def main() -> int:
                    help="the network model's bandwidth per party, Gbit/s (default 1)")
     p.add_argument("--steps", action="store_true",
                    help="also print each run's steps: rounds, bytes, CPU seconds and seconds per party")
+    p.add_argument("--threads", type=int, nargs="+", default=[None], metavar="N",
+                   help="threads per process, one run each (default: the launcher's, the cores divided "
+                        "among the processes)")
+    p.add_argument("--torch-threads", type=int, metavar="K",
+                   help="torch's threads in every process, apart from the compiled kernels' (default: as many)")
+    p.add_argument("--pin", action="store_true",
+                   help="each process on its own cores, as many as its threads (needs --threads)")
     p.add_argument("--json", action="store_true", help="print one JSON object {rows, growth}")
     p.add_argument("--markdown", action="store_true", help="print the table in Markdown")
     p.add_argument("--plot", metavar="PNG", help="also plot seconds, bytes and peak memory per score against M")
@@ -341,6 +441,21 @@ def main() -> int:
     args = p.parse_args()
     if not (args.rtt_ms >= 0 and args.gbit > 0):
         p.error("--rtt-ms must be >= 0 and --gbit > 0")
+    if any(t is not None and t < 1 for t in args.threads):
+        p.error("--threads: at least 1")
+    if args.torch_threads is not None:
+        if args.torch_threads < 1:
+            p.error("--torch-threads: at least 1")
+        os.environ[TORCH_THREADS_ENV] = str(args.torch_threads)
+    if args.pin:
+        if None in args.threads:
+            p.error("--pin needs --threads")
+        cores = len(os.sched_getaffinity(0))
+        widest = max(args.threads) * (max(args.parties) + (args.provider == "ttp"))
+        if widest > cores:
+            p.error(f"--pin: {max(args.threads)} threads for each of {widest // max(args.threads)} processes "
+                    f"need {widest} cores; this process may use {cores}")
+        os.environ[PIN_ENV] = "1"  # read by the dealer (the fork server hands it to every party)
     if args.from_json:
         with open(args.from_json) as f:
             saved = json.load(f)
@@ -353,7 +468,7 @@ def main() -> int:
                 print("\n" + steps_markdown(r))
         print_failed(saved.get("failed", []))
         for g in growth(rows):
-            print(f"growth, {g['method']}, {g['parties']} parties (sizes >= 2^14): seconds ~ M^{g['exponent']:.2f}")
+            print(f"growth, {g['method']}, {g['parties']} parties{_with(g)} (sizes >= 2^14): seconds ~ M^{g['exponent']:.2f}")
         return 0
     from secure_auc.mpc.launch import MPCError
 
@@ -362,31 +477,31 @@ def main() -> int:
         print(f"{'method':>7} {'M':>9} {'parties':>7} {'seconds':>8} {'CPU s':>7} {'bytes/score':>11} "
               f"{'rounds':>6} {'modelled':>8} {'peak B/score':>12}  exact  AUC diff   "
               f"(modelled: {args.rtt_ms:g} ms RTT, {args.gbit:g} Gbit/s)")
-    for method in args.methods:
-        for parties in args.parties:
-            for m in sorted(args.sizes):
-                if method == "network" and m > args.max_network:
-                    continue
-                if any((e["method"], e["parties"]) == (method, parties) for e in errors):
-                    print(f"skipping {method} M={m} parties={parties}: a smaller size failed", file=sys.stderr)
-                    continue
-                print(f"running {method} M={m} parties={parties} provider={args.provider} {args.dtype} ...",
-                      file=sys.stderr, flush=True)
-                try:
-                    r = run(m, parties, args.provider, args.dtype, method=method)
-                except MPCError as e:  # a party killed (out of memory), a timeout: keep the other rows
-                    print(f"failed {method} M={m} parties={parties}: {e}", file=sys.stderr, flush=True)
-                    errors.append({"method": method, "samples": m, "parties": parties, "provider": args.provider,
-                                   "dtype": args.dtype, "error": str(e)})
-                    continue
-                rows.append(r)
-                if not (args.json or args.markdown):
-                    auc = f"{r['auc']['diff']:.1e}" if r["auc"] else ""
-                    print(f"{method:>7} {m:>9} {parties:>7} {r['seconds']:>8.2f} {max(r['cpu_per_party']):>7.1f} "
-                          f"{r['bytes_per_score']:>11.0f} {_rounds(r):>6} {_modelled(r, args.rtt_ms, args.gbit):>8} "
-                          f"{r['peak_bytes_per_score']:>12.0f}  {str(r['exact']):>5}  {auc}", flush=True)
-                    if args.steps:
-                        print(steps_markdown(r) + "\n", flush=True)
+    runs = [(method, parties, m, threads) for method in args.methods for parties in args.parties
+            for m in sorted(args.sizes) for threads in args.threads
+            if not (method == "network" and m > args.max_network)]
+    for method, parties, m, threads in runs:
+        if any((e["method"], e["parties"], e["threads"]) == (method, parties, threads) for e in errors):
+            print(f"skipping {method} M={m} parties={parties}: a smaller size failed", file=sys.stderr)
+            continue
+        with_threads = "" if threads is None else f" threads={threads}" + (" pinned" if args.pin else "")
+        print(f"running {method} M={m} parties={parties} provider={args.provider} {args.dtype}{with_threads} ...",
+              file=sys.stderr, flush=True)
+        try:
+            r = run(m, parties, args.provider, args.dtype, method=method, threads=threads, pinned=args.pin)
+        except MPCError as e:  # a party killed (out of memory), a timeout: keep the other rows
+            print(f"failed {method} M={m} parties={parties}: {e}", file=sys.stderr, flush=True)
+            errors.append({"method": method, "samples": m, "parties": parties, "provider": args.provider,
+                           "dtype": args.dtype, "threads": threads, "error": str(e)})
+            continue
+        rows.append(r)
+        if not (args.json or args.markdown):
+            auc = f"{r['auc']['diff']:.1e}" if r["auc"] else ""
+            print(f"{method:>7} {m:>9} {parties:>7} {r['seconds']:>8.2f} {max(r['cpu_per_party']):>7.1f} "
+                  f"{r['bytes_per_score']:>11.0f} {_rounds(r):>6} {_modelled(r, args.rtt_ms, args.gbit):>8} "
+                  f"{r['peak_bytes_per_score']:>12.0f}  {str(r['exact']):>5}  {auc}{with_threads}", flush=True)
+            if args.steps:
+                print(steps_markdown(r) + "\n", flush=True)
     fits = growth(rows)
     if args.plot:
         plot(rows, args.plot)
@@ -402,7 +517,7 @@ def main() -> int:
         print("\ngrowth (sizes >= 2^14): seconds ~ M^b; ns per M*log2(M) at the smallest and largest size")
         for g in fits:
             per = g["ns_per_M_log2M"]
-            print(f"  {g['method']:>7}, {g['parties']} parties: b = {g['exponent']:.2f}; "
+            print(f"  {g['method']:>7}, {g['parties']} parties{_with(g)}: b = {g['exponent']:.2f}; "
                   f"{per[0]:.1f} -> {per[-1]:.1f} ns per M log2 M")
     return 0 if all(r["exact"] for r in rows) and not errors else 1
 

@@ -120,7 +120,7 @@ def add_mpc_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--port", type=int, default=None,
                    help="TCP port on 127.0.0.1 where the local parties meet, and the next port, 1..65534 (default, or 0: a free pair)")
     g.add_argument("--threads", type=int, default=None, metavar="N",
-                   help="threads each computing party uses for its local work (compiled kernels, torch), at least 1 (default: the cores the process may use)")
+                   help="threads each computing party uses for its local work (its compiled kernels), at least 1 (default: the cores the process may use)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -244,7 +244,7 @@ def add_party_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sort", choices=RANK_METHODS, default=RANK_METHODS[0], help=rank_method_help())
     p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for another party (default 60)")
     p.add_argument("--threads", type=int, default=None, metavar="N",
-                   help="threads each computing party uses for its local work (compiled kernels, torch), at least 1 (default: the cores the process may use)")
+                   help="threads each computing party uses for its local work (its compiled kernels), at least 1 (default: the cores the process may use)")
 
 
 def add_column_options(p: argparse.ArgumentParser, where: str) -> None:

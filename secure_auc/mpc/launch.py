@@ -563,7 +563,8 @@ class HelpersPlan:
 
 
 def run_parties(job, per_rank: dict[int, tuple], parties: int, *, provider: str = "ttp", timeout: float = 60.0,
-                port: int | None = None, deadline: float | None = None, after_dealer=None) -> dict:
+                port: int | None = None, deadline: float | None = None, after_dealer=None,
+                threads: int | None = None) -> dict:
     """Run ``job(rank, *per_rank[rank])`` in one local process per computing party, CrypTen
     initialised among them, plus the dealer with ``provider="ttp"``: the public launcher
     (scripts, benchmarks, examples).
@@ -592,6 +593,9 @@ def run_parties(job, per_rank: dict[int, tuple], parties: int, *, provider: str 
         Seconds for the whole run.
     after_dealer : callable, optional
         The dealer's result: called in the dealer's process once the run has ended.
+    threads : int, optional
+        Each process's threads for its local work (the compiled kernels');
+        default the cores this process may use, divided among the processes.
 
     Returns
     -------
@@ -618,7 +622,7 @@ def run_parties(job, per_rank: dict[int, tuple], parties: int, *, provider: str 
         done = run_parties(job, {r: (r,) for r in range(3)}, 3)   # {0: 0, 1: 3, 2: 6, 3: None}
     """
     return spawn_parties(job, per_rank, parties, provider=provider, timeout=timeout, port=port, deadline=deadline,
-                         after_dealer=after_dealer)
+                         after_dealer=after_dealer, threads=threads)
 
 
 def spawn_parties(job, per_rank: dict[int, tuple], parties: int, *, provider: str = "ttp",

@@ -120,7 +120,7 @@ def init_party(*, rank: int, parties: int, master_addr: str, master_port: int,
         raise InputError("no roster: every party must know every other party's identity key")
     from .. import kernels
 
-    kernels.set_threads(threads)  # the compiled kernels' and torch's (None: the cores this process may use)
+    kernels.set_threads(threads)  # the compiled kernels' (None: the cores this process may use)
     if not (provider == "ttp" and rank == parties):  # a computing party compiles (or loads) its kernels now,
         kernels.warm_up()  # before it meets the others: never while they wait for it
     _keep_freed_memory()

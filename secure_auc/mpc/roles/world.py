@@ -45,7 +45,7 @@ class WorldPlan:
     run_token : str, optional
         A local run's claim on its port.
     threads : int, optional
-        A computing party's threads for its local work (the compiled kernels' and torch's;
+        A computing party's threads for its local work (the compiled kernels';
         None: the cores the process may use).
 
     Examples
