@@ -166,8 +166,35 @@ def refuse_to_start(path, role: str, identity, reason: str) -> None:
         return
     if kind == "client":
         refuse_at_start(config, index, identity, "configuration")
+    elif kind == "server":
+        _refuse_as_the_server(config, identity, reason)
     else:
         _refuse_roll_call(config, {"server": 0, "dealer": config.computing_parties}.get(kind, index), identity, reason)
+
+
+def _refuse_as_the_server(config: DeployConfig, identity, reason: str) -> None:
+    """The server cannot start (``reason``): the other computing parties and the dealer hear it
+    at the roll call and the clients from its client port, without the detail (its paths and
+    errors stay in its own log, as a client's do), and a waiting session (the server's own
+    operator) hears the reason itself; for the whole ``join_timeout``
+    (:func:`secure_auc.mpc.roles.server.tell_who_waits`).  With another party's key it can tell
+    only the roll call (the clients would not believe it).  Best effort."""
+    import threading
+
+    from ..mpc.roles.server import tell_who_waits
+
+    roll_call = threading.Thread(target=_refuse_roll_call, args=(config, 0, identity, reason),
+                                 name="secure-auc tell the roll call", daemon=True)
+    roll_call.start()
+    try:
+        plan = service_plan(config, 0, identity, "server")
+    except InputError:  # another party's key
+        plan = None
+    if plan is not None:
+        tell_who_waits(plan, identity, "the server cannot start: its configuration file is not valid (the detail "
+                       "is in its own log)", session=True, patient=True,
+                       session_reason=f"the server cannot start: {reason}")
+    roll_call.join()
 
 
 def _refuse_roll_call(config: DeployConfig, rank: int, identity, reason: str, rendezvous=None) -> None:

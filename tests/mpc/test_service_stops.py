@@ -140,6 +140,56 @@ def test_a_client_that_cannot_start_is_named_by_every_party_and_the_session_at_o
     assert max(ends.values()) - min(ends.values()) < 5.0, {r: round(t - start, 1) for r, t in ends.items()}
 
 
+def test_a_server_that_cannot_start_tells_the_clients_the_helpers_and_the_session_at_once(tmp_path):
+    """The server's configuration file parses but fails its checks: it tells the helper at the roll
+    call, each client from its client port (without its path or error text, as for a client that
+    cannot start) and the waiting session (its own operator) the reason itself, as soon as each
+    connects (before: every other party waited out join_timeout, here 120 s, then blamed an
+    unreachable server)."""
+    import importlib
+    import threading
+
+    from secure_auc.session import MPCSession
+
+    _small_deployment(tmp_path, 30.0, roles=[])  # written, nothing started
+    config = tmp_path / "deploy.toml"
+    (tmp_path / "server.toml").write_text(config.read_text().replace('sort = "radix"', 'sort = "radx"'))
+    cause = f"{tmp_path / 'server.toml'}: deployment.sort must be one of radix, network, got 'radx'"
+    said: dict = {}
+
+    def session():
+        try:
+            MPCSession.connect(config, key=tmp_path / "keys" / "server.pem")
+        except BaseException as exc:  # noqa: BLE001 - checked below
+            said["session"] = (time.monotonic(), exc)
+
+    for module in ("secure_auc.deploy.session", "secure_auc.mpc.comm.inlinks", "secure_auc.mpc.comm.runtime"):
+        importlib.import_module(module)  # loaded here: on a loaded machine the session connects in time
+    waiting = threading.Thread(target=session)
+    waiting.start()
+    time.sleep(1.0)
+    procs = {role: bench.start_service(tmp_path, role, config_name="server.toml" if role == "server" else
+                                       "deploy.toml") for role in ROLES}
+    try:
+        ends, lines = {}, {}
+        for role, p in procs.items():
+            _, err = p.communicate(timeout=100)  # join_timeout is 120 s
+            ends[role], lines[role] = time.monotonic(), err.strip().splitlines()[-1]
+        waiting.join(timeout=30)
+    finally:
+        bench.stop(procs.values())
+    assert lines["server"] == f"secure-auc serve (server): error: {cause}" and procs["server"].returncode == 2
+    for role in ROLES[2:]:
+        assert lines[role] == (f"secure-auc serve ({role}): error: the deployment did not start: the server cannot "
+                               "start: its configuration file is not valid (the detail is in its own log)"), lines[role]
+        assert procs[role].returncode == 1 and ends[role] - ends["server"] < 5.0, ends
+    assert "server (rank 0) cannot start" in lines["helper-1"] and str(tmp_path) not in lines["helper-1"], lines
+    assert procs["helper-1"].returncode == 1 and ends["helper-1"] - ends["server"] < 5.0, ends
+    assert isinstance(said.get("session", (0, None))[1], MPCError), said
+    assert str(said["session"][1]) == f"the deployment did not start: the server cannot start: {cause}"
+    assert said["session"][0] - ends["server"] < 5.0
+
+
 def test_a_computing_party_that_cannot_start_is_named_at_the_roll_call_at_once(tmp_path):
     """Helper 1 was given another party's key: it checks in at the roll-call only to say so, and
     the server names it at once (before: after join_timeout, here 120 s, "never joined"); the

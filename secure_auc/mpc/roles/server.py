@@ -411,19 +411,24 @@ def _tell_session(control, identity, server_key: bytes, reason: str, timeout: fl
     return True
 
 
-def tell_who_waits(plan: ServicePlan, identity, reason: str, *, session: bool) -> None:
+def tell_who_waits(plan: ServicePlan, identity, reason: str, *, session: bool, patient: bool = False,
+                   session_reason: str | None = None) -> None:
     """The server could not start (``reason``: another computing party or the dealer cannot, or
     never joined): the clients connecting to it, and with ``session`` a session connecting to
     its session address, are told why (a client's ``end``; the session's error) instead of
     waiting out ``join_timeout``.  It listens until each of them has been told, or :data:`QUIET`
     seconds pass with nobody new (at most :data:`TELL_AT_MOST` seconds and ``join_timeout``).
-    Best effort: raises nothing."""
+    ``patient``: the server itself cannot start, and the others may be started as late as
+    ``join_timeout`` after it: it listens until every client has been told (then a session for
+    :data:`QUIET` seconds more), or ``join_timeout``.  ``session_reason``: what the session (the
+    server's own operator) hears instead of ``reason``.  Best effort: raises nothing."""
     import threading
 
     from ..comm.inlinks import tell_hosts
 
     begun = time.monotonic()
-    deadline = begun + min(plan.join_timeout, TELL_AT_MOST)
+    deadline = begun + (plan.join_timeout if patient else min(plan.join_timeout, TELL_AT_MOST))
+    quiet = plan.join_timeout if patient else QUIET
     try:
         clients = listen(plan.listen[0], plan.client_addresses[0][1])
     except Exception as exc:  # noqa: BLE001 - its port is taken: nobody can be told
@@ -439,7 +444,7 @@ def tell_who_waits(plan: ServicePlan, identity, reason: str, *, session: bool) -
         if control is not None:
             def tell():
                 try:
-                    told_session.append(_tell_session(control, identity, plan.roster.server, reason,
+                    told_session.append(_tell_session(control, identity, plan.roster.server, session_reason or reason,
                                                       max(0.0, deadline - time.monotonic())))
                 finally:
                     control.close()
@@ -448,7 +453,7 @@ def tell_who_waits(plan: ServicePlan, identity, reason: str, *, session: bool) -
             teller.start()
     try:
         told = tell_hosts(clients, 0, identity, list(plan.roster.clients), CH_CONTROL,
-                          {"op": "end", "reason": reason, "shutdown": False}, deadline=deadline, quiet=QUIET,
+                          {"op": "end", "reason": reason, "shutdown": False}, deadline=deadline, quiet=quiet,
                           describe_me="the server", describe_host=lambda h: f"client {h}")
     except Exception as exc:  # noqa: BLE001
         log.debug("[server] telling the clients failed: %s", exc)
@@ -456,6 +461,6 @@ def tell_who_waits(plan: ServicePlan, identity, reason: str, *, session: bool) -
     finally:
         clients.close()
     if teller is not None:  # a session that is waiting connects about as soon as the clients do
-        teller.join(timeout=max(0.0, begun + QUIET - time.monotonic()))
+        teller.join(timeout=max(0.0, (time.monotonic() if patient else begun) + QUIET - time.monotonic()))
     log.debug("[server] told %d client(s)%s why the deployment did not start", len(told),
               " and the session" if told_session and told_session[0] else "")
