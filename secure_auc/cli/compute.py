@@ -85,6 +85,16 @@ def main(argv: list[str] | None = None) -> int:
     """Run this rank's service; ends the process itself (a CrypTen world cannot be torn down
     safely after a peer's failure), with 0, 1 (a party failed), 2 (bad input), or 130, 143, 129 (stopped
     by SIGINT, SIGTERM, SIGHUP)."""
+    from .output import leave_process, stop_status
+
+    try:
+        return _main(argv)
+    except KeyboardInterrupt as exc:  # a stop signal while this rank was reporting an error (torchrun
+        code, name = stop_status(exc)  # stops the others when one fails): the signal's end, no traceback
+        leave_process(code, f"secure-auc compute: {'interrupted' if name == 'SIGINT' else 'stopped by ' + name}")
+
+
+def _main(argv: list[str] | None) -> int:
     import time
 
     from .output import leave_process, stop_on_signals, stop_status

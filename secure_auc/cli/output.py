@@ -14,7 +14,7 @@ from ..validation import InputError
 
 __all__ = ["OneLineParser", "add_output_options", "progress_bar", "step_progress", "human_bytes", "resolve_defaults",
            "check_not_given", "apply_verbosity", "check_writable_dir", "json_safe", "Stopped", "stop_on_signals",
-           "stop_status"]
+           "end_when_busy", "stop_status"]
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -154,14 +154,21 @@ def json_safe(value):
     return value
 
 
+_LEAVING: list = []  # not empty once leave_process has begun: a stop signal then changes nothing
+
+
 def leave_process(code: int, message: str | None) -> None:
     """Print ``message`` and end the process at once with ``code``: no interpreter shutdown,
     whose destructors of a half-open process group (gloo threads still waiting) abort with
     SIGABRT and a C++ stack, and no traceback from a second signal meanwhile."""
+    _LEAVING.append(code)
     import signal
 
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, signal.SIG_IGN)
+    try:
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_IGN)
+    except KeyboardInterrupt:  # Ctrl-C came first: this process leaves anyway, as it meant to
+        pass
     if message:
         print(message, file=sys.stderr)
     sys.stdout.flush()
@@ -181,7 +188,8 @@ class Stopped(KeyboardInterrupt):
 
 
 def _raise_stopped(signum, frame):
-    raise Stopped(signum)
+    if not _LEAVING:
+        raise Stopped(signum)
 
 
 def stop_on_signals(only_default: bool = False) -> None:
@@ -192,6 +200,38 @@ def stop_on_signals(only_default: bool = False) -> None:
     for sig in (signal.SIGTERM, signal.SIGHUP):
         if not only_default or signal.getsignal(sig) is signal.SIG_DFL:
             signal.signal(sig, _raise_stopped)
+
+
+def end_when_busy(grace: float, line) -> None:
+    """A stop signal (SIGINT, SIGTERM, SIGHUP) that the main thread has not acted on within
+    ``grace`` seconds ends the process from a thread of its own, with the status the main
+    thread would give (128 + the signal's number) and ``line(name)`` on stderr (None: no line).
+
+    Python runs a signal's handler only between two bytecodes of the main thread, which can be
+    inside one computation in native code (a compiled kernel, a sort of a million rows) for
+    seconds while torchrun's agent waits for the process; the signal's number still reaches a
+    pipe at once (:func:`signal.set_wakeup_fd`), where this thread reads it."""
+    import signal
+    import threading
+    import time
+
+    read, write = os.pipe()
+    os.set_blocking(write, False)
+    signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+    stops = {int(signal.SIGINT), int(signal.SIGTERM), int(signal.SIGHUP)}
+
+    def watch():
+        while True:
+            got = [b for b in os.read(read, 64) if b in stops]
+            if got:
+                time.sleep(grace)  # the main thread's own end comes first, when it can
+                name = signal.Signals(got[0]).name
+                text = line(name)
+                if text:
+                    os.write(2, (text + "\n").encode())
+                os._exit(128 + got[0])
+
+    threading.Thread(target=watch, name="secure-auc stop when busy", daemon=True).start()
 
 
 def stop_status(exc: BaseException) -> tuple[int, str]:

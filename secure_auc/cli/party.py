@@ -20,7 +20,7 @@ import sys
 
 from . import add_mechanism_options, add_party_options, mechanism_from_args, print_report, setup_logging
 from .ledger import reserve_client_ledger
-from .output import OneLineParser, leave_process, stop_on_signals, stop_status
+from .output import OneLineParser, end_when_busy, leave_process, stop_on_signals, stop_status
 from .report import add_report_options, check_report_options, report_arguments, split_report, write_report_files
 from ..data.io import read_client_csv
 from ..dp.accountant import finishing
@@ -70,6 +70,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run this rank (see the module docstring); ends the process itself."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt as exc:  # a stop signal while this rank was reporting an error (torchrun
+        code, name = stop_status(exc)  # stops the others when one fails): the signal's end, no traceback
+        leave_process(code, _stopped_line(name))
+
+
+def _main(argv: list[str] | None) -> int:
     import time
 
     from ..deploy.service import process_seconds
@@ -78,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     as_usual()  # Ctrl-C: a KeyboardInterrupt from here on (secure_auc.interrupts)
     setup_logging()
     stop_on_signals()  # torchrun stops the other ranks with SIGTERM: a clean exit
+    end_when_busy(STOP_GRACE, _stopped_line)  # mid-computation too
     args = build_parser().parse_args(argv)
     try:
         check_timeout(args.timeout)
@@ -86,13 +96,22 @@ def main(argv: list[str] | None = None) -> int:
         leave_process(2, f"secure-auc party: error: {exc}")
     except KeyboardInterrupt as exc:  # Ctrl-C reaches every rank: one line, from the server only
         code, name = stop_status(exc)
-        leave_process(code, (f"secure-auc party: {'interrupted' if name == 'SIGINT' else 'stopped by ' + name}"
-                             if os.environ.get("RANK", "0") == "0" else None))
+        leave_process(code, _stopped_line(name))
     except Exception as exc:  # one line, naming this party; the others fail on their own timeout
         from ..mpc.comm.runtime import explain
 
         rank = os.environ.get("RANK", "?")
         leave_process(1, f"secure-auc party (rank {rank}): error: {explain(exc)}")
+
+
+STOP_GRACE = 0.5  # seconds a stop signal waits for the main thread before a watcher ends the process
+
+
+def _stopped_line(name: str) -> str | None:
+    """The line of a rank stopped by signal ``name``: from the server only (Ctrl-C reaches every rank)."""
+    if os.environ.get("RANK", "0") != "0":
+        return None
+    return f"secure-auc party: {'interrupted' if name == 'SIGINT' else 'stopped by ' + name}"
 
 
 def _is_loopback(addr: str) -> bool:
