@@ -12,11 +12,14 @@ A real ``secure-auc client`` process through a deployed evaluation is checked fr
 ``/proc/<pid>/maps`` in ``tests/mpc/test_deploy.py``.
 """
 
+import doctest
+import importlib
 import json
 import subprocess
 import sys
 
 import numpy as np
+import pytest
 from scipy.stats import rankdata
 
 HEAVY = ("torch", "crypten", "numba", "scipy", "sklearn")
@@ -101,3 +104,10 @@ def test_a_client_host_runs_without_torch_crypten_numba_or_scipy():
     assert got["keys"] == encode_keys(scores, 1).reshape(-1).tolist()  # shared, not sent: the pads add them up
     assert got["torch_version"] == ".".join(torch.__version__.split(".")[:2])  # what the computing parties compare
     assert got["stats"] == 2 and got["kept"] == 2  # the evaluation's and the release's statistics; D, the noise
+
+
+@pytest.mark.parametrize("name", ["secure_auc.mpc.sort.digits", "secure_auc.mpc.primitives.observed",
+                                  "secure_auc.mpc.primitives.widths", "secure_auc.mpc.party"])
+def test_the_light_modules_examples_run(name):
+    result = doctest.testmod(importlib.import_module(name))
+    assert result.attempted > 0 and result.failed == 0, (name, result)
