@@ -16,7 +16,6 @@ import numpy as np
 
 from .data.io import ClientData, read_client_file, same_files
 from .data.partition import partition_indices
-from .data.synthetic import make_ctr_dataset
 from .dp.accountant import finishing
 from .dp.rng import client_key, client_rngs, release_seed
 from .metrics import rank_auc
@@ -83,6 +82,8 @@ def builtin_clients(
     >>> bool(bands[0].scores.max() <= bands[1].scores.min())
     True
     """
+    from .data.synthetic import make_ctr_dataset  # scipy's: loaded by the built-in data only
+
     kwargs = {"seed": data_seed, "base_rate": base_rate}
     if samples is not None:
         kwargs["samples"] = samples

@@ -49,7 +49,6 @@ import math
 from fractions import Fraction
 
 import numpy as np
-from scipy.special import log_ndtr
 
 from .streams import Uniforms, as_uniforms
 
@@ -618,6 +617,8 @@ def dgauss_tail(a: np.ndarray, s: np.ndarray) -> np.ndarray:
     >>> bool(abs(dgauss_tail(np.array([30.0]), 20.0)[0] / p[k >= 30].sum() - 1) < 1e-9)
     True
     """
+    from scipy.special import log_ndtr  # here, not at import: a process without Gaussian noise never loads scipy
+
     x = a / s
     phi_over = np.exp(-0.5 * x * x) / (_SQRT2PI * s)  # f(a) / Z
     upper = np.exp(log_ndtr(-x))

@@ -33,7 +33,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
-from scipy.special import log_ndtr
 
 from ..validation import InputError, check_delta
 from .discrete import dgauss_sigma
@@ -43,6 +42,8 @@ __all__ = ["GRID", "grid_units", "NoiseFamily", "noise_kind", "register_noise", 
 
 
 def _gaussian_delta(sigma: np.ndarray, eps: np.ndarray) -> np.ndarray:
+    from scipy.special import log_ndtr  # here, not at import: a process without Gaussian noise never loads scipy
+
     a = 1.0 / (2.0 * sigma)
     b = eps * sigma
     return np.exp(log_ndtr(a - b)) - np.exp(eps + log_ndtr(-a - b))

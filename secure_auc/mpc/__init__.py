@@ -9,16 +9,19 @@ Stacked like CrypTen's own package, each layer importing only those below it:
   with bounded waits), ``transport``, ``secure``, ``tls``, ``inlinks`` (the links).
 * ``primitives/`` — one module per primitive: ``prg`` (AES-CTR streams),
   ``randomness`` and ``dealer`` (correlated randomness), ``beaver`` (gates),
-  ``bits``, ``circuits`` (comparisons), ``b2a``, ``inputs`` (sharing),
-  ``shuffle``, ``scan``, ``opening`` (to one party, to owners, to everyone).
+  ``bits``, ``circuits`` (comparisons; ``widths``, their bit widths), ``b2a``, ``inputs``
+  (sharing), ``outside`` (an input party's sharing), ``shuffle``, ``scan``, ``opening`` (to
+  one party, to owners, to everyone; ``observed``, what a party learns).
 * ``sort/``       — oblivious sorts, chosen by name in ``sort/registry``: radix (secret permutations composed digit
-  by digit) and the bitonic network (the reference).
+  by digit; ``digits``, a key's digits) and the bitonic network (the reference).
 * ``encoding``    — exact, order-preserving integer keys for float scores.
 * ``ranks``       — the rank step: shared keys -> sorted -> mid-ranks -> unsorted -> owners.
 * ``party``       — the protocol as one party runs it (server, client), reusing the
   plain protocol's roles and mechanisms.
 * ``selection``   — report-noisy-max over T candidates: the rank statistics in shares, the
   clients' noise shares, a secure argmax that opens only the index to the server.
+* ``input_parties`` and ``input_hosts`` — the helpers layout's steps at the computing parties and
+  at a client host; the host's side loads neither torch, CrypTen nor numba.
 * ``finish``      — the evaluation's last steps, for every layout: each client's statistics
   and noise, the sum in shares opened to the server only, the server's estimates.
 * ``roles/``      — each role written once: ``world`` (CrypTen's start-up for one party,

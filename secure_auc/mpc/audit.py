@@ -25,7 +25,7 @@ can read:
 
 Received bytes are shares, masked values and public parameters; what a party
 *learns* is what it computes from them.  So the recorder also logs every value
-the process obtains by an opening (:data:`.primitives.opening.observers`), as a
+the process obtains by an opening (:data:`.primitives.observed.observers`), as a
 record whose operation is the opening's kind, whose sender is ``None`` and whose
 tag counts the process's openings (0, 1, ...), in the opened tensor's own dtype:
 
@@ -34,7 +34,7 @@ tag counts the process's openings (0, 1, ...), in the opened tensor's own dtype:
 * ``open_to`` / ``open_to_owners``: what the receiving party obtains (the
   server's aggregate, each client's ranks);
 * ``rank shares``: the ranks a client host adds up from the computing parties'
-  shares (:func:`.primitives.opening.reconstruct`).
+  shares (:func:`.primitives.observed.reconstruct`).
 
 ``tests/mpc/test_leakage.py`` and ``tests/mpc/test_input_parties.py`` run the
 protocol with this recorder in every process (the dealer and the client hosts
@@ -46,14 +46,16 @@ are independent of the scores.
 :func:`forbid_crypten_randomness` makes any draw from CrypTen's random
 generators (its triple providers, its pseudo-random zero shares; all torch
 Mersenne Twisters) raise, so a test proves that no secret rests on them.
+
+This module imports neither torch nor CrypTen itself: a client host, which never loads
+them, runs its service inside :func:`forbid_crypten_randomness` too.
 """
 
 from __future__ import annotations
 
 import contextlib
+import sys
 from dataclasses import dataclass
-
-from .comm.p2p import AfterWait
 
 __all__ = ["Received", "record_received", "OPENINGS", "forbid_crypten_randomness", "CryptenRandomnessUsed"]
 
@@ -78,6 +80,8 @@ def record_received(log: list):
     """Append a :class:`Received` to ``log`` for every buffer this process receives
     inside the block (see the module docstring for what counts)."""
     import torch.distributed as dist
+
+    from .comm.p2p import AfterWait
 
     me = dist.get_rank() if dist.is_initialized() else None
     pending: dict = {}  # id -> (op, src, tensor, tag) of receives not yet waited for
@@ -181,10 +185,10 @@ def record_received(log: list):
         openings[0] += 1
 
     from .comm import inlinks
-    from .primitives import opening
+    from .primitives import observed
 
     inlinks.observers.append(link_received)
-    opening.observers.append(opened)
+    observed.observers.append(opened)
     patch("recv", recv_)
     patch("irecv", irecv_)
     patch("broadcast", broadcast_)
@@ -199,7 +203,7 @@ def record_received(log: list):
         for name, fn in saved.items():
             setattr(dist, name, fn)
         inlinks.observers.remove(link_received)
-        opening.observers.remove(opened)
+        observed.observers.remove(opened)
         for op, src, tensor, tag in list(pending.values()):  # never waited for: what the buffer holds now
             keep(op, src, tensor, tag)
         pending.clear()
@@ -217,18 +221,26 @@ class CryptenRandomnessUsed(RuntimeError):
 def forbid_crypten_randomness():
     """Inside the block, any call of CrypTen's random ring or bit generators (its
     TFP/TTP providers, the pseudo-random zero shares of ``cryptensor(src=...)``)
-    raises :class:`CryptenRandomnessUsed`."""
-    from .comm import backend
+    raises :class:`CryptenRandomnessUsed`.
 
+    The generators of the CrypTen modules loaded when the block starts are replaced; a process
+    that has not loaded CrypTen (a client host, which never does) has none to replace, and
+    CrypTen is not loaded for it."""
     names = ("generate_random_ring_element", "generate_kbit_random_tensor")
     saved = []
+    if "crypten" in sys.modules:
+        from .comm import backend
+
+        modules = backend.random_generator_modules()
+    else:
+        modules = []
 
     def refuse(name):
         def refused(*args, **kwargs):
             raise CryptenRandomnessUsed(f"crypten's {name} was called: a secret would rest on torch's Mersenne Twister")
         return refused
 
-    for _, mod in backend.random_generator_modules():
+    for _, mod in modules:
         for name in names:
             if hasattr(mod, name):
                 saved.append((mod, name, getattr(mod, name)))

@@ -44,7 +44,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..validation import InputError
-from .primitives.circuits import COMPARE_BITS
+from .primitives.widths import COMPARE_BITS
 
 __all__ = ["KEY_BITS", "COMPARE_BITS", "PAD_KEY", "is_float32_exact", "limbs_for", "encode_keys",
            "pad_keys", "share_keys"]

@@ -463,7 +463,7 @@ def launch_local(clients: list[ClientData], config: PartyConfig, *, timeout: flo
     dealer are processes of the computing world, and the clients are split into
     ``hosts`` client-host processes (default 1; contiguous groups), each connecting
     to every computing party (:mod:`.input_parties`).  Client host h's result
-    (:class:`.input_parties.HostResult`) is under key ``-(h + 1)``; with
+    (:class:`.input_hosts.HostResult`) is under key ``-(h + 1)``; with
     ``keep_ranks`` it holds its clients' 2 x mid-ranks.  ``threads``: each computing
     party's threads for its local work (default: the cores it may use)."""
     k = len(clients)

@@ -35,7 +35,9 @@ What each party receives is listed in ``docs/mpc.md`` and checked by
 
 from __future__ import annotations
 
+import functools
 import logging
+import sys
 import time
 from dataclasses import dataclass, field
 
@@ -81,8 +83,6 @@ class PartyConfig:
     def public(self) -> dict:
         """What every party must agree on, including the library versions that
         derive the radix sort's shared random streams (numpy's permutations)."""
-        import torch
-
         return {
             "mechanisms": [repr(m) for m in self.mechanisms],
             "clients": self.clients,
@@ -91,8 +91,27 @@ class PartyConfig:
             "provider": self.provider,
             "sort": self.sort,
             "numpy": ".".join(np.__version__.split(".")[:2]),
-            "torch": ".".join(torch.__version__.split(".")[:2]),
+            "torch": _torch_version(),
         } | ({} if self.report is None else {"report": repr(self.report)})
+
+
+def _torch_version() -> str:
+    """torch's major.minor version: the loaded module's (a computing party's), else the installed
+    package's (a client host never loads torch: its import costs seconds of CPU).
+
+    >>> _torch_version().count(".")
+    1
+    """
+    torch = sys.modules.get("torch")
+    version = str(torch.__version__) if torch is not None else _installed_torch()
+    return ".".join(version.split(".")[:2])
+
+
+@functools.lru_cache(maxsize=1)
+def _installed_torch() -> str:
+    from importlib.metadata import version  # reads the package's metadata: milliseconds, once
+
+    return version("torch")
 
 
 @dataclass

@@ -47,9 +47,9 @@ from .comm.inlinks import Heartbeat
 from .comm.roster import describe_helpers_rank, describe_host
 from .encoding import encode_keys, is_float32_exact
 from .input_parties import SelectionPartyResult  # a session's selection lives with the session's loop there
-from .input_parties import (CH_ALIVE, CH_BIT, CH_HELLO, CH_INPUTS, CH_PUBLIC, CH_STATS, accept_links,
-                            connected_evaluation, host_shares, input_columns, receive_ranks, recv_public, send_hello,
-                            send_ranks)
+from .input_hosts import (CH_ALIVE, CH_BIT, CH_HELLO, CH_INPUTS, CH_PUBLIC, CH_STATS, connected_evaluation,
+                          input_columns, receive_ranks, recv_public, send_hello)
+from .input_parties import accept_links, host_shares, send_ranks
 from .party import PartyConfig, ProtocolError, agree_public, progress_reporter
 from .primitives.argmax import argmax_levels, secure_argmax
 from .primitives.opening import open_to

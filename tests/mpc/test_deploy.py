@@ -14,6 +14,8 @@ from sklearn.metrics import roc_auc_score
 from secure_auc.mpc.launch import free_port
 from secure_auc.validation import InputError
 
+from .mapped import MappedFiles
+
 BIN = Path(sys.executable).parent
 
 
@@ -71,6 +73,7 @@ def test_torchrun_computing_parties_and_client_commands(tmp_path):
          *([] if k == 0 else ["--score-column", "p", "--label-column", "y"]),
          "--parties", *[f"127.0.0.1:{base + r}" for r in range(3)], "--identity", str(keys / f"client{k}.pem")],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for k in range(2)]
+    mapped = [MappedFiles(c.pid) for c in clients]  # what each client process loads, read while it runs
     try:
         out, err = compute.communicate(timeout=240)
         client_out = []
@@ -87,6 +90,7 @@ def test_torchrun_computing_parties_and_client_commands(tmp_path):
                 p.kill()
     assert compute.returncode == 0, err[-3000:] + "\n".join(e[-2000:] for _, e in client_out)
     assert all(c.returncode == 0 for c in clients), [e[-2000:] for _, e in client_out]
+    assert [m.heavy() for m in mapped] == [[], []]  # a client host maps no torch (so runs no CrypTen) and no numba
     report = json.loads(out.strip().splitlines()[-1])
     assert report["auc"] == pytest.approx(roc_auc_score(np.concatenate(labels), np.concatenate(scores)), abs=1e-3)
     assert report["layout"] == "helpers" and report["clients"] == 2 and report["samples"] == 71
@@ -141,6 +145,7 @@ def test_torchrun_runs_the_services_of_a_configuration_for_several_epochs(tmp_pa
          "--select-epsilon", "50", "--release-epsilon", "20"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     clients = [bench.start_service(tmp_path, f"client-{k}") for k in range(len(sizes))]
+    mapped = [MappedFiles(c.pid) for c in clients]
     try:
         out, err = compute.communicate(timeout=300)
         client_err = [c.communicate(timeout=60)[1] for c in clients]
@@ -148,6 +153,7 @@ def test_torchrun_runs_the_services_of_a_configuration_for_several_epochs(tmp_pa
         bench.stop([compute, *clients])
     assert compute.returncode == 0, err[-3000:]
     assert all(c.returncode == 0 for c in clients), [e[-1500:] for e in client_err]
+    assert [m.heavy() for m in mapped] == [[]] * len(sizes)  # the client services too, through a selection
     reports = [json.loads(line) for line in out.strip().splitlines() if line.startswith("{")]
     selection = reports.pop()  # then the best of the two epochs (noise of scale 5 on rank sums 2,500 apart)
     assert [r["extra"]["epoch"] if "extra" in r else r["epoch"] for r in reports] == [0, 1]

@@ -28,8 +28,8 @@ step   label owner h                               computing party p
 
 Steps 1, 3, 4 and 5 are those of client hosts (:func:`..input_parties.host_shares`,
 :func:`~..input_parties.send_ranks`, :func:`~..input_parties.open_statistics`;
-:func:`~..input_parties.send_hello`, :func:`~..input_parties.receive_ranks`,
-:func:`~..input_parties.release_statistics`): an owner is a client host
+:func:`~..input_hosts.send_hello`, :func:`~..input_hosts.receive_ranks`,
+:func:`~..input_hosts.release_statistics`): an owner is a client host
 with one client whose scores it does not have.
 
 Opened: the range bit of the conversion (to every computing party), owner
@@ -56,9 +56,9 @@ from ..sort.registry import rank_sort
 from ..comm import backend
 from ..comm.inlinks import Heartbeat
 from ..comm.roster import describe_helpers_rank
-from ..input_parties import (CH_ALIVE, CH_HELLO, CH_PUBLIC, HostResult, accept_links, connected_evaluation,
-                             host_shares, open_statistics, receive_ranks, recv_public, release_statistics, send_hello,
-                             send_ranks)
+from ..input_hosts import (CH_ALIVE, CH_HELLO, CH_PUBLIC, HostResult, connected_evaluation, receive_ranks, recv_public,
+                           release_statistics, send_hello)
+from ..input_parties import accept_links, host_shares, open_statistics, send_ranks
 from .. import finish
 from ..party import PartyConfig, ProtocolError
 from ..primitives.outside import HostSharing
@@ -124,7 +124,7 @@ def owner_links(endpoint: tuple, identity, owner_keys: list[bytes], *, timeout: 
     ------
     dict of int to InputLink
         The links by owner.  During the block every owner gets a heartbeat
-        (:data:`..input_parties.CH_ALIVE`) every third of ``timeout``, so that the
+        (:data:`..input_hosts.CH_ALIVE`) every third of ``timeout``, so that the
         owners wait for as long as the computing parties work (a model's inference
         before :func:`evaluate_mpctensor_for_owners` included), not longer than the
         timeout after they stop.  The links are closed at the end.
@@ -237,7 +237,7 @@ def evaluate_mpctensor_for_owners(x, links: dict, *, sizes: list[int], mechanism
 
 def label_owner_evaluation(h: int, labels, noise_key: int | None, config: OwnersConfig, links) -> HostResult:
     r"""One evaluation at label owner ``h`` over its open ``links`` to the computing parties
-    (module docstring, the owner's steps); returns a :class:`~..input_parties.HostResult`
+    (module docstring, the owner's steps); returns a :class:`~..input_hosts.HostResult`
     whose ``"ranks"`` are its rows' :math:`2 r_i` (0-based mid-ranks, doubled)."""
     data = ClientData(np.zeros(len(labels)), labels, describe_owner(h))  # the client code reads labels and ranks
     sharing = HostSharing(h, len(links))

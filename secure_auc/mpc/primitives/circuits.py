@@ -70,12 +70,10 @@ from .beaver import and_gate, beaver_round, not_gate
 from .bits import bitslice
 from .opening import open_all
 from .randomness import Randomness, dealer_randomness
+from .widths import COMPARE_BITS, EQ_BITS
 
 __all__ = ["COMPARE_BITS", "EQ_BITS", "eq_masked", "eq_masked_and_words", "carry_save", "top_bit_of_sum", "packed_signs", "less_packed", "sign_bits",
            "secure_less", "secure_eq"]
-
-COMPARE_BITS = 33  # differences of limbs in a 32-bit range: two's complement on 33 bits
-EQ_BITS = 32  # such a difference is 0 exactly when it is 0 mod 2^32 (|d| < 2^32)
 
 
 def carry_save(ops: list[torch.Tensor], rnd: Randomness, muls: list):

@@ -29,12 +29,13 @@ The :math:`w` computing parties hold :math:`x = x_0 + \dots + x_{w-1} \pmod{2^{6
   :meth:`.shuffle.Shuffle.forward_to_last`), sent by it to every other party: one
   message round, the low bytes of each value only.
 * :func:`reconstruct` — an input party that does not compute adds the shares
-  every computing party sent it (its rows' ranks, in the helpers layout).
+  every computing party sent it (its rows' ranks, in the helpers layout);
+  :mod:`.observed`'s, which needs no torch (a client host's).
 
 Every value a party obtains by one of these is told to the callables in
-:data:`observers` (:func:`secure_auc.mpc.audit.record_received` records it),
-so the secrecy tests see what each party *learns*, not only the shares it
-receives.
+:data:`observers` (:mod:`.observed`; :func:`secure_auc.mpc.audit.record_received`
+records it), so the secrecy tests see what each party *learns*, not only the
+shares it receives.
 """
 
 from __future__ import annotations
@@ -43,20 +44,13 @@ import numpy as np
 import torch
 
 from ..comm import backend, p2p
+from .observed import observers, reconstruct, tell as _tell
 from .words import LowBytes, add_into, pack, unpack, words_for
 
 __all__ = ["open_to", "open_to_owners", "open_to_all", "open_all", "open_from", "reconstruct", "observers",
            "SCATTER_MIN_BYTES"]
 
 SCATTER_MIN_BYTES = 1 << 20  # openings from this size on (among 3 or more parties) go by reduce-scatter
-
-observers: list = []  # callables (kind, opened tensor) told of every value this party obtains (the audit)
-
-
-def _tell(kind: str, opened) -> None:
-    for observe in observers:
-        for t in opened:
-            observe(kind, t)
 
 
 def open_to(share: torch.Tensor, dst: int, *, xor: bool = False) -> torch.Tensor | None:
@@ -108,16 +102,6 @@ def open_to_owners(share: torch.Tensor, sizes, owners, *, shape=None,
         out &= (1 << bits) - 1
     _tell(kind, [out])
     return out.reshape(shape) if shape is not None else out
-
-
-def reconstruct(parts: list[np.ndarray], kind: str = "rank shares") -> np.ndarray:
-    """The values whose shares (one array per computing party, all of one integer dtype)
-    an input party received: their sum, wrapping in the dtype's ring."""
-    out = parts[0].copy()
-    for part in parts[1:]:
-        out += part
-    _tell(kind, [torch.from_numpy(out)])
-    return out
 
 
 def open_to_all(share: torch.Tensor) -> torch.Tensor:

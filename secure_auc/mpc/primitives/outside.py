@@ -20,10 +20,14 @@ is the caller's business (:mod:`..comm.inlinks`).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import torch
 
 from .prg import new_seed, ring
+
+if TYPE_CHECKING:  # a computing party's shares are tensors; the host's end needs no torch
+    import torch
 
 __all__ = ["correction_party", "HostSharing", "OutsideShares"]
 
@@ -85,6 +89,8 @@ class OutsideShares:
         (host h has ``sizes[h]`` rows, public).  ``corrections[h]``: host h's correction
         (for the hosts of :meth:`corrected_hosts`), of which ``column_slice`` (if given)
         holds this block's columns."""
+        import torch  # the computing party's end (the host's, :class:`HostSharing`, needs no torch)
+
         parts = []
         for h, n in enumerate(sizes):
             if correction_party(h, self.w) == self.rank:

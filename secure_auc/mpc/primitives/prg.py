@@ -25,11 +25,14 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 from randomgen import AESCounter
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
+if TYPE_CHECKING:  # the seeds as tensors are a computing party's; a client host draws seeds without torch
+    import torch
 
 __all__ = ["new_seed", "stream", "ring", "seed_to_tensor", "tensor_to_seed"]
 
@@ -65,6 +68,8 @@ def ring(seed: bytes, tags: tuple, shape, dtype=np.int64) -> np.ndarray:
 
 
 def seed_to_tensor(seed: bytes) -> torch.Tensor:
+    import torch
+
     return torch.from_numpy(np.frombuffer(seed, dtype=np.int64).copy())
 
 

@@ -15,6 +15,6 @@ only build the inputs a role runs on.
 * ``control`` — what the deployed services share (:class:`~.control.ServicePlan`) and
   the control messages between them: epochs, refusal codes, escaped logs.
 
-The evaluation's steps are :mod:`..input_parties` (helpers layout) and :mod:`..party`
+The evaluation's steps are :mod:`..input_parties` and :mod:`..input_hosts` (helpers layout) and :mod:`..party`
 (clients layout); their last steps, shared by every layout, :mod:`..finish`.
 """

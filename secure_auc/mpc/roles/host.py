@@ -7,7 +7,8 @@ deployed client's scoring hook (:func:`client_service`, a loop over the server's
 messages, :mod:`.control`).
 After each evaluation its clients' rank statistic goes to the computing parties in shares,
 and the host keeps its own rows' ranks for a release after a selection.  The steps
-themselves are :mod:`..input_parties`'.
+themselves are :mod:`..input_hosts`'.  Nothing here loads torch, CrypTen or numba: a
+client host computes nothing in MPC (``tests/mpc/test_light_host.py``).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import numpy as np
 from ...validation import InputError
 from ..comm.inlinks import ControlMessage, connect
 from ..comm.roster import describe_helpers_rank, describe_host
-from ..input_parties import CH_HELLO, HostResult, host_evaluation, host_keep, host_session_select
+from ..input_hosts import CH_HELLO, HostResult, host_evaluation, host_keep, host_session_select
 from ..party import PartyConfig
 from .control import (CH_CONTROL, CH_JOIN, REASONS, ServiceError, check_epoch, ended, escape, next_message,
                       refusal as _refusal)
@@ -49,9 +50,9 @@ class HostRole:
 
     def evaluate(self, clients, noise_keys, on_labels=None) -> HostResult:
         """One evaluation of ``clients`` (their scores and labels, :class:`secure_auc.ClientData`)
-        with each client's noise key (:func:`..input_parties.host_evaluation`; ``on_labels()``
+        with each client's noise key (:func:`..input_hosts.host_evaluation`; ``on_labels()``
         just before their labels are first used), then their rank statistic shared with the
-        computing parties (:func:`..input_parties.host_keep`); ``"ranks"``: each client's 2 x
+        computing parties (:func:`..input_hosts.host_keep`); ``"ranks"``: each client's 2 x
         mid-ranks."""
         out = host_evaluation(self.h, clients, self.first, noise_keys, self.config, self.links, True, on_labels)
         labels = [c.labels for c in clients]
@@ -61,7 +62,7 @@ class HostRole:
 
     def select(self, epochs, epsilon: float, honest: int, total: int, noise_keys, release_epsilon=None) -> None:
         """This host's part of a selection among the kept ``epochs`` (its clients' noise shares,
-        :func:`..input_parties.host_session_select`); with ``release_epsilon``, its clients'
+        :func:`..input_hosts.host_session_select`); with ``release_epsilon``, its clients'
         statistics of the selected evaluation under the configured mechanism at that eps."""
         release = None if release_epsilon is None else (release_epsilon, self.config.mechanisms[0], self.first,
                                                         self.kept)

@@ -8,6 +8,7 @@
 * :class:`BitonicSort` — Batcher's bitonic network, one batched comparison per
   stage, keeps the secret swap bits so the permutation can be undone.
 * :mod:`.midranks` — the rank step's core over either: sort, mid-ranks in sorted order, unsort.
+* :mod:`.digits` — the radix sort's digits of a key, as a client host computes them (numpy only).
 
 The sorts' classes are imported when first named (``from secure_auc.mpc.sort import
 RadixSort``), so that importing the registry does not load torch.

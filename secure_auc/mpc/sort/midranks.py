@@ -9,7 +9,6 @@ unsorted (:mod:`secure_auc.mpc.ranks` explains the steps; :mod:`.registry` choos
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 
 from ..comm import backend
@@ -21,6 +20,7 @@ from ..primitives.dealer import DealerChannel
 from ..primitives.randomness import dealer_randomness
 from ..primitives.scan import copy_forward, scan_plan
 from .bitonic import BitonicSort, n_stages
+from .digits import DIGIT_BITS, key_digits
 from .radix import RadixSort
 
 __all__ = ["steps", "mark_step", "SCAN_AHEAD", "DIGIT_BITS", "next_pow2", "ask_for_equality", "midrank_bits",
@@ -36,7 +36,6 @@ def mark_step(name: str) -> None:
 
 
 SCAN_AHEAD = 4  # the mid-rank scan's triple batches asked for ahead of their use
-DIGIT_BITS = RadixSort.digit_bits  # bits per digit of the radix sort (one-hot columns per digit: 2^bits - 1)
 
 
 def next_pow2(n: int) -> int:
@@ -138,24 +137,6 @@ def secure_midranks(keys: torch.Tensor, progress=None) -> torch.Tensor:
         twice = sorter.unsort(twice_sorted, rnd, progress=report(s + 1))
         mark_step("unsort")
     return twice[:m]
-
-
-def key_digits(keys: np.ndarray, digit: int, bits: int) -> np.ndarray:
-    """Digit ``digit`` (bits ``digit*bits ..``, least significant first) of the
-    unsigned form of integer keys (n, limbs) from :func:`..encoding.encode_keys`: the
-    first limb offset by 2^31 (to [0, 2^32)), limbs concatenated most significant
-    first.  Returns (n,) int64 values in [0, 2^bits)."""
-    limbs = keys.shape[1]
-    value = np.zeros(keys.shape[0], dtype=np.int64)
-    t = 0
-    while t < bits and digit * bits + t < 32 * limbs:  # the digit's bits, a run within one limb at a time
-        q = digit * bits + t
-        col = limbs - 1 - q // 32
-        take = min(bits - t, 32 - q % 32)
-        limb = keys[:, col] + ((1 << 31) if col == 0 else 0)
-        value |= ((limb >> (q % 32)) & ((1 << take) - 1)) << t
-        t += take
-    return value
 
 
 def radix_midranks(local_keys, sizes, sources, limbs: int, *, digit_bits: int = DIGIT_BITS, progress=None,

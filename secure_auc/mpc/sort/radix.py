@@ -139,6 +139,7 @@ from ..primitives.dealer import ONEHOT, REPLICAS, DealerChannel, digit_kind
 from ..primitives.randomness import Randomness
 from ..primitives.opening import open_all, open_from
 from ..primitives.shuffle import Shuffle
+from .digits import DIGIT_BITS
 
 __all__ = ["RadixSort", "digit_permutation", "replicated_digit_permutation", "replicated_sum_of_products",
            "onehot_rows", "onehot_index", "shuffled_bases", "sorted_bases", "scatter_rows", "inverse_permutation",
@@ -358,7 +359,7 @@ class RadixSort:
     :math:`2^d - 1` products per row).
     """
 
-    digit_bits: int = 2
+    digit_bits: int = DIGIT_BITS
     channel: DealerChannel | None = field(default=None, repr=False)  # the dealer's, if already set up
     randomness: Randomness | None = field(default=None, repr=False)
     _shuffle: Shuffle | None = field(default=None, repr=False)

@@ -27,6 +27,7 @@ secure_auc.validation.InputError: unknown rank method 'quick'; choose from radix
 from __future__ import annotations
 
 from ...validation import InputError
+from .digits import digit_rounds
 
 __all__ = ["RankSort", "SORTS", "RANK_METHODS", "RANK_METHOD_HELP", "rank_sort", "rank_method_help"]
 
@@ -95,7 +96,7 @@ class RadixSort(RankSort):
     digits = True
 
     def rounds(self, limbs: int) -> int:
-        return self.sorter().rounds(32 * limbs)
+        return digit_rounds(limbs)  # the sorter's own digits (:data:`.digits.DIGIT_BITS`), with no torch loaded
 
     def sorter(self, **options):
         from .radix import RadixSort as Sort
