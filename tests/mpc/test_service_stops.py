@@ -81,41 +81,33 @@ def test_sigterm_to_the_server_ends_every_service_in_order(tmp_path):
         bench.stop(procs.values())
 
 
-def test_a_client_that_cannot_start_is_named_by_every_party_and_the_session_at_once(tmp_path):
-    """Client 1's labels file is missing, and client 0's configuration file parses but fails its checks:
-    each joins only to say so, and every service and the waiting session name both (by reason codes) as
-    soon as the computing parties are up (before: after join_timeout, here 120 s, blaming an unreachable
-    party)."""
+def _services_and_a_waiting_session(folder, configs: dict):
+    """A session connecting to the deployment in ``folder``, then its four services (role ``r`` with the
+    configuration file ``configs.get(r, "deploy.toml")``), each run to its end: (processes, the time of
+    each one's end, each one's last stderr line, {"session": (when, the session's exception)}).
+
+    The session first: it waits for the server (a session that connects after the deployment has
+    ended hears only that the server is not reachable, after join_timeout); what it imports is loaded
+    here, so that on a loaded machine it is connecting before the services start."""
+    import importlib
     import threading
 
     from secure_auc.session import MPCSession
 
-    cause = f"{tmp_path / 'labels-1.csv'}: cannot open client file (No such file or directory)"
-    start = time.monotonic()
-    _small_deployment(tmp_path, 30.0, remove=["labels-1.csv"], roles=[])  # written, nothing started
-    config = tmp_path / "deploy.toml"
-    (tmp_path / "typo.toml").write_text(config.read_text().replace('name = "', 'name = "x', 1))
     said: dict = {}
 
     def session():
         try:
-            MPCSession.connect(tmp_path / "deploy.toml", key=tmp_path / "keys" / "server.pem")
-        except BaseException as exc:  # noqa: BLE001 - checked below
-            said["session"] = exc
-
-    # the session first: it waits for the server (a session that connects after the deployment has
-    # ended hears only that the server is not reachable, after join_timeout); what it imports is loaded
-    # here, so that on a loaded machine it is connecting before the services start
-    import importlib
+            MPCSession.connect(folder / "deploy.toml", key=folder / "keys" / "server.pem")
+        except BaseException as exc:  # noqa: BLE001 - checked by the caller
+            said["session"] = (time.monotonic(), exc)
 
     for module in ("secure_auc.deploy.session", "secure_auc.mpc.comm.inlinks", "secure_auc.mpc.comm.runtime"):
         importlib.import_module(module)
-
     waiting = threading.Thread(target=session)
     waiting.start()
     time.sleep(1.0)
-    procs = {role: bench.start_service(tmp_path, role, config_name="typo.toml" if role == "client-0" else
-                                       "deploy.toml") for role in ROLES}
+    procs = {role: bench.start_service(folder, role, config_name=configs.get(role, "deploy.toml")) for role in ROLES}
     try:
         ends, lines = {}, {}
         for role, p in procs.items():
@@ -124,6 +116,20 @@ def test_a_client_that_cannot_start_is_named_by_every_party_and_the_session_at_o
         waiting.join(timeout=30)
     finally:
         bench.stop(procs.values())
+    return procs, ends, lines, said
+
+
+def test_a_client_that_cannot_start_is_named_by_every_party_and_the_session_at_once(tmp_path):
+    """Client 1's labels file is missing, and client 0's configuration file parses but fails its checks:
+    each joins only to say so, and every service and the waiting session name both (by reason codes) as
+    soon as the computing parties are up (before: after join_timeout, here 120 s, blaming an unreachable
+    party)."""
+    cause = f"{tmp_path / 'labels-1.csv'}: cannot open client file (No such file or directory)"
+    start = time.monotonic()
+    _small_deployment(tmp_path, 30.0, remove=["labels-1.csv"], roles=[])  # written, nothing started
+    config = tmp_path / "deploy.toml"
+    (tmp_path / "typo.toml").write_text(config.read_text().replace('name = "', 'name = "x', 1))
+    procs, ends, lines, said = _services_and_a_waiting_session(tmp_path, {"client-0": "typo.toml"})
     assert lines["client-1"] == f"secure-auc serve (client-1): error: {cause}" and procs["client-1"].returncode == 2
     assert lines["client-0"] == (f"secure-auc serve (client-0): error: {tmp_path / 'typo.toml'}: mechanism.name must "
                                  "be one of none, rr, laplace, gaussian, distributed, got 'xlaplace'")
@@ -135,8 +141,8 @@ def test_a_client_that_cannot_start_is_named_by_every_party_and_the_session_at_o
         assert lines[role].endswith(told), (role, lines[role])
         assert str(tmp_path) not in lines[role]
         assert procs[role].returncode == 1
-    assert isinstance(said.get("session"), MPCError), said
-    assert str(said["session"]) == f"the deployment did not start: {told}"
+    assert isinstance(said.get("session", (0, None))[1], MPCError), said
+    assert str(said["session"][1]) == f"the deployment did not start: {told}"
     assert max(ends.values()) - min(ends.values()) < 5.0, {r: round(t - start, 1) for r, t in ends.items()}
 
 
@@ -146,38 +152,11 @@ def test_a_server_that_cannot_start_tells_the_clients_the_helpers_and_the_sessio
     cannot start) and the waiting session (its own operator) the reason itself, as soon as each
     connects (before: every other party waited out join_timeout, here 120 s, then blamed an
     unreachable server)."""
-    import importlib
-    import threading
-
-    from secure_auc.session import MPCSession
-
     _small_deployment(tmp_path, 30.0, roles=[])  # written, nothing started
     config = tmp_path / "deploy.toml"
     (tmp_path / "server.toml").write_text(config.read_text().replace('sort = "radix"', 'sort = "radx"'))
     cause = f"{tmp_path / 'server.toml'}: deployment.sort must be one of radix, network, got 'radx'"
-    said: dict = {}
-
-    def session():
-        try:
-            MPCSession.connect(config, key=tmp_path / "keys" / "server.pem")
-        except BaseException as exc:  # noqa: BLE001 - checked below
-            said["session"] = (time.monotonic(), exc)
-
-    for module in ("secure_auc.deploy.session", "secure_auc.mpc.comm.inlinks", "secure_auc.mpc.comm.runtime"):
-        importlib.import_module(module)  # loaded here: on a loaded machine the session connects in time
-    waiting = threading.Thread(target=session)
-    waiting.start()
-    time.sleep(1.0)
-    procs = {role: bench.start_service(tmp_path, role, config_name="server.toml" if role == "server" else
-                                       "deploy.toml") for role in ROLES}
-    try:
-        ends, lines = {}, {}
-        for role, p in procs.items():
-            _, err = p.communicate(timeout=100)  # join_timeout is 120 s
-            ends[role], lines[role] = time.monotonic(), err.strip().splitlines()[-1]
-        waiting.join(timeout=30)
-    finally:
-        bench.stop(procs.values())
+    procs, ends, lines, said = _services_and_a_waiting_session(tmp_path, {"server": "server.toml"})
     assert lines["server"] == f"secure-auc serve (server): error: {cause}" and procs["server"].returncode == 2
     for role in ROLES[2:]:
         assert lines[role] == (f"secure-auc serve ({role}): error: the deployment did not start: the server cannot "
