@@ -33,7 +33,7 @@ from . import finish
 
 __all__ = ["CH_HELLO", "CH_PUBLIC", "CH_BIT", "CH_INPUTS", "CH_RANKS", "CH_STATS", "CH_ALIVE", "CH_KEEP",
            "input_columns", "HostResult", "run_client_host", "connected_evaluation", "send_hello", "recv_public",
-           "receive_ranks", "release_statistics", "host_evaluation", "host_job", "host_keep", "host_session_select"]
+           "receive_ranks", "release_statistics", "share_and_rank", "host_evaluation", "host_job", "host_keep", "host_session_select"]
 
 CH_HELLO, CH_PUBLIC, CH_BIT, CH_INPUTS, CH_RANKS, CH_STATS, CH_ALIVE = range(1, 8)  # the evaluation's channels
 CH_KEEP = 12  # a session's kept statistics and a selection's noise (the links above)
@@ -136,30 +136,36 @@ def release_statistics(clients, first: int, noise_keys, mechanisms, twice: np.nd
     links[sharing.corrector].send_array(CH_STATS, sharing.correction(stats.reshape(1, width), "statistics"))
 
 
-def host_evaluation(h, clients, first, noise_keys, config, links, keep_ranks=False, on_labels=None) -> HostResult:
-    """One evaluation at client host ``h`` over its open ``links`` to the computing parties:
-    steps 1 to 5 (:class:`HostResult`).  ``on_labels()`` (optional) is called just before the
-    clients' labels are first used (their statistics, after the rank step): nothing of them has
-    left the host before."""
-    w = len(links)
-    sharing = HostSharing(h, w)
+def share_and_rank(h: int, scores: np.ndarray, sizes: list[int], first: int, config: PartyConfig,
+                   links) -> tuple[np.ndarray, HostSharing, int]:
+    """Steps 1 to 4 at client host ``h`` for its clients' ``scores`` (``sizes`` rows each, the first
+    of them client ``first``): the hello, whether the scores are float32-exact, the key limbs and
+    digits as shares, and the shares of the own rows' ranks back.  Returns (2 x the 0-based
+    mid-ranks of the host's rows, the host's sharing of this round, the number of scores M)."""
+    sharing = HostSharing(h, len(links))
     c = sharing.corrector
-    sizes = [len(d) for d in clients]
     send_hello(links, sharing, config, first, sizes)
-    scores = np.concatenate([d.scores for d in clients]) if len(clients) > 1 else clients[0].scores
     bit = np.array([[0 if is_float32_exact(scores) else 1]], dtype=np.int64)
     links[c].send_array(CH_BIT, sharing.correction(bit, "float32-exact"))
     answer = recv_public(links)
     limbs, total = int(answer["limbs"]), int(answer["total"])
-
     keys = encode_keys(scores, limbs)
     rounds, _ = input_columns(config.sort, limbs)
     blocks = [sharing.correction(keys, "keys")]
     blocks += [sharing.correction(key_digits(keys, l, DIGIT_BITS).reshape(-1, 1), ("digit", l)) for l in range(rounds)]
     links[c].send_array(CH_INPUTS, np.concatenate(blocks, axis=1))
     del blocks
+    return receive_ranks(links, len(scores)), sharing, total
 
-    twice = receive_ranks(links, len(scores))
+
+def host_evaluation(h, clients, first, noise_keys, config, links, keep_ranks=False, on_labels=None) -> HostResult:
+    """One evaluation at client host ``h`` over its open ``links`` to the computing parties:
+    steps 1 to 5 (:class:`HostResult`).  ``on_labels()`` (optional) is called just before the
+    clients' labels are first used (their statistics, after the rank step): nothing of them has
+    left the host before."""
+    sizes = [len(d) for d in clients]
+    scores = np.concatenate([d.scores for d in clients]) if len(clients) > 1 else clients[0].scores
+    twice, sharing, total = share_and_rank(h, scores, sizes, first, config, links)
     out = HostResult()
     if keep_ranks:
         out["ranks"] = np.split(twice, np.cumsum(sizes)[:-1])

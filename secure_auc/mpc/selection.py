@@ -45,16 +45,14 @@ from . import RANK_METHODS
 from .comm import backend
 from .comm.inlinks import Heartbeat
 from .comm.roster import describe_helpers_rank, describe_host
-from .encoding import encode_keys, is_float32_exact
 from .input_parties import SelectionPartyResult  # a session's selection lives with the session's loop there
 from .input_hosts import (CH_ALIVE, CH_BIT, CH_HELLO, CH_INPUTS, CH_PUBLIC, CH_STATS, connected_evaluation,
-                          input_columns, receive_ranks, recv_public, send_hello)
+                          input_columns, share_and_rank)
 from .input_parties import accept_links, host_shares, send_ranks
 from .party import PartyConfig, ProtocolError, agree_public, progress_reporter
 from .primitives.argmax import argmax_levels, secure_argmax
 from .primitives.opening import open_to
-from .primitives.outside import HostSharing
-from .ranks import DIGIT_BITS, key_digits, limbs_from_shared_bits
+from .ranks import limbs_from_shared_bits
 from .sort.registry import rank_sort
 
 __all__ = ["SelectionConfig", "SelectionPartyResult", "selection_computing_job", "selection_host_job",
@@ -174,28 +172,14 @@ def _host_candidate(h, labels, scores, first, config, links) -> np.ndarray:
     """Steps 1 to 4 at host ``h`` for one candidate (``scores``: each hosted client's scores
     of it): share the keys, receive the own rows' 2 x mid-ranks.  Returns the hosted
     clients' D_{k,t} and the host's sharing of this round."""
-    w = len(links)
-    sharing = HostSharing(h, w)
-    c = sharing.corrector
     sizes = [len(y) for y in labels]
-    send_hello(links, sharing, config, first, sizes)
     flat = np.concatenate(scores) if len(scores) > 1 else np.asarray(scores[0], dtype=np.float64)
-    bit = np.array([[0 if is_float32_exact(flat) else 1]], dtype=np.int64)
-    links[c].send_array(CH_BIT, sharing.correction(bit, "float32-exact"))
-    answer = recv_public(links)
-    limbs = int(answer["limbs"])
-    keys = encode_keys(flat, limbs)
-    rounds, _ = input_columns(config.sort, limbs)
-    blocks = [sharing.correction(keys, "keys")]
-    blocks += [sharing.correction(key_digits(keys, l, DIGIT_BITS).reshape(-1, 1), ("digit", l)) for l in range(rounds)]
-    links[c].send_array(CH_INPUTS, np.concatenate(blocks, axis=1))
-    del blocks
-    twice = receive_ranks(links, len(flat))
+    twice, sharing, total = share_and_rank(h, flat, sizes, first, config, links)
     y = np.concatenate(labels).astype(bool)
     owner = np.repeat(np.arange(len(labels)), sizes)
     d = np.zeros(len(labels), dtype=np.int64)
     np.add.at(d, owner[y], twice[y])
-    return d, sharing, int(answer["total"])
+    return d, sharing, total
 
 
 def host_selection(h, labels, scores, first, noise_keys, config: SelectionConfig, links) -> dict:
