@@ -91,27 +91,33 @@ def main(argv: list[str] | None = None) -> int:
         return _main(argv)
     except KeyboardInterrupt as exc:  # a stop signal while this rank was reporting an error (torchrun
         code, name = stop_status(exc)  # stops the others when one fails): the signal's end, no traceback
-        leave_process(code, f"secure-auc compute: {'interrupted' if name == 'SIGINT' else 'stopped by ' + name}")
+        leave_process(code, _stopped_line(name))
+
+
+def _stopped_line(name: str) -> str:
+    return f"secure-auc compute: {'interrupted' if name == 'SIGINT' else 'stopped by ' + name}"
 
 
 def _main(argv: list[str] | None) -> int:
     import time
 
-    from .output import leave_process, stop_on_signals, stop_status
+    from .output import end_when_busy, leave_process, stop_on_signals, stop_status
 
     started = time.perf_counter()
     as_usual()  # Ctrl-C: a KeyboardInterrupt from here on (secure_auc.interrupts)
     setup_logging()
     stop_on_signals()  # the server's SIGTERM ends the deployment in order; torchrun stops the others with it
-    args = build_parser().parse_args(argv)
     rank = os.environ.get("RANK", "?")
+    # mid-computation too: the server's orderly end, when its main thread is free for it, comes first
+    end_when_busy(1.5 if rank == "0" else 0.5, _stopped_line)
+    args = build_parser().parse_args(argv)
     try:
         code = _run_computing(args, started)
     except InputError as exc:
         leave_process(2, f"secure-auc compute: error: {exc}")
     except KeyboardInterrupt as exc:
         code, name = stop_status(exc)
-        leave_process(code, "secure-auc compute: " + ("interrupted" if name == "SIGINT" else f"stopped by {name}"))
+        leave_process(code, _stopped_line(name))
     except Exception as exc:  # noqa: BLE001 - one line naming this party and the cause
         from ..deploy.service import ServiceError
         from ..mpc.comm.runtime import explain
