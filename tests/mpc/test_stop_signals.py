@@ -181,7 +181,7 @@ def test_a_stop_signal_ends_a_torchrun_party_busy_in_native_code():
     """A torchrun party (``secure-auc party``) stopped by SIGTERM while its main thread is inside one
     long native computation (here 10 s or more): the signal's handler cannot run until it returns, so a
     watcher thread (:func:`secure_auc.cli.output.end_when_busy`) ends the process after its grace, with
-    the signal's status and line (measured on torchrun runs of 900,000 scores: every rank gone 0.01-0.21 s
+    the signal's status and line (measured on torchrun runs of 300,000 scores: every rank gone 0.01-0.24 s
     after SIGTERM, SIGHUP or SIGINT to any rank or to torchrun, against up to 2.8 s before)."""
     proc = subprocess.Popen([sys.executable, "-c", _BUSY], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, preexec_fn=_default_signals)
