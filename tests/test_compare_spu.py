@@ -71,8 +71,8 @@ def test_both_sides_get_the_same_keys(cs, monkeypatch):
         parts = np.array_split(twice, parties - 1)
         ends = [("start", 0.0, 0.0, 0), ("rank", 2.0, 1.0, 10)]  # (step, seconds, CPU, bytes) as bench_rank._job
         out = {r: {"seconds": 2.0, "cpu": 1.0, "bytes": 10, "messages": 1, "peak_rss": 1, "ends": ends,
-                   "twice": parts[r - 1] if r else None} for r in range(parties)}
-        out[parties] = {"peak_rss": 1, "cpu": 0.0}
+                   "cores": "0-1", "twice": parts[r - 1] if r else None} for r in range(parties)}
+        out[parties] = {"peak_rss": 1, "cpu": 0.0, "cores": "0-1"}
         return out
 
     def fake_spu(python, keys, parties, field, methods, op, timeout):
