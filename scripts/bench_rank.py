@@ -40,8 +40,8 @@ prints each run's steps (sharing, digit rounds, mid-rank scan, unsort,
 opening to owners) with their rounds, bytes, CPU seconds and seconds per
 party.  The sorting network is run up to ``--max-network`` scores (default
 2^20: above, it takes minutes).  ``--threads N ...`` runs each size with N threads in
-every process (the compiled kernels' and torch's; default the launcher's, the cores divided
-among the processes); with ``--pin`` each process runs on its own N cores (rank r on the
+every process (the compiled kernels'; torch keeps one; default the launcher's, the cores
+divided among the processes); with ``--pin`` each process runs on its own N cores (rank r on the
 r-th N cores of this process's affinity, the dealer on the last N), as parties on machines
 of their own would.
 """
@@ -430,7 +430,8 @@ def main() -> int:
                    help="threads per process, one run each (default: the launcher's, the cores divided "
                         "among the processes)")
     p.add_argument("--torch-threads", type=int, metavar="K",
-                   help="torch's threads in every process, apart from the compiled kernels' (default: as many)")
+                   help="torch's threads in every process, apart from the compiled kernels' (default: a party's own, "
+                        "1 with the kernels, --threads with the reference code)")
     p.add_argument("--pin", action="store_true",
                    help="each process on its own cores, as many as its threads (needs --threads)")
     p.add_argument("--json", action="store_true", help="print one JSON object {rows, growth}")
