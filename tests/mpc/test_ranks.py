@@ -44,7 +44,7 @@ def run_parties(world: int, job, *args, provider: str = "tfp", timeout: float = 
     return [done[r] for r in range(world)]
 
 
-def _in_turn(rank, calls):
+def in_turn(rank, calls):
     """Each ``(job, args)`` of ``calls`` in turn in this party: their results, in order."""
     return [job(rank, *args) for job, args in calls]
 
@@ -222,7 +222,7 @@ def launched(world: int, provider: str) -> list:
     else:
         assert (world, provider) == (3, "ttp")
         calls = [(_rank_cases, (three_party_cases(), RANK_METHODS)), (_narrow_shuffle, (NARROW_BITS,))]
-    by_rank = run_parties(world, _in_turn, calls, provider=provider)
+    by_rank = run_parties(world, in_turn, calls, provider=provider)
     return [[got[i] for got in by_rank] for i in range(len(calls))]  # per call, the parties' results by rank
 
 
