@@ -26,17 +26,6 @@ def reference(paths):
     return rank_auc(np.concatenate([d.labels for d in data]), np.concatenate([d.scores for d in data]))
 
 
-def test_torchrun_three_processes(tmp_path, free_port):
-    paths = write_clients(tmp_path, [20, 13], distinct=9)
-    cmd = [str(BIN / "torchrun"), "--nproc-per-node", "3", "--master-port", str(free_port), str(PARTY),
-           *paths, "--provider", "tfp", "--mechanism", "none", "--json", "--timeout", "30"]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
-    assert res.returncode == 0, res.stderr[-2000:]
-    report = json.loads(res.stdout.strip().splitlines()[-1])
-    assert report["auc"] == pytest.approx(reference(paths), abs=1e-12)
-    assert report["protocol"] == "mpc" and report["samples"] == 33
-
-
 def test_wrong_number_of_processes_is_named(tmp_path, free_port):
     paths = write_clients(tmp_path, [5, 5])
     res = subprocess.run([sys.executable, str(PARTY), *paths], env=party_env(0, 3, free_port),
