@@ -369,6 +369,9 @@ def _interval_draws(mechanism, total: int, sizes: tuple) -> tuple[np.ndarray, np
     return e_s, e_p
 
 
+COMPILED_FROM_ROWS = 256  # from this many estimates, :func:`interval_bounds` runs the compiled pass
+
+
 def interval_bounds(mechanism, auc, positives, total: int, sizes, *, chunk: int = 64):
     """Vectorised core of :func:`error_interval`: for estimates ``auc`` with P' (RR: debiased P)
     ``positives`` (arrays of the same length), the bounds (-inf/+inf where more than
@@ -376,7 +379,6 @@ def interval_bounds(mechanism, auc, positives, total: int, sizes, *, chunk: int 
     the share of undefined draws."""
     from .dp.mechanisms import RandomizedResponse
     from .dp.variance import UNDEFINED_LIMIT
-    from .metrics import auc_from_sums
 
     auc = np.asarray(auc, dtype=np.float64)
     p0 = np.asarray(positives, dtype=np.float64)
@@ -393,6 +395,34 @@ def interval_bounds(mechanism, auc, positives, total: int, sizes, *, chunk: int 
         from .dp.randomized_response import debias_auc
 
         rho = float(debias_auc(0.5, 1.0, 1.0, mechanism.epsilon).rho)
+    if auc.ndim == 1 and auc.size >= COMPILED_FROM_ROWS and p0.shape == auc.shape and _compiled():
+        from .interval_kernels import bounds  # many rows (a coverage study): one compiled pass, the same bits
+
+        lo, hi, undefined, done = bounds(auc, p0, e_s, e_p, m, rr_rho=rho if rr else -1.0, limit=UNDEFINED_LIMIT)
+        if not done.all():  # an estimate or P' that is not finite: the numpy code below
+            rest = np.flatnonzero(~done)
+            lo[rest], hi[rest], undefined[rest] = _numpy_bounds(mechanism, auc[rest], p0[rest], m, e_s, e_p,
+                                                                rho if rr else None, chunk)
+        return lo, hi, undefined
+    return _numpy_bounds(mechanism, auc, p0, m, e_s, e_p, rho if rr else None, chunk)
+
+
+def _compiled() -> bool:
+    """Whether many intervals go through the compiled pass (not with ``SECURE_AUC_KERNELS=numpy``)."""
+    import os
+
+    return os.environ.get("SECURE_AUC_KERNELS", "numba").lower() != "numpy"
+
+
+def _numpy_bounds(mechanism, auc, p0, m, e_s, e_p, rho, chunk):
+    """:func:`interval_bounds` in numpy, ``chunk`` estimates at a time (``rho``: randomized
+    response's flip probability, else None)."""
+    from .dp.variance import UNDEFINED_LIMIT
+    from .metrics import auc_from_sums
+
+    rr = rho is not None
+    if rr:
+        from .dp.randomized_response import debias_auc
     lo = np.full(auc.shape, -np.inf)
     hi = np.full(auc.shape, np.inf)
     undefined = np.ones(auc.shape)

@@ -54,13 +54,15 @@ def pytest_collection_modifyitems(session, config, items):
 
 
 def pytest_configure(config):
-    """Compile the rank step's kernels into the user's cache once, before any test (and
+    """Compile the rank step's kernels and the intervals' pass into the user's cache once, before any test (and
     before xdist's workers start): on a machine whose cache is cold (a fresh CI runner),
     the first compile takes 6 to 10 CPU s, and a party started by hand (``secure-auc
     party``, a deployed service) would otherwise spend it inside a test's start-up timeout.
     With a warm cache this loads the kernels (about 1 s)."""
     if hasattr(config, "workerinput"):  # an xdist worker: the controller has done it
         return
+    from secure_auc import interval_kernels
     from secure_auc.mpc import kernels
 
     kernels.warm_up()
+    interval_kernels.warm_up()  # many intervals at once (tests/test_coverage.py, tests/test_interval_kernels.py)

@@ -17,6 +17,7 @@ DOCTEST_MODULES = [
     "secure_auc.evaluate",
     "secure_auc.request",
     "secure_auc.result",
+    "secure_auc.interval_kernels",
     "secure_auc.training",
     "secure_auc.data.io",
     "secure_auc.dp.base",

@@ -21,7 +21,7 @@ PKG = Path(__file__).resolve().parents[1] / "secure_auc"
 LAYERS = [
     ("cli", "__main__"),
     ("evaluate", "experiments", "training", "selection", "session", "request"),
-    ("protocol", "mpc", "simulation", "deploy", "result", "report"),
+    ("protocol", "mpc", "simulation", "deploy", "result", "interval_kernels", "report"),
     ("dp", "data"),
     ("metrics", "validation", "local_stats", "interrupts"),
 ]

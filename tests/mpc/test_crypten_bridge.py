@@ -1,8 +1,11 @@
 """Scores held as a CrypTen MPCTensor, ranked and evaluated on shares
 (:mod:`secure_auc.mpc.crypten.bridge`), against scipy's rankdata, scikit-learn's AUC and the
-plain protocol on the decoded scores with the same noise keys."""
+plain protocol on the decoded scores with the same noise keys.  The tests among the same parties
+share one launch (:func:`launched`)."""
 
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 import pytest
@@ -15,7 +18,7 @@ from secure_auc.protocol import Client, Server
 from secure_auc.protocol.plain import run_plain
 from secure_auc.dp.rng import ClientRngs
 
-from .test_ranks import run_parties
+from .test_ranks import in_turn, run_parties
 
 KEYS = [0x1234_5678_9ABC_DEF0_1111_2222_3333_4444, 0xFEDC_BA98_7654_3210_5555_6666_7777_8888, 77]
 
@@ -96,7 +99,8 @@ def check(results, world, methods, labels=None, sizes=None):
         assert float(got.raw_auc) == float(ref.raw_auc)
 
 
-def test_two_parties_ties_negatives_range_both_methods():
+def two_party_case():
+    """_bridge's arguments: many ties, negative scores, the range's ends 1 ulp apart; both methods."""
     rng = np.random.default_rng(5)
     m = 300
     scores = rng.integers(-6, 6, m) / 4.0  # many ties, negative scores
@@ -104,22 +108,48 @@ def test_two_parties_ties_negatives_range_both_methods():
     parts = split_parts(scores, 2, rng)
     sizes = [120, 180]
     labels = [(rng.random(n) < 0.4).astype(np.int8) for n in sizes]
-    methods = ["radix", "network"]
-    results = run_parties(2, _bridge, parts, labels, [0, 1], sizes, methods, provider="tfp")
-    check(results, 2, methods, labels, sizes)
+    return parts, labels, [0, 1], sizes, ["radix", "network"]
 
 
-def test_three_parties_dealer_and_out_of_range_refused():
+def three_party_cases():
+    """_bridge's arguments among 3 with the dealer: ties, then scores beyond the 1-limb range."""
     rng = np.random.default_rng(6)
     scores = rng.normal(size=257).astype(np.float32).astype(np.float64)
     scores[::7] = scores[1]  # ties
     parts = split_parts(scores, 3, rng)
     sizes = [100, 157]
     labels = [(rng.random(n) < 0.3).astype(np.int8) for n in sizes]
-    results = run_parties(3, _bridge, parts, labels, [1, 2], sizes, ["radix"], provider="ttp")
-    check(results, 3, ["radix"], labels, sizes)
     too_big = split_parts(np.array([0.5, 2.0**14, -1.0, 2.0**14, -(2.0**14) - 2.0**-16]), 3, rng)
-    wide = run_parties(3, _bridge, too_big, None, None, None, ["radix", "network"], provider="ttp")
+    return (parts, labels, [1, 2], sizes, ["radix"]), (too_big, None, None, None, ["radix", "network"])
+
+
+@functools.lru_cache(maxsize=None)
+def launched(world: int, provider: str) -> list:
+    """Per test's call, the parties' results by rank, of one launch of ``world`` parties that runs
+    every test's cases among such parties in turn: among 2 (tfp) the two-party case and the whole
+    range; among 3 (ttp) the three-party case, the whole range, then the scores the network
+    refuses."""
+    if (world, provider) == (2, "tfp"):
+        calls = [(_bridge, two_party_case()), (_wide, wide_case(2))]
+    else:
+        assert (world, provider) == (3, "ttp")
+        ties, too_big = three_party_cases()
+        calls = [(_bridge, ties), (_wide, wide_case(3)), (_bridge, too_big)]
+    by_rank = run_parties(world, in_turn, calls, provider=provider)
+    return [[got[i] for got in by_rank] for i in range(len(calls))]
+
+
+def test_two_parties_ties_negatives_range_both_methods():
+    parts, labels, _, sizes, methods = two_party_case()
+    results = launched(2, "tfp")[0]
+    check(results, 2, methods, labels, sizes)
+
+
+def test_three_parties_dealer_and_out_of_range_refused():
+    (_, labels, _, sizes, _), _ = three_party_cases()
+    results = launched(3, "ttp")[0]
+    check(results, 3, ["radix"], labels, sizes)
+    wide = launched(3, "ttp")[2]
     np.testing.assert_array_equal(wide[0]["radix"], [3, 4.5, 2, 4.5, 1])  # two-limb keys
     for r in range(3):  # opened to party 0 only; the network refuses them at every party
         assert r == 0 or wide[r]["radix"] is None
@@ -164,15 +194,22 @@ def int_parts(v, world, rng):
     return [v - sum(parts, np.zeros_like(v))] + parts
 
 
-@pytest.mark.parametrize("world, provider", [(2, "tfp"), (3, "ttp")])
-def test_the_whole_fixed_point_range_is_ranked_exactly(world, provider):
+def wide_case(world):
+    """_wide's arguments among ``world`` parties: values over the whole range, and its values."""
     rng = np.random.default_rng(world)
     v = wide_values(301, rng)
-    decoded = v.astype(np.float64) / 2.0**16
-    assert len(np.unique(decoded)) == len(np.unique(v))  # the floats keep the order and the ties
     sizes = [140, 161]
     labels = [(rng.random(n) < 0.4).astype(np.int8) for n in sizes]
-    results = run_parties(world, _wide, int_parts(v, world, rng), labels, [0, 1], sizes, provider=provider)
+    return int_parts(v, world, rng), labels, [0, 1], sizes
+
+
+@pytest.mark.parametrize("world, provider", [(2, "tfp"), (3, "ttp")])
+def test_the_whole_fixed_point_range_is_ranked_exactly(world, provider):
+    v = wide_values(301, np.random.default_rng(world))
+    decoded = v.astype(np.float64) / 2.0**16
+    assert len(np.unique(decoded)) == len(np.unique(v))  # the floats keep the order and the ties
+    _, labels, _, sizes = wide_case(world)
+    results = launched(world, provider)[1]
     for r in range(world):
         np.testing.assert_array_equal(results[r]["radix"], rankdata(v), err_msg=f"party {r}")
         assert "the radix sort ranks the whole range" in results[r]["network"]

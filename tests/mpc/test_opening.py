@@ -1,8 +1,14 @@
 """Opening shared values to every party (:func:`secure_auc.mpc.primitives.opening.open_all`)
 among real parties: the all-gather of shares and, for large openings among 3 or more
-parties, the reduce-scatter then all-gather, against the plain values and their bytes."""
+parties, the reduce-scatter then all-gather, against the plain values and their bytes.
+
+The parties of one world run every case of this file in one launch (:func:`launched`: a
+start of the parties costs seconds, a case milliseconds); each test checks its own cases'
+results."""
 
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 import pytest
@@ -56,7 +62,7 @@ def _open_job(rank, sizes):
 
 @pytest.mark.parametrize("world", [2, 3])
 def test_open_all_opens_every_ring_and_large_openings_cost_less_among_three(world):
-    results = run_parties(world, _open_job, SIZES)
+    results = [got["open_all"] for got in launched(world)]
     for got in results:
         for (opened, _), n in zip(got, SIZES):
             for o, x in zip(opened, values(n)[0]):
@@ -87,15 +93,23 @@ def _low_bits_job(rank, sizes, bits):
     return out
 
 
-@pytest.mark.parametrize("world, bits", [(2, 22), (3, 22), (3, 9), (3, 32), (2, 2), (3, 2), (3, 1), (3, 4)])
-def test_low_bits_openings_give_the_values_mod_2_to_the_bits_from_fewer_bytes(world, bits):
-    """1, 2 or 4 bits go 8 / bits to a byte; the last size then goes by reduce-scatter among 3
-    (among 2 every opening is an all-gather: a smaller last size checks the same)."""
+LOW_BITS = {2: (22, 2), 3: (22, 9, 32, 2, 1, 4)}  # the widths opened among 2 and among 3
+
+
+def low_bits_sizes(world, bits):
+    """The sizes opened with ``bits`` among ``world`` parties (see the test below)."""
     last = SCATTER_MIN_BYTES * 8 // bits + 3 if bits in (1, 2, 4) else SCATTER_MIN_BYTES // 3 + 1
     if world == 2:
         last = 10_003
-    sizes = [5, 1_000, last]
-    results = run_parties(world, _low_bits_job, sizes, bits)
+    return [5, 1_000, last]
+
+
+@pytest.mark.parametrize("world, bits", [(w, b) for w, widths in LOW_BITS.items() for b in widths])
+def test_low_bits_openings_give_the_values_mod_2_to_the_bits_from_fewer_bytes(world, bits):
+    """1, 2 or 4 bits go 8 / bits to a byte; the last size then goes by reduce-scatter among 3
+    (among 2 every opening is an all-gather: a smaller last size checks the same)."""
+    sizes = low_bits_sizes(world, bits)
+    results = [got["low_bits", bits] for got in launched(world)]
     for got in results:
         for (opened, _), n in zip(got, sizes):
             want = values(n)[0][1].astype(np.int64) % (1 << bits)
@@ -159,7 +173,7 @@ def test_the_audit_records_every_value_a_party_opens(world):
     """Every opened value reaches the record of exactly the parties that obtain it, with
     its kind, in order, in its own dtype: the secrecy tests search what parties learn."""
     x = values(6)[0][1]  # the int32 values
-    results = run_parties(world, _recorded_openings_job)
+    results = [got["recorded"] for got in launched(world)]
     last = world - 1
     for rank, got in enumerate(results):
         want = [("open_all", x), ("open_all", (x.astype(np.int64) % 512).astype(np.int32))]
@@ -171,3 +185,21 @@ def test_the_audit_records_every_value_a_party_opens(world):
         for (_, _, _, dtype, data), (_, v) in zip(got, want):
             assert dtype == "int32"
             np.testing.assert_array_equal(np.frombuffer(data, dtype=np.int32), v)
+
+
+def _every_case_job(rank):
+    """Every case of this file among this world's parties (each case as its own test ran it)."""
+    from secure_auc.mpc.comm import backend
+
+    world = backend.world_size()
+    out = {"recorded": _recorded_openings_job(rank), "open_all": _open_job(rank, SIZES)}
+    for bits in LOW_BITS[world]:
+        out["low_bits", bits] = _low_bits_job(rank, low_bits_sizes(world, bits), bits)
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def launched(world: int) -> list:
+    """Every party's results of :func:`_every_case_job` among ``world`` parties, by rank: one
+    launch per world for the whole file."""
+    return run_parties(world, _every_case_job)

@@ -3,8 +3,8 @@
 Each launch starts one spawned process per party (plus the TTP dealer) with
 the project's launcher (:func:`secure_auc.mpc.launch.spawn_parties`: bounded
 waits), runs several cases in the same processes (start-up costs seconds, the
-cases milliseconds), and fails the test naming the party, with its
-traceback, if any party raises, dies or hangs.
+cases milliseconds: the tests among the same parties share one launch, :func:`launched`),
+and fails the test naming the party, with its traceback, if any party raises, dies or hangs.
 (``crypten.mpc.run_multiprocess`` is not used: when a party raises it logs
 an error and returns None, and the other parties block until torch's
 30-minute timeout.)
@@ -12,6 +12,7 @@ an error and returns None, and the other parties block until torch's
 
 from __future__ import annotations
 
+import functools
 import time
 
 import numpy as np
@@ -41,6 +42,11 @@ def run_parties(world: int, job, *args, provider: str = "tfp", timeout: float = 
     except MPCError as exc:
         raise AssertionError(f"{exc}\n{exc.details}") from None
     return [done[r] for r in range(world)]
+
+
+def in_turn(rank, calls):
+    """Each ``(job, args)`` of ``calls`` in turn in this party: their results, in order."""
+    return [job(rank, *args) for job, args in calls]
 
 
 # ----------------------------------------------------------------- jobs (run inside each party)
@@ -147,9 +153,11 @@ def progress_total(method, m, limbs):
     return p * (p + 1) + 1  # sort stages, mid-ranks, unsort stages
 
 
-def check_rank_cases(world, cases, provider="tfp", methods=RANK_METHODS):
-    """Every method's ranks equal scipy's rankdata (so they also equal each other)."""
-    results = run_parties(world, _rank_cases, cases, methods, provider=provider)
+def check_rank_cases(world, cases, provider="tfp", methods=RANK_METHODS, results=None):
+    """Every method's ranks equal scipy's rankdata (so they also equal each other); ``results``:
+    the parties' results of :func:`_rank_cases` for ``cases`` (else they are run here)."""
+    if results is None:
+        results = run_parties(world, _rank_cases, cases, methods, provider=provider)
     for c, case in enumerate(cases):
         sources = sorted(case)
         scores = np.concatenate([case[s] for s in sources])
@@ -170,9 +178,9 @@ def check_rank_cases(world, cases, provider="tfp", methods=RANK_METHODS):
                 assert reports == [(i, total) for i in range(1, total + 1)], (method, c, r)
 
 
-def test_two_parties_ties_float64_ulps_signed_zero():
+def two_party_cases():
     rng = np.random.default_rng(2)
-    cases = [
+    return [
         {1: tie_scores(rng, 13)},  # protocol layout: the server (rank 0) holds nothing
         {0: tie_scores(rng, 6), 1: tie_scores(rng, 9)},  # both hold scores, 15 (not a power of 2)
         {0: ulp_scores(rng, 7), 1: ulp_scores(rng, 10)},  # float64: two limbs, 1-ulp neighbours, +-0, +-inf
@@ -180,19 +188,50 @@ def test_two_parties_ties_float64_ulps_signed_zero():
         {0: np.array([-0.0]), 1: np.array([0.0, -1.0, 1.0])},
         {1: np.full(8, 0.25)},  # all tied, exactly a power of two
     ]
-    check_rank_cases(2, cases)
 
 
-def test_three_parties_single_sample_client_float64_ttp():
+def three_party_cases():
     rng = np.random.default_rng(3)
     a = ulp_scores(rng, 12)
-    cases = [
+    return [
         {1: a[:1], 2: a[1:]},  # a client with one sample, float64 ulps
         {1: tie_scores(rng, 10), 2: np.array([0.2])},
         {0: -np.abs(tie_scores(rng, 3)), 1: tie_scores(rng, 4), 2: tie_scores(rng, 5)},  # negative scores
         {1: tie_scores(rng, 1500, levels=300), 2: rng.random(1700).astype(np.float32).astype(np.float64)},
     ]
-    check_rank_cases(3, cases, provider="ttp")
+
+
+NARROW_BITS = [None, 22, 12]  # the narrow shuffles' widths (None: whole words)
+BUDGET = 4096  # words per request in the network batches' test; one stage needs 512 products
+
+
+def budget_scores():
+    return np.round(np.random.default_rng(5).random(1024), 2)
+
+
+@functools.lru_cache(maxsize=None)
+def launched(world: int, provider: str) -> list:
+    """The results, by rank, of one launch of ``world`` parties (``provider``'s randomness) that
+    runs every test's cases among such parties in turn: among 2 with tfp the ranks, the
+    comparisons, the narrow shuffles and the network's batches (last: its job narrows the
+    network's batches for the rest of the process); among 3 with ttp the ranks and the narrow
+    shuffles."""
+    if (world, provider) == (2, "tfp"):
+        calls = [(_rank_cases, (two_party_cases(), RANK_METHODS)), (_primitive_cases, (comparison_pairs(2),)),
+                 (_narrow_shuffle, (NARROW_BITS,)), (_network_requests, (budget_scores(), BUDGET))]
+    else:
+        assert (world, provider) == (3, "ttp")
+        calls = [(_rank_cases, (three_party_cases(), RANK_METHODS)), (_narrow_shuffle, (NARROW_BITS,))]
+    by_rank = run_parties(world, in_turn, calls, provider=provider)
+    return [[got[i] for got in by_rank] for i in range(len(calls))]  # per call, the parties' results by rank
+
+
+def test_two_parties_ties_float64_ulps_signed_zero():
+    check_rank_cases(2, two_party_cases(), results=launched(2, "tfp")[0])
+
+
+def test_three_parties_single_sample_client_float64_ttp():
+    check_rank_cases(3, three_party_cases(), provider="ttp", results=launched(3, "ttp")[0])
 
 
 def test_four_parties_not_power_of_two():
@@ -205,8 +244,7 @@ def test_four_parties_not_power_of_two():
     check_rank_cases(4, cases)
 
 
-@pytest.mark.parametrize("world", [2, 3])
-def test_comparison_at_the_limb_limits_and_network(world):
+def comparison_pairs(world):
     rng = np.random.default_rng(world)
     lo, hi = -(2**31), 2**31 - 1
     # one limb: the extremes of the 32-bit range, neighbours, equal values
@@ -218,8 +256,14 @@ def test_comparison_at_the_limb_limits_and_network(world):
     x2 = np.stack([np.repeat(edge[:4], 16), np.tile(np.repeat(lo_edge, 4), 4)], axis=1)
     y2 = np.stack([np.repeat(edge[:4], 16)[::-1].copy(), np.tile(lo_edge, 16)], axis=1)
     y2[::3, 0] = x2[::3, 0]
-    pairs = [(x1, y1), (x2, y2)]
-    for (x, y), out in zip(pairs, run_parties(world, _primitive_cases, pairs)[0]):
+    return [(x1, y1), (x2, y2)]
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_comparison_at_the_limb_limits_and_network(world):
+    pairs = comparison_pairs(world)
+    opened = launched(2, "tfp")[1][0] if world == 2 else run_parties(world, _primitive_cases, pairs)[0]
+    for (x, y), out in zip(pairs, opened):
         tx, ty = [tuple(r) for r in x], [tuple(r) for r in y]
         np.testing.assert_array_equal(out["x"], x)  # precision 0: exact
         np.testing.assert_array_equal(out["lt"], [a < b for a, b in zip(tx, ty)])
@@ -265,12 +309,11 @@ def _network_requests(rank, scores, budget):
 def test_network_batches_stay_within_the_budget_after_the_sort():
     # the unsort once sized its batches by everything the run had used so far (sort and
     # mid-ranks included): at 2^20 rows the dealer built 10 GB of triples at once
-    scores = np.round(np.random.default_rng(5).random(1024), 2)
-    budget = 4096  # words per request; one stage needs 512 products
-    results = run_parties(2, _network_requests, scores, budget)
+    scores = budget_scores()
+    results = launched(2, "tfp")[3]
     np.testing.assert_array_equal(results[1][0], 2 * (rankdata(scores) - 1))
     for _, asked in results:
-        assert asked and max(n for _, n in asked) <= budget, sorted(asked, key=lambda a: -a[1])[:3]
+        assert asked and max(n for _, n in asked) <= BUDGET, sorted(asked, key=lambda a: -a[1])[:3]
 
 
 def _narrow_shuffle(rank, bits_list):
@@ -310,8 +353,8 @@ def test_narrow_shuffles_are_exact_mod_2_to_the_bits_and_send_fewer_bytes(world,
     inverse: back in place), with the low ceil(bits / 8) bytes of each word on the wire:
     about half the bytes of whole words at 12 bits (2 bytes of 4); int64 words at 40 bits
     carry 5 bytes of 8."""
-    bits_list = [None, 22, 12]
-    res = run_parties(world, _narrow_shuffle, bits_list, provider=provider)
+    bits_list = NARROW_BITS
+    res = launched(world, provider)[2 if world == 2 else 1]
     x = (np.arange(5000, dtype=np.int64) * 7919 + (1 << 30)) & 0xFFFFFFFF
     for i, bits in enumerate(bits_list):
         mask = (1 << (bits or 32)) - 1

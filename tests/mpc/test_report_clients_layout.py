@@ -168,3 +168,4 @@ def test_the_torchrun_entry_of_the_clients_layout_releases_the_plain_protocols_r
     for key in ("roc", "ks", "ks_std", "log_loss", "privacy"):
         assert d[key] == plain.extra[key], key
     assert d["auc"] == plain.auc and d["epsilon"] == plain.epsilon == 1.0
+    assert d["protocol"] == "mpc" and d["samples"] == 110 and d["clients"] == 2
