@@ -11,7 +11,7 @@ beyond it; those are selected in place (quickselect), and a row where the thresh
 too few is sorted whole.  Rows whose estimate or P' is not finite are left to the numpy code
 (``done`` is False there).
 
-Compiled code is cached where the rank step's kernels are (:func:`secure_auc.mpc.kernels.cache_dir`;
+Compiled code is cached where the rank step's kernels are (:func:`secure_auc.compile_cache.cache_dir`;
 ``tests/test_interval_kernels.py`` checks that the two folders are one).
 
 Examples
@@ -29,20 +29,14 @@ True
 from __future__ import annotations
 
 import math
-import os
 
 import numpy as np
 
-# the rank step's kernels' cache folder (secure_auc.mpc.kernels.cache_dir; that module is not imported
-# here: the MPC package imports this one's caller), given to numba before it compiles anything below
-CACHE = os.environ.get("NUMBA_CACHE_DIR") or os.path.join(
-    os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "secure-auc", "numba")
-os.environ["NUMBA_CACHE_DIR"] = CACHE
+from .compile_cache import use_cache
 
-import numba  # noqa: E402
+CACHE = use_cache()  # the user's cache folder, the rank step's kernels' too, before anything below is defined
+
 from numba import njit  # noqa: E402
-
-numba.config.CACHE_DIR = CACHE  # numba imported earlier by someone else
 
 __all__ = ["bounds", "SAMPLE"]
 

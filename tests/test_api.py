@@ -18,6 +18,7 @@ DOCTEST_MODULES = [
     "secure_auc.request",
     "secure_auc.result",
     "secure_auc.interval_kernels",
+    "secure_auc.compile_cache",
     "secure_auc.training",
     "secure_auc.data.io",
     "secure_auc.dp.base",

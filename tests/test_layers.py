@@ -23,7 +23,7 @@ LAYERS = [
     ("evaluate", "experiments", "training", "selection", "session", "request"),
     ("protocol", "mpc", "simulation", "deploy", "result", "interval_kernels", "report"),
     ("dp", "data"),
-    ("metrics", "validation", "local_stats", "interrupts"),
+    ("metrics", "validation", "local_stats", "interrupts", "compile_cache"),
 ]
 
 

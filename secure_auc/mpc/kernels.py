@@ -57,6 +57,7 @@ import time
 
 import numpy as np
 
+from ..compile_cache import cache_dir, use_cache
 from .threads import check_threads, default_threads
 
 __all__ = ["cache_dir", "enabled", "warm_up", "set_threads", "check_threads", "default_threads", "sorted_counts",
@@ -64,21 +65,11 @@ __all__ = ["cache_dir", "enabled", "warm_up", "set_threads", "check_threads", "d
            "permute_words", "onehot_correction", "rep_correction"]
 
 
-def cache_dir() -> str:
-    """Where compiled kernels are cached: ``$NUMBA_CACHE_DIR``, else
-    ``$XDG_CACHE_HOME/secure-auc/numba``, else ``~/.cache/secure-auc/numba``."""
-    if os.environ.get("NUMBA_CACHE_DIR"):
-        return os.environ["NUMBA_CACHE_DIR"]
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "secure-auc", "numba")
-
-
-os.environ["NUMBA_CACHE_DIR"] = cache_dir()  # read by numba when the kernels below are defined
+use_cache()  # the user's cache folder, before the kernels below are defined
 
 import numba  # noqa: E402
 from numba import njit, prange  # noqa: E402
 
-numba.config.CACHE_DIR = os.environ["NUMBA_CACHE_DIR"]  # numba imported earlier by someone else
 if not os.environ.get("NUMBA_THREADING_LAYER"):
     # numba's own pool: unlike GNU OpenMP's (torch's libgomp, numba's default here), a process that has
     # run a parallel kernel can still fork (multiprocessing's fork start method); it takes one caller at a
