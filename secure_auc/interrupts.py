@@ -20,8 +20,9 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 
-__all__ = ["INTERRUPTED", "is_command_line", "while_starting", "as_usual"]
+__all__ = ["INTERRUPTED", "is_command_line", "while_starting", "as_usual", "uninterrupted", "raise_when_safe"]
 
 INTERRUPTED = 130  # 128 + SIGINT: what the shell reports for a program that Ctrl-C ended
 
@@ -86,3 +87,38 @@ def as_usual() -> None:
     (a no-op otherwise)."""
     if signal.getsignal(signal.SIGINT) is _interrupted:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+class _Uninterrupted:
+    """``with uninterrupted:`` a few steps of the main thread that must happen together (a TLS
+    record made, then queued: a record made and never sent breaks the link's sequence, and the
+    peer reads the next one as forged).  A stop that :func:`raise_when_safe` raises meanwhile is
+    raised when the block ends.  Other threads pass through (a signal's handler runs in the
+    main thread only)."""
+
+    depth = 0
+    pending: BaseException | None = None
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            _Uninterrupted.depth += 1
+
+    def __exit__(self, *exc_info):
+        if threading.current_thread() is threading.main_thread():
+            _Uninterrupted.depth -= 1
+            if not _Uninterrupted.depth and _Uninterrupted.pending is not None:
+                stop, _Uninterrupted.pending = _Uninterrupted.pending, None
+                raise stop
+        return False
+
+
+uninterrupted = _Uninterrupted()
+
+
+def raise_when_safe(stop: BaseException) -> None:
+    """Raise ``stop`` (from a signal's handler) now, or at the end of the
+    :data:`uninterrupted` block the main thread is in."""
+    if _Uninterrupted.depth:
+        _Uninterrupted.pending = stop
+        return
+    raise stop

@@ -189,7 +189,9 @@ class Stopped(KeyboardInterrupt):
 
 def _raise_stopped(signum, frame):
     if not _LEAVING:
-        raise Stopped(signum)
+        from ..interrupts import raise_when_safe
+
+        raise_when_safe(Stopped(signum))  # not between a TLS record's making and its sending
 
 
 def stop_on_signals(only_default: bool = False) -> None:

@@ -14,7 +14,7 @@ from secure_auc.mpc import MPCError
 
 from .test_service_stops import ROLES, _small_deployment, bench
 
-SIZES = (15000, 15000)  # a rank step of a few seconds on a busy 2-core machine: long enough to stop it midway
+SIZES = (40000, 40000)  # a rank step of about 0.9 s on a quiet machine, seconds on a busy one: long enough to stop it midway
 
 
 def test_a_party_that_cannot_start_tries_to_say_why_for_the_whole_join_timeout(tmp_path, monkeypatch):
@@ -73,7 +73,9 @@ class _Deployment:
         end = time.monotonic() + 30
         while time.monotonic() < end and self._charged() < 2 * len(SIZES) and "error" not in said:
             time.sleep(0.02)
-        time.sleep(0.5)  # the clients' inputs are in: the rank step runs (about 2-4 s here)
+        # the clients have reserved their budget: their inputs follow, then the rank step, which takes most of
+        # an evaluation (the first one's time here, on this machine at this load)
+        time.sleep(0.4 * self.first.seconds)
         signalled = time.monotonic()
         self.procs[role].send_signal(signal.SIGTERM)
         for p in self.procs.values():

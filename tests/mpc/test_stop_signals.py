@@ -195,3 +195,29 @@ def test_a_stop_signal_ends_a_torchrun_party_busy_in_native_code():
         proc.kill()
     assert proc.returncode == 143 and err.strip() == "secure-auc party: stopped by SIGTERM", err
     assert out == "" and time.monotonic() - start < 1.5
+
+
+def test_a_stop_signal_waits_for_the_end_of_an_uninterrupted_block():
+    """SIGTERM while the main thread makes a TLS record and queues it (``interrupts.uninterrupted``,
+    the links' ``isend``): the stop is raised once both are done, never between them (a record made
+    and never sent breaks the link's sequence, and the peer reads the server's last word as forged)."""
+    from secure_auc.cli.output import Stopped, _raise_stopped
+    from secure_auc.interrupts import uninterrupted
+
+    old = signal.signal(signal.SIGTERM, _raise_stopped)
+    steps = []
+    try:
+        with pytest.raises(Stopped):
+            with uninterrupted:
+                os.kill(os.getpid(), signal.SIGTERM)
+                for _ in range(1000):  # bytecodes: the handler runs among them
+                    steps.append("made")
+                steps.append("queued")
+        assert steps[-1] == "queued" and len(steps) == 1001
+        with pytest.raises(Stopped):  # outside a block: at once
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(1000):
+                steps.append("after")
+        assert len(steps) < 2001
+    finally:
+        signal.signal(signal.SIGTERM, old)

@@ -65,6 +65,7 @@ import time
 
 import numpy as np
 
+from ...interrupts import uninterrupted
 from . import tls
 from .channel import ChannelError
 
@@ -212,7 +213,8 @@ class Mesh:
         self._check(peer)
         head, body, c = _FRAME.pack(channel, data.size), memoryview(data).cast("B"), self.links[peer]
         key = ("s", peer, channel)
-        with c.lock:  # the link's TLS state (the writer thread meanwhile writes what is queued)
+        with uninterrupted, c.lock:  # the link's TLS state (the writer thread meanwhile writes what is queued);
+            # a stop signal waits until the records made are queued: one made and never sent would break the link
             if len(body) <= _PIECE:  # a small message and its header: one record
                 wire = [memoryview(c.encrypt(head + body.tobytes()))]
             else:
@@ -331,7 +333,7 @@ class Mesh:
                 p = peers[fd]
                 if ev & _OUT:
                     try:
-                        with self._lock:
+                        with uninterrupted, self._lock:  # bytes written are counted before a stop
                             self._write(p)
                     except ChannelError as exc:
                         self._failed.setdefault(p, exc)
