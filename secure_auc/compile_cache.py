@@ -1,4 +1,4 @@
-"""Where the package's compiled code is cached: one folder per user, written once per machine,
+"""Whether the package's compiled code runs, and where it is cached: one folder per user, written once per machine,
 never next to the installed package (the rank step's kernels, :mod:`secure_auc.mpc.kernels`,
 and the intervals' pass, :mod:`secure_auc.interval_kernels`).  Light: numba is imported only
 by :func:`use_cache`, which those modules call before they define anything.
@@ -15,7 +15,13 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["cache_dir", "use_cache"]
+__all__ = ["enabled", "cache_dir", "use_cache"]
+
+
+def enabled() -> bool:
+    """Whether the compiled code runs (``SECURE_AUC_KERNELS=numpy``: the numpy/torch reference
+    code instead, read at each call)."""
+    return os.environ.get("SECURE_AUC_KERNELS", "numba").lower() != "numpy"
 
 
 def cache_dir() -> str:

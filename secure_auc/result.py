@@ -15,6 +15,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from .compile_cache import enabled as compiled_enabled
 from .dp.mechanisms import NoNoise
 from .local_stats import LocalStatistics
 from .validation import InputError
@@ -395,7 +396,7 @@ def interval_bounds(mechanism, auc, positives, total: int, sizes, *, chunk: int 
         from .dp.randomized_response import debias_auc
 
         rho = float(debias_auc(0.5, 1.0, 1.0, mechanism.epsilon).rho)
-    if auc.ndim == 1 and auc.size >= COMPILED_FROM_ROWS and p0.shape == auc.shape and _compiled():
+    if auc.ndim == 1 and auc.size >= COMPILED_FROM_ROWS and p0.shape == auc.shape and compiled_enabled():
         from .interval_kernels import bounds  # many rows (a coverage study): one compiled pass, the same bits
 
         lo, hi, undefined, done = bounds(auc, p0, e_s, e_p, m, rr_rho=rho if rr else -1.0, limit=UNDEFINED_LIMIT)
@@ -405,13 +406,6 @@ def interval_bounds(mechanism, auc, positives, total: int, sizes, *, chunk: int 
                                                                 rho if rr else None, chunk)
         return lo, hi, undefined
     return _numpy_bounds(mechanism, auc, p0, m, e_s, e_p, rho if rr else None, chunk)
-
-
-def _compiled() -> bool:
-    """Whether many intervals go through the compiled pass (not with ``SECURE_AUC_KERNELS=numpy``)."""
-    import os
-
-    return os.environ.get("SECURE_AUC_KERNELS", "numba").lower() != "numpy"
 
 
 def _numpy_bounds(mechanism, auc, p0, m, e_s, e_p, rho, chunk):

@@ -85,13 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     """Run this rank's service; ends the process itself (a CrypTen world cannot be torn down
     safely after a peer's failure), with 0, 1 (a party failed), 2 (bad input), or 130, 143, 129 (stopped
     by SIGINT, SIGTERM, SIGHUP)."""
-    from .output import leave_process, stop_status
+    from .output import leave_on_stop
 
-    try:
-        return _main(argv)
-    except KeyboardInterrupt as exc:  # a stop signal while this rank was reporting an error (torchrun
-        code, name = stop_status(exc)  # stops the others when one fails): the signal's end, no traceback
-        leave_process(code, _stopped_line(name))
+    return leave_on_stop(lambda: _main(argv), _stopped_line)
 
 
 def _stopped_line(name: str) -> str:

@@ -14,7 +14,7 @@ from ..validation import InputError
 
 __all__ = ["OneLineParser", "add_output_options", "progress_bar", "step_progress", "human_bytes", "resolve_defaults",
            "check_not_given", "apply_verbosity", "check_writable_dir", "json_safe", "Stopped", "stop_on_signals",
-           "end_when_busy", "stop_status"]
+           "end_when_busy", "leave_on_stop", "stop_status"]
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -202,6 +202,17 @@ def stop_on_signals(only_default: bool = False) -> None:
     for sig in (signal.SIGTERM, signal.SIGHUP):
         if not only_default or signal.getsignal(sig) is signal.SIG_DFL:
             signal.signal(sig, _raise_stopped)
+
+
+def leave_on_stop(body, line):
+    """``body()``'s result; a stop signal that escapes it (one that came while it reported an error:
+    torchrun stops the other ranks when one fails) ends the process with the signal's status and
+    ``line(name)`` (None: no line), never a traceback."""
+    try:
+        return body()
+    except KeyboardInterrupt as exc:
+        code, name = stop_status(exc)
+        leave_process(code, line(name))
 
 
 def end_when_busy(grace: float, line) -> None:

@@ -20,7 +20,7 @@ import sys
 
 from . import add_mechanism_options, add_party_options, mechanism_from_args, print_report, setup_logging
 from .ledger import reserve_client_ledger
-from .output import OneLineParser, end_when_busy, leave_process, stop_on_signals, stop_status
+from .output import OneLineParser, end_when_busy, leave_on_stop, leave_process, stop_on_signals, stop_status
 from .report import add_report_options, check_report_options, report_arguments, split_report, write_report_files
 from ..data.io import read_client_csv
 from ..dp.accountant import finishing
@@ -71,11 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run this rank (see the module docstring); ends the process itself."""
-    try:
-        return _main(argv)
-    except KeyboardInterrupt as exc:  # a stop signal while this rank was reporting an error (torchrun
-        code, name = stop_status(exc)  # stops the others when one fails): the signal's end, no traceback
-        leave_process(code, _stopped_line(name))
+    return leave_on_stop(lambda: _main(argv), _stopped_line)
 
 
 def _main(argv: list[str] | None) -> int:

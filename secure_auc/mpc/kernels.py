@@ -57,7 +57,7 @@ import time
 
 import numpy as np
 
-from ..compile_cache import cache_dir, use_cache
+from ..compile_cache import cache_dir, enabled, use_cache
 from .threads import check_threads, default_threads
 
 __all__ = ["cache_dir", "enabled", "warm_up", "set_threads", "check_threads", "default_threads", "sorted_counts",
@@ -104,11 +104,6 @@ _unnamed_start_lock()
 
 _JIT = {"cache": True, "nogil": True}
 _PAR = {"cache": True, "nogil": True, "parallel": True}
-
-
-def enabled() -> bool:
-    """Whether the compiled kernels run (``SECURE_AUC_KERNELS=numpy``: the reference code)."""
-    return os.environ.get("SECURE_AUC_KERNELS", "numba").lower() != "numpy"
 
 
 def set_threads(threads: int | None = None) -> int:
