@@ -194,14 +194,25 @@ def _raise_stopped(signum, frame):
         raise_when_safe(Stopped(signum))  # not between a TLS record's making and its sending
 
 
+def _raise_interrupt(signum, frame):
+    if not _LEAVING:
+        from ..interrupts import raise_when_safe
+
+        raise_when_safe(KeyboardInterrupt())  # as Python's own handler, but not mid TLS record
+
+
 def stop_on_signals(only_default: bool = False) -> None:
     """SIGTERM and SIGHUP raise :class:`Stopped` in the main thread (``only_default``: where the
-    signal is not already ignored or handled, e.g. under ``nohup``)."""
+    signal is not already ignored or handled, e.g. under ``nohup``); SIGINT, where Python handles
+    it (not in a background job), still raises KeyboardInterrupt.  Each waits for the end of an
+    :data:`~secure_auc.interrupts.uninterrupted` block."""
     import signal
 
     for sig in (signal.SIGTERM, signal.SIGHUP):
         if not only_default or signal.getsignal(sig) is signal.SIG_DFL:
             signal.signal(sig, _raise_stopped)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _raise_interrupt)
 
 
 def leave_on_stop(body, line):

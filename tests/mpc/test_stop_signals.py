@@ -197,27 +197,34 @@ def test_a_stop_signal_ends_a_torchrun_party_busy_in_native_code():
     assert out == "" and time.monotonic() - start < 1.5
 
 
-def test_a_stop_signal_waits_for_the_end_of_an_uninterrupted_block():
-    """SIGTERM while the main thread makes a TLS record and queues it (``interrupts.uninterrupted``,
-    the links' ``isend``): the stop is raised once both are done, never between them (a record made
-    and never sent breaks the link's sequence, and the peer reads the server's last word as forged)."""
-    from secure_auc.cli.output import Stopped, _raise_stopped
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_stop_signal_waits_for_the_end_of_an_uninterrupted_block(signum):
+    """SIGTERM or SIGINT (handled as the commands handle them: ``output.stop_on_signals``) while
+    the main thread makes a TLS record and queues it (``interrupts.uninterrupted``, the links'
+    ``isend``): the stop is raised once both are done, never between them (a record made and never
+    sent breaks the link's sequence, and the peer reads the server's last word as forged)."""
+    from secure_auc.cli.output import Stopped, stop_on_signals
     from secure_auc.interrupts import uninterrupted
 
-    old = signal.signal(signal.SIGTERM, _raise_stopped)
+    stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    old = {sig: signal.getsignal(sig) for sig in stops}
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # Python's own, as in a command
+    stop_on_signals()
+    raised = Stopped if signum == signal.SIGTERM else KeyboardInterrupt
     steps = []
     try:
-        with pytest.raises(Stopped):
+        with pytest.raises(raised):
             with uninterrupted:
-                os.kill(os.getpid(), signal.SIGTERM)
+                os.kill(os.getpid(), signum)
                 for _ in range(1000):  # bytecodes: the handler runs among them
                     steps.append("made")
                 steps.append("queued")
         assert steps[-1] == "queued" and len(steps) == 1001
-        with pytest.raises(Stopped):  # outside a block: at once
-            os.kill(os.getpid(), signal.SIGTERM)
+        with pytest.raises(raised):  # outside a block: at once
+            os.kill(os.getpid(), signum)
             for _ in range(1000):
                 steps.append("after")
         assert len(steps) < 2001
     finally:
-        signal.signal(signal.SIGTERM, old)
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
