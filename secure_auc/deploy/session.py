@@ -54,7 +54,8 @@ class DeployedSession:
     deployed = True  # the clients score their own samples: no scores are passed in
 
     def __init__(self, config, *, key):
-        from ..mpc.comm.inlinks import PartyUnreachable, connect
+        from ..mpc.comm.inlinks import InputLinkError, PartyUnreachable, connect
+        from ..mpc.roles.control import ANSWER_MARGIN, answer_within
         from ..mpc.comm.roster import read_identity
 
         start = time.perf_counter()
@@ -69,11 +70,18 @@ class DeployedSession:
             raise InputError(f"{key} is not the server's key in the roster {self.config.roster_path}: a session "
                              "signs with the server's identity")
         host, port = self.config.session_address
-        try:
-            self._link = connect(0, identity, [(host, port, roster.server)], timeout=self.config.join_timeout,
-                                 describe_party=lambda p: "the server service", describe_me="the session")[0]
+        join = self.config.join_timeout
+        try:  # the server listens from its start; it answers once every party has joined, or to say why not
+            self._link = connect(0, identity, [(host, port, roster.server)], timeout=join,
+                                 describe_party=lambda p: "the server service", describe_me="the session",
+                                 answer_within=answer_within(join))[0]
         except PartyUnreachable as exc:  # the setting that expired, named
-            raise PartyUnreachable(f"{exc} (deployment.join_timeout = {self.config.join_timeout:g} s)") from None
+            raise PartyUnreachable(f"{exc} (deployment.join_timeout = {join:g} s)") from None
+        except InputLinkError as exc:
+            if str(exc).startswith("no answer"):  # it listens, but never answered: the setting that expired
+                raise InputLinkError(f"{exc} (twice deployment.join_timeout = {join:g} s, and "
+                                     f"{ANSWER_MARGIN:g} s to say why)") from None
+            raise
         except MPCError:
             raise
         except (OSError, RuntimeError) as exc:  # another process at the address (its key), a failed handshake

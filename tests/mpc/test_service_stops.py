@@ -81,7 +81,7 @@ def test_sigterm_to_the_server_ends_every_service_in_order(tmp_path):
         bench.stop(procs.values())
 
 
-def _services_and_a_waiting_session(folder, configs: dict):
+def _services_and_a_waiting_session(folder, configs: dict, roles=ROLES):
     """A session connecting to the deployment in ``folder``, then its four services (role ``r`` with the
     configuration file ``configs.get(r, "deploy.toml")``), each run to its end: (processes, the time of
     each one's end, each one's last stderr line, {"session": (when, the session's exception)}).
@@ -107,7 +107,7 @@ def _services_and_a_waiting_session(folder, configs: dict):
     waiting = threading.Thread(target=session)
     waiting.start()
     time.sleep(1.0)
-    procs = {role: bench.start_service(folder, role, config_name=configs.get(role, "deploy.toml")) for role in ROLES}
+    procs = {role: bench.start_service(folder, role, config_name=configs.get(role, "deploy.toml")) for role in roles}
     try:
         ends, lines = {}, {}
         for role, p in procs.items():
@@ -167,6 +167,23 @@ def test_a_server_that_cannot_start_tells_the_clients_the_helpers_and_the_sessio
     assert isinstance(said.get("session", (0, None))[1], MPCError), said
     assert str(said["session"][1]) == f"the deployment did not start: the server cannot start: {cause}"
     assert said["session"][0] - ends["server"] < 5.0
+
+
+def test_a_helper_that_never_starts_is_named_to_the_clients_and_the_session_by_the_server(tmp_path):
+    """Helper 1 never starts (join_timeout = 10 s): the server, which listens for its clients and the
+    session from its start, names it to each of them once its roll call expires (before: each gave up
+    at its own join_timeout, blaming the server, which was running)."""
+    _small_deployment(tmp_path, 2.5, roles=[])  # written, nothing started; join_timeout = 10 s
+    procs, ends, lines, said = _services_and_a_waiting_session(tmp_path, {}, roles=["server", "client-0", "client-1"])
+    never = "helper 1 (rank 1) never joined within 10 s (deployment.join_timeout = 10 s)"
+    assert lines["server"] == f"secure-auc serve (server): error: {never}", lines
+    for role in ("client-0", "client-1"):
+        assert lines[role] == f"secure-auc serve ({role}): error: the deployment did not start: {never}", lines
+        assert procs[role].returncode == 1 and abs(ends[role] - ends["server"]) < 5.0, ends
+    assert procs["server"].returncode == 1
+    assert isinstance(said.get("session", (0, None))[1], MPCError), said
+    assert str(said["session"][1]) == f"the deployment did not start: {never}"
+    assert abs(said["session"][0] - ends["server"]) < 5.0
 
 
 def test_a_computing_party_that_cannot_start_is_named_at_the_roll_call_at_once(tmp_path):

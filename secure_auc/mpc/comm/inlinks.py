@@ -448,10 +448,11 @@ def _connect_to_another(address: tuple[str, int], timeout: float) -> socket.sock
 
 
 def _handshake(ctx, p: int, addr: str, port: int, key: bytes, deadline: float, timeout: float, describe_party,
-               describe_me: str, dropped: int, waiting=None) -> tls.Session | None:
+               describe_me: str, dropped: int, waiting=None, answer_within: float | None = None) -> tls.Session | None:
     """One connection to computing party ``p`` and its handshake: the session, or None if the
     party closed it unread (a flood of connections at it: try again); a refusal of this
-    party's key, a party with another key, or no answer by ``deadline`` raise.  ``waiting()``
+    party's key, a party with another key, or no answer by ``deadline`` raise (``answer_within``:
+    seconds from the connection the party may take to answer, if that ends later).  ``waiting()``
     (optional) is called between tries while nothing listens at the party's address."""
     while True:
         try:
@@ -464,6 +465,8 @@ def _handshake(ctx, p: int, addr: str, port: int, key: bytes, deadline: float, t
             if waiting is not None:
                 waiting()
             time.sleep(0.1)
+    if answer_within is not None and time.monotonic() + answer_within > deadline:
+        deadline, timeout = time.monotonic() + answer_within, answer_within
     _tune(sock, max(0.1, deadline - time.monotonic()))
     sess = tls.Session(sock, ctx, False)
 
@@ -500,11 +503,14 @@ def _handshake(ctx, p: int, addr: str, port: int, key: bytes, deadline: float, t
 
 
 def connect(h: int, identity, parties: list[tuple[str, int, bytes]], *, timeout: float, describe_party,
-            describe_me: str, waiting=None) -> list[InputLink]:
+            describe_me: str, waiting=None, answer_within: float | None = None) -> list[InputLink]:
     """Client host ``h``: connect to every computing party ``(addr, port, public key)``
     (retrying until ``timeout`` while a party is not yet listening, or closes a connection
     unread, as it does in a flood of connections; ``port`` may be a :class:`PortBoard`) and
     authenticate it.  A party that reads this host's key and refuses it is named at once.
+    ``answer_within``: the seconds a party that listens may take to answer a connection, if
+    that ends after ``timeout`` (a deployment's server listens from its start and answers once
+    the others have joined, or to say why they did not).
     ``waiting(links)`` (optional) is called with the links made so far between tries while a
     party is not listening yet: it may raise to stop (a party already reached says why)."""
     links = []
@@ -517,7 +523,7 @@ def connect(h: int, identity, parties: list[tuple[str, int, bytes]], *, timeout:
             dropped = 0
             while True:
                 sess = _handshake(ctx, p, addr, port, key, deadline, timeout, describe_party, describe_me, dropped,
-                                  None if waiting is None else lambda: waiting(links))
+                                  None if waiting is None else lambda: waiting(links), answer_within)
                 if sess is not None:
                     break
                 dropped += 1

@@ -105,17 +105,18 @@ def session_computing_job(rank: int, config: PartyConfig, endpoint, identity_raw
             link.close()
 
 
-def accept_clients(plan, rank: int, identity, describe) -> tuple[dict, dict]:
+def accept_clients(plan, rank: int, identity, describe, listener=None) -> tuple[dict, dict]:
     """Computing party ``rank``'s links to every client of the deployment (:class:`.control.ServicePlan`
     ``plan``), each client's join message (its configuration, or its refusal), by client; the links'
     waits then bounded by the plan's ``timeout``.  A client that joined is told why, if this party
-    cannot start (:func:`.control.next_message` reads it)."""
+    cannot start (:func:`.control.next_message` reads it).  ``listener``: its listening socket, if
+    open already (closed here)."""
     from ..comm.inlinks import accept_hosts, listen
 
     def tell_the_end(link, error: Exception) -> None:
         link.send_obj(CH_CONTROL, {"op": "end", "reason": str(error), "shutdown": False})
 
-    listener = listen(plan.listen[rank], plan.client_addresses[rank][1])
+    listener = listener or listen(plan.listen[rank], plan.client_addresses[rank][1])
     try:
         links = accept_hosts(listener, rank, identity, list(plan.roster.clients), timeout=plan.join_timeout,
                              describe_me=describe(rank), describe_host=lambda h: f"client {h}",

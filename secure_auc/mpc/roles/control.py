@@ -55,6 +55,20 @@ __all__ = ["CH_JOIN", "CH_CONTROL", "ServiceError", "ServicePlan", "MAX_EPOCH", 
 CH_JOIN, CH_CONTROL = 20, 21  # beyond the evaluation's channels (secure_auc.mpc.input_parties)
 READY = "ready"  # what the server of a local session puts on its queue once every link is up
 MAX_EPOCH = 2**53  # exact in every JSON reader
+# seconds, after twice join_timeout, that a client or a session waits for the answer to its connection from a
+# server that listens: the server listens from its start and answers once its computing world stands (its imports,
+# then the others join within join_timeout), a session once the clients have joined too, or to say why not
+ANSWER_MARGIN = 10.0
+
+
+def answer_within(join_timeout: float) -> float:
+    """The seconds a client or a session waits for the answer of a server that listens (see
+    :data:`ANSWER_MARGIN`).
+
+    >>> answer_within(30.0)
+    70.0
+    """
+    return 2 * join_timeout + ANSWER_MARGIN
 
 #: The reasons a client may give for not taking part, each with the numbers it may add
 #: (``{name}`` in the sentence) and the sentence the server and the session read.

@@ -23,7 +23,7 @@ from .control import ServiceError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["run_computing", "run_client", "refuse"]
+__all__ = ["run_computing", "open_listeners", "run_client", "refuse"]
 
 
 def run_computing(plan, rank: int, identity, *, started: float, epochs: int | None = None, on_reply=None,
@@ -35,6 +35,10 @@ def run_computing(plan, rank: int, identity, *, started: float, epochs: int | No
     from it).  With ``epochs`` = N the server asks for N evaluations itself, with no session, and
     hands each reply to ``on_reply``; ``select`` = (eps, release eps or None) then a selection
     among them (:class:`.server.ServerService`)."""
+    # the server listens for its clients and the session from its start (before the imports of the computing
+    # world), and answers them once the others have joined, or to say why they did not: a party that never
+    # joins is named to them, not the server
+    listeners = open_listeners(plan, session=epochs is None) if rank == 0 else None
     from ..comm.roster import describe_helpers_rank
     from ..comm.runtime import PartyStartError
     from ..party import agree_public
@@ -59,7 +63,7 @@ def run_computing(plan, rank: int, identity, *, started: float, epochs: int | No
         if rank == 0:
             from .server import ServerService
 
-            return ServerService(plan, identity, describe, started, epochs, on_reply, select).run()
+            return ServerService(plan, identity, describe, started, epochs, on_reply, select, listeners).run()
         from .computing import helper_service
 
         return helper_service(plan, rank, identity, describe)
@@ -77,16 +81,39 @@ def run_computing(plan, rank: int, identity, *, started: float, epochs: int | No
             from .server import tell_who_waits
 
             tell_who_waits(plan, identity, str(error) if isinstance(error, (ServiceError, InputError))
-                           else explain(error), session=epochs is None)
+                           else explain(error), session=epochs is None, listeners=listeners)
         if error is exc:
             raise
         raise error from None
+    finally:
+        for sock in (listeners or {}).values():
+            sock.close()
     if not place.dealer:
         return outcome
     if outcome is not None and not outcome[1]:
         raise ServiceError(f"the deployment ended: {outcome[0]}")
     log.info("[dealer] %s", outcome[0] if outcome is not None else "the server ended the deployment")
     return 0
+
+
+def open_listeners(plan, *, session: bool) -> dict:
+    """The server's listening sockets for its clients (``"clients"``) and, with ``session``, the
+    session (``"session"``), open from its start: those who connect wait in them until the server
+    answers, once the other computing parties have joined (:class:`.server.ServerService`), or to say why
+    they did not (:func:`.server.tell_who_waits`).  An address it cannot listen on is left out (the
+    service names it when it needs it, once the others have joined and can be told)."""
+    from ..comm.inlinks import listen
+
+    listeners = {}
+    addresses = {"clients": (plan.listen[0], plan.client_addresses[0][1])}
+    if session:
+        addresses["session"] = plan.session_address
+    for name, address in addresses.items():
+        try:
+            listeners[name] = listen(*address)
+        except Exception as exc:  # noqa: BLE001 - named later, see above
+            log.debug("[server] cannot listen on %s:%d yet: %s", *address, exc)
+    return listeners
 
 
 def run_client(plan, k: int, identity, read_inputs) -> int:

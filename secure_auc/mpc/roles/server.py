@@ -79,7 +79,7 @@ class ServerService:
     """
 
     def __init__(self, plan: ServicePlan, identity, describe, started: float, epochs=None, on_reply=None,
-                 selection=None):
+                 selection=None, listeners: dict | None = None):
         self.plan, self.config, self.identity, self.roster = plan, plan.party, identity, plan.roster
         self.describe, self.started, self.selection = describe, started, selection
         self.startup_seconds: float | None = None  # known once every client has joined
@@ -91,6 +91,7 @@ class ServerService:
         self.kept_epochs, self.total = [], 0  # the epoch of each kept evaluation, the rows (for selections)
         self.interval = plan.interval
         self.stepping = False  # in an evaluation's or a selection's MPC steps with the helpers
+        self.listeners = dict(listeners or {})  # open since the start (:func:`.deployed.open_listeners`)
 
     # -- keeping the computing world's waits alive
     def tick(self) -> None:
@@ -101,9 +102,12 @@ class ServerService:
         backend.broadcast_obj(msg, 0)
 
     def run(self) -> int:
-        control = listen(*self.plan.session_address) if self.epochs is None else None
+        control = None
+        if self.epochs is None:
+            control = self.listeners.pop("session", None) or listen(*self.plan.session_address)
         try:
-            self.links, joins = accept_clients(self.plan, 0, self.identity, self.describe)
+            self.links, joins = accept_clients(self.plan, 0, self.identity, self.describe,
+                                               self.listeners.pop("clients", None))
             self.role = ComputingRole(0, self.config, self.links, self.describe)
             self.join(joins)
             return self.loop(control) if control is not None else self.run_epochs()
@@ -412,7 +416,7 @@ def _tell_session(control, identity, server_key: bytes, reason: str, timeout: fl
 
 
 def tell_who_waits(plan: ServicePlan, identity, reason: str, *, session: bool, patient: bool = False,
-                   session_reason: str | None = None) -> None:
+                   session_reason: str | None = None, listeners: dict | None = None) -> None:
     """The server could not start (``reason``: another computing party or the dealer cannot, or
     never joined): the clients connecting to it, and with ``session`` a session connecting to
     its session address, are told why (a client's ``end``; the session's error) instead of
@@ -421,7 +425,8 @@ def tell_who_waits(plan: ServicePlan, identity, reason: str, *, session: bool, p
     ``patient``: the server itself cannot start, and the others may be started as late as
     ``join_timeout`` after it: it listens until every client has been told (then a session for
     :data:`QUIET` seconds more), or ``join_timeout``.  ``session_reason``: what the session (the
-    server's own operator) hears instead of ``reason``.  Best effort: raises nothing."""
+    server's own operator) hears instead of ``reason``.  ``listeners``: its sockets that are open
+    already (:func:`.deployed.open_listeners`; taken from the dict, and closed).  Best effort: raises nothing."""
     import threading
 
     from ..comm.inlinks import tell_hosts
@@ -429,8 +434,9 @@ def tell_who_waits(plan: ServicePlan, identity, reason: str, *, session: bool, p
     begun = time.monotonic()
     deadline = begun + (plan.join_timeout if patient else min(plan.join_timeout, TELL_AT_MOST))
     quiet = plan.join_timeout if patient else QUIET
+    listeners = listeners if listeners is not None else {}
     try:
-        clients = listen(plan.listen[0], plan.client_addresses[0][1])
+        clients = listeners.pop("clients", None) or listen(plan.listen[0], plan.client_addresses[0][1])
     except Exception as exc:  # noqa: BLE001 - its port is taken: nobody can be told
         log.debug("[server] cannot tell the clients: %s", exc)
         return
@@ -438,7 +444,7 @@ def tell_who_waits(plan: ServicePlan, identity, reason: str, *, session: bool, p
     teller = None
     if session:
         try:
-            control = listen(*plan.session_address)
+            control = listeners.pop("session", None) or listen(*plan.session_address)
         except Exception:  # noqa: BLE001
             control = None
         if control is not None:
