@@ -9,6 +9,8 @@ module loads torch (the local session's launcher); ``import secure_auc`` does no
 
 from __future__ import annotations
 
+from abc import ABCMeta
+
 from .deploy.session import DeployedSession
 from .mpc.session import LocalSession
 from .validation import InputError
@@ -16,10 +18,11 @@ from .validation import InputError
 __all__ = ["MPCSession"]
 
 
-class MPCSession(LocalSession):
+class MPCSession(LocalSession, metaclass=ABCMeta):
     """Start the MPC parties once for clients whose labels are fixed and evaluate new scores
     each epoch (:class:`secure_auc.mpc.session.LocalSession`), or, with ``deploy``, ask deployed
-    services for evaluations (:class:`secure_auc.deploy.session.DeployedSession`).
+    services for evaluations (:class:`secure_auc.deploy.session.DeployedSession`, registered as
+    a kind of ``MPCSession``: ``isinstance`` holds for both).
 
     Parameters
     ----------
@@ -59,3 +62,6 @@ class MPCSession(LocalSession):
         ``select`` and ``close``, but each client scores and holds its own data (``config``: the
         deployment's TOML file, ``key``: the server's identity key)."""
         return DeployedSession(config, key=key)
+
+
+MPCSession.register(DeployedSession)  # the same evaluate, select and close: isinstance(session, MPCSession) holds

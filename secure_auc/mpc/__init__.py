@@ -14,6 +14,7 @@ Stacked like CrypTen's own package, each layer importing only those below it:
   one party, to owners, to everyone; ``observed``, what a party learns).
 * ``sort/``       — oblivious sorts, chosen by name in ``sort/registry``: radix (secret permutations composed digit
   by digit; ``digits``, a key's digits) and the bitonic network (the reference).
+* ``errors``      — :class:`MPCError`, the one error of a failed run (a leaf: every layer imports it).
 * ``encoding``    — exact, order-preserving integer keys for float scores.
 * ``ranks``       — the rank step: shared keys -> sorted -> mid-ranks -> unsorted -> owners.
 * ``party``       — the protocol as one party runs it (server, client), reusing the
@@ -39,27 +40,7 @@ Stacked like CrypTen's own package, each layer importing only those below it:
 What each party learns and the trust model: docs/mpc.md.
 """
 
-class MPCError(RuntimeError):
-    """The MPC run failed; the message names the party and the cause (one line);
-    ``details`` holds that party's traceback when it reported one.
-
-    Defined here, not in a module that imports CrypTen, so that it can be
-    caught (``from secure_auc import MPCError``) without loading torch.
-
-    Attributes
-    ----------
-    details : str
-        The failing party's traceback, or ``""``.
-    started : bool
-        False when the run failed before every computing party had met the others
-        (rendezvous and links): nothing was computed, so nothing was released, and a
-        ledger's reservation for it is withdrawn (:func:`secure_auc.dp.accountant.finishing`).
-    """
-
-    details: str = ""
-    started: bool = True
-
-
+from .errors import MPCError  # noqa: E402 - a leaf module: every layer below may import it
 from .sort.registry import RANK_METHOD_HELP, RANK_METHODS, rank_method_help  # noqa: E402 - the sorts, by name
 
 __all__ = ["MPCError", "MPC_OPTIONS", "RANK_METHODS", "RANK_METHOD_HELP", "rank_method_help"]

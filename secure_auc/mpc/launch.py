@@ -27,7 +27,7 @@ import traceback
 
 from ..data.io import ClientData
 from ..validation import InputError
-from . import MPCError
+from .errors import MPCError
 from .forkserver import PARTY, context, ensure_running, starting
 from .party import PartyConfig, role_name, run_party
 

@@ -58,6 +58,7 @@ def test_deployed_services_release_the_configured_report(tmp_path):
     services = [bench.start_service(tmp_path, role) for role in bench.ROLES[:4 + len(SIZES)]]
     try:
         with MPCSession.connect(tmp_path / "deploy.toml", key=tmp_path / "keys" / "server.pem") as session:
+            assert isinstance(session, MPCSession)  # a DeployedSession, registered as a kind of MPCSession
             results = [session.evaluate(epoch=epoch) for epoch in range(2)]
             assert session.shutdown() is None  # the end asked for: no error, and every service ends with 0
         codes = [p.communicate(timeout=30) and p.returncode for p in services]

@@ -35,7 +35,7 @@ import time
 
 import numpy as np
 
-from .. import MPCError
+from ..errors import MPCError
 from . import tls
 from .channel import ChannelError, public_bytes
 
