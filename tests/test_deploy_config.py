@@ -132,6 +132,12 @@ def test_serve_refuses_a_role_outside_the_deployment_with_exit_code_2(tmp_path):
     assert res.stderr.strip().splitlines()[-1] == ("secure-auc serve (client-5): error: --role 'client-5' is not a role "
                                                    "of this deployment (server, helper-1, helper-2, dealer, "
                                                    "client-0..client-1)")
+    # a file that is not a key (here the configuration, readable by others) is named as such, by the role's line
+    res = subprocess.run([sys.executable, "-m", "secure_auc", "serve", "--config", str(config), "--role", "server",
+                          "--key", str(config)], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2
+    assert res.stderr.strip().splitlines() == [f"secure-auc serve (server): error: {config} is not an Ed25519 private "
+                                               "key (make one with secure-auc keygen)"]
 
 
 def test_a_clients_hook_and_labels(tmp_path):

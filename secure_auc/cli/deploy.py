@@ -119,7 +119,10 @@ def cmd_serve(args) -> int:
         with contextlib.suppress(InputError):  # a key it cannot read: nobody to tell
             refuse_to_start(args.config, role, read_identity(args.key), str(exc))
         leave_process(2, f"secure-auc serve ({role}): error: {exc}")
-    identity = read_identity(args.key)
+    try:
+        identity = read_identity(args.key)
+    except InputError as exc:
+        leave_process(2, f"secure-auc serve ({role}): error: {exc}")
     stop_on_signals()
     try:
         code = serve(config, role, identity)

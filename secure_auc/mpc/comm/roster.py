@@ -213,14 +213,14 @@ def read_identity(path) -> Ed25519PrivateKey:
         data = path.read_bytes()
     except OSError as exc:
         raise InputError(f"cannot read the identity key {path}: {exc.strerror}") from None
-    if os.stat(path).st_mode & 0o077:
-        raise InputError(f"identity key {path} is readable by others: chmod 600 it")
     try:
         key = serialization.load_pem_private_key(data, password=None)
     except (ValueError, TypeError):
         key = None
-    if not isinstance(key, Ed25519PrivateKey):
+    if not isinstance(key, Ed25519PrivateKey):  # said first: a file given by mistake (a roster, a public key)
         raise InputError(f"{path} is not an Ed25519 private key (make one with secure-auc keygen)")
+    if os.stat(path).st_mode & 0o077:
+        raise InputError(f"identity key {path} is readable by others: chmod 600 it")
     return key
 
 
