@@ -16,6 +16,7 @@ __all__ = [
     "check_fraction",
     "check_real",
     "check_timeout",
+    "check_threads",
     "check_secret_seed",
     "check_run_numbers",
 ]
@@ -226,3 +227,23 @@ def check_run_numbers(*, data_seed=None, seed=None, secret: bool = False, timeou
         check_timeout(timeout)
     if port is not None and not 0 <= port <= 65534:
         raise InputError(f"--port must be in 1..65534 (a local run uses it and the next port), or 0 for a free one, got {port}")
+
+
+def check_threads(value, where: str = "threads") -> int:
+    """``value`` as a thread count (a whole number, at least 1), else :class:`InputError`
+    naming ``where``.
+
+    >>> check_threads("4")
+    4
+    >>> check_threads(0, "--threads")
+    Traceback (most recent call last):
+    ...
+    secure_auc.validation.InputError: --threads: the threads per computing party must be a whole number at least 1, got 0
+    """
+    try:
+        n = int(str(value).strip()) if not isinstance(value, bool) else None
+    except ValueError:
+        n = None
+    if n is None or n < 1 or (isinstance(value, float) and value != n):
+        raise InputError(f"{where}: the threads per computing party must be a whole number at least 1, got {value!r}")
+    return n

@@ -476,6 +476,12 @@ def evaluation_request(args):
     check_report_options(args)
     check_ledger_options(args)
     metrics, _ = report_arguments(args)
+    choice = mechanism_choice(args)  # the families' declarations, read once
+    if args.seed is not None and not choice.family.private:
+        raise InputError(f"--seed does not apply to --mechanism {args.mechanism} (there is no noise to seed)")
+    if args.evaluations is not None and not choice.family.private:
+        raise InputError(f"--evaluations does not apply to --mechanism {args.mechanism} (it adds no noise and "
+                         "spends no budget: nothing to plan)")
     given = {k: v for k, v in vars(args).items() if v is not None}
     opt = DATA_DEFAULTS | MPC_DEFAULTS | given
     data = DataRequest(tuple(args.files or ()), args.score_column, args.label_column, args.id_column,
@@ -493,16 +499,10 @@ def evaluation_request(args):
 
             mpc_options["started"] = time.perf_counter() - process_seconds()
         if args.threads is not None:
-            from ..mpc.threads import check_threads
+            from ..validation import check_threads
 
             mpc_options["threads"] = check_threads(args.threads, "--threads")
     budget = (args.budget, args.budget_delta or 0.0) if args.budget is not None else None
-    choice = mechanism_choice(args)  # the families' declarations, read once
-    if args.seed is not None and not choice.family.private:
-        raise InputError(f"--seed does not apply to --mechanism {args.mechanism} (there is no noise to seed)")
-    if args.evaluations is not None and not choice.family.private:
-        raise InputError(f"--evaluations does not apply to --mechanism {args.mechanism} (it adds no noise and "
-                         "spends no budget: nothing to plan)")
     check_run_numbers(data_seed=args.data_seed, seed=args.seed, secret=args.protocol == "mpc", timeout=args.timeout,
                       port=args.port)
     return EvaluationRequest(data, choice, protocol=args.protocol, seed=args.seed, mpc_options=mpc_options,

@@ -315,7 +315,7 @@ def load_config(path) -> DeployConfig:
     timeouts = {k: _seconds(dep[k], f"deployment.{k}", path) for k in ("timeout", "join_timeout", "score_timeout")}
     threads = None
     if "threads" in dep:
-        from ..mpc.threads import check_threads
+        from ..validation import check_threads
 
         if not isinstance(dep["threads"], int) or isinstance(dep["threads"], bool) or dep["threads"] < 1:
             raise InputError(f"{path}: deployment.threads must be a whole number at least 1, got {dep['threads']!r}")

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 
+from ..validation import check_threads  # a check of the input, with the others
+
 __all__ = ["default_threads", "check_threads"]
 
 
@@ -14,17 +16,3 @@ def default_threads() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):
         return max(1, os.cpu_count() or 1)
-
-
-def check_threads(value, where: str = "threads") -> int:
-    """``value`` as a thread count (a whole number, at least 1), else :class:`..validation.InputError`
-    naming ``where``."""
-    from ..validation import InputError
-
-    try:
-        n = int(str(value).strip()) if not isinstance(value, bool) else None
-    except ValueError:
-        n = None
-    if n is None or n < 1 or (isinstance(value, float) and value != n):
-        raise InputError(f"{where}: the threads per computing party must be a whole number at least 1, got {value!r}")
-    return n
