@@ -55,8 +55,8 @@ _zeros = bytearray()
 
 def _zero_bytes(nbytes: int) -> memoryview:
     global _zeros
-    if len(_zeros) < nbytes:
-        _zeros = bytearray(nbytes)
+    if len(_zeros) < nbytes:  # grown at least twofold: its pages are written once per growth
+        _zeros = bytearray(max(nbytes, 2 * len(_zeros)))
     return memoryview(_zeros)[:nbytes]
 
 

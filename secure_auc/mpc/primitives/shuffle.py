@@ -273,21 +273,29 @@ def deltas(seeds: list[bytes], instance: int, rows: int, cols: int, inverse: boo
         sid = _step_id(world, step, inverse)
         sending = senders(world, step, inverse)
         opens = others_mask is not None and step == len(order) - 1
-        a_sum = np.zeros((rows, cols), dtype=dtype) if kept is None else kept  # wraps mod 2^64 (2^32)
-        b_sum = np.zeros((rows, cols), dtype=dtype)
+        a_sum, b_sum = kept, None  # sums that wrap mod 2^64 (2^32), started from their first term
         b_now = {}
         for j in range(world):
             if j == i:
                 continue
-            a_sum += pad(seeds[j], instance, sid, "A", (rows, cols), dtype) if j in sending else last_b[j]
+            a = pad(seeds[j], instance, sid, "A", (rows, cols), dtype) if j in sending else last_b[j]
+            if a_sum is None:
+                a_sum = a  # a fresh pad, or a last B that nothing reads after this pass: added into in place
+            else:
+                a_sum += a
             if opens or holds_nothing(world, step, inverse, j, carry):
                 continue
             b_now[j] = pad(seeds[j], instance, sid, "B", (rows, cols), dtype)
-            b_sum += b_now[j]
+            b_sum = b_now[j] if b_sum is None else b_sum + b_now[j]  # b_now's pads stay as they are
+        if a_sum is None:
+            a_sum = np.zeros((rows, cols), dtype=dtype)
         last_b, kept = b_now, None
         p = perm(i) if perm is not None else permutation(seeds[i], instance, rows)
         out = permute_rows(a_sum, p, inverse)
-        out -= np.asarray(others_mask, dtype=dtype).reshape(rows, cols) if opens else b_sum
+        if opens:
+            out -= np.asarray(others_mask, dtype=dtype).reshape(rows, cols)
+        elif b_sum is not None:
+            out -= b_sum
         if from_stream(world, step, carry):  # Delta_i from the stream: the one holding nothing has what is left
             out -= first_delta(seeds[i], instance, sid, (rows, cols), dtype)
             kept = out
