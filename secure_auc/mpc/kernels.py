@@ -507,22 +507,26 @@ def keyed_rows(keys: np.ndarray) -> np.ndarray:
 
 @njit(**_JIT)
 def _sorted_rows(words, p, runs):
-    """p[j] = the row of sorted word j; runs: the (first, last) positions of each run of equal
-    keys (two or more rows), flat; returns the number of runs."""
+    """p[j] = the row of sorted word j (``p`` may be ``words`` itself, viewed as int64: each
+    word is read before its slot is written); runs: the (first, last) positions of each run
+    of equal keys (two or more rows), flat; returns the number of runs."""
     m = words.shape[0]
     low = np.uint64(0xFFFFFFFF)
     sh = np.uint64(32)
     count = 0
     lo = 0
+    prev = np.uint64(0)
     for j in range(m):
         w = words[j]
-        p[j] = np.int64(w & low)
-        if j and (w >> sh) != (words[j - 1] >> sh):
+        key = w >> sh
+        if j and key != prev:
             if j - 1 > lo:
                 runs[2 * count] = lo
                 runs[2 * count + 1] = j - 1
                 count += 1
             lo = j
+        prev = key
+        p[j] = np.int64(w & low)
     if m - 1 > lo:
         runs[2 * count] = lo
         runs[2 * count + 1] = m - 1
@@ -531,12 +535,13 @@ def _sorted_rows(words, p, runs):
 
 
 def sorted_rows(words: np.ndarray) -> tuple[np.ndarray, list[tuple[int, int]]]:
-    """From sorted ``key << 32 | row`` words (:func:`keyed_rows`): the rows in that order
-    (int64) and the (first, last) positions of every run of two or more equal keys; one pass."""
-    m = words.shape[0]
-    p = np.empty(m, np.int64)
-    runs = np.empty(m + 1, np.int64)  # at most m / 2 runs; pages never written are never touched
-    count = _sorted_rows(np.ascontiguousarray(words, dtype=np.uint64), p, runs)
+    """From sorted ``key << 32 | row`` words (:func:`keyed_rows`, uint64): the rows in that
+    order (int64, written over ``words``) and the (first, last) positions of every run of
+    two or more equal keys; one pass."""
+    words = np.ascontiguousarray(words, dtype=np.uint64)
+    p = words.view(np.int64)
+    runs = np.empty(words.shape[0] + 1, np.int64)  # at most m / 2 runs; pages never written are never touched
+    count = _sorted_rows(words, p, runs)
     flat = runs[: 2 * count].tolist()
     return p, list(zip(flat[::2], flat[1::2]))
 
