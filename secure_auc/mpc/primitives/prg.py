@@ -65,11 +65,13 @@ def _fill(key: bytes, offset: int, out: np.ndarray) -> None:
     into the contiguous ``out``: the counter starts at block ``offset // 16`` (the 128-bit
     big-endian counter of the stream that starts at 0), so a part of a stream is drawn
     without the bytes before it."""
+    if not out.flags.c_contiguous:
+        raise ValueError("a part of a stream is drawn into a contiguous array")
     skip = offset % 16
     enc = Cipher(algorithms.AES(key), modes.CTR((offset // 16).to_bytes(16, "big"))).encryptor()
     if skip:
         enc.update(bytes(skip))
-    dst = memoryview(out.reshape(-1)).cast("B")
+    dst = memoryview(out.reshape(-1)).cast("B")  # a view: ``out`` is contiguous
     try:
         enc.update_into(_zero_bytes(out.nbytes), dst)
     except ValueError:  # an older ``cryptography`` that wants 15 bytes of room after the data
