@@ -51,6 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 KINDS = ["compiled kernels", "permutations", "gathers and scatters", "AES-CTR randomness", "links (TLS, framing)", "kernel", "waiting",
          "packing", "arithmetic", "other"]
 _RULES = [  # (kind, substrings of cProfile's function label), first match wins
+    ("permutations", ["(_keyed_rows)", "(_sorted_rows)", "(keyed_rows)", "(sorted_rows)"]),  # their compiled passes
     ("compiled kernels", ["kernels.py:"]),
     ("permutations", ["sort_permutation", "method 'sort' of 'numpy", "torch.sort", "'shuffle' of"]),
     ("gathers and scatters", ["index_select", "index_copy", "torch.gather", "inverse_permutation", "permute_rows",

@@ -62,7 +62,7 @@ from .threads import check_threads, default_threads
 
 __all__ = ["cache_dir", "enabled", "warm_up", "set_threads", "check_threads", "default_threads", "sorted_counts",
            "beaver_round_bases", "beaver_sum", "replicated_round", "split_window", "split_opened", "inverse_permutation",
-           "permute_words", "onehot_correction", "rep_correction"]
+           "permute_words", "keyed_rows", "sorted_rows", "onehot_correction", "rep_correction"]
 
 
 use_cache()  # the user's cache folder, before the kernels below are defined
@@ -491,6 +491,61 @@ def _onehot_correction(shares, q, out, vt):
         out[v1, j] = csum - crest
 
 
+@njit(**_JIT)
+def _keyed_rows(keys, out):
+    for j in range(keys.shape[0]):
+        out[j] = (np.uint64(keys[j]) << np.uint64(32)) | np.uint64(j)
+
+
+def keyed_rows(keys: np.ndarray) -> np.ndarray:
+    """(M,) uint64 words ``key << 32 | row`` from (M,) uint32 ``keys`` (M <= 2^32), as
+    :func:`.primitives.shuffle.sort_permutation` sorts them; one pass."""
+    out = np.empty(keys.shape[0], np.uint64)
+    _keyed_rows(np.ascontiguousarray(keys, dtype=np.uint32), out)
+    return out
+
+
+@njit(**_JIT)
+def _sorted_rows(words, p, runs):
+    """p[j] = the row of sorted word j (``p`` may be ``words`` itself, viewed as int64: each
+    word is read before its slot is written); runs: the (first, last) positions of each run
+    of equal keys (two or more rows), flat; returns the number of runs."""
+    m = words.shape[0]
+    low = np.uint64(0xFFFFFFFF)
+    sh = np.uint64(32)
+    count = 0
+    lo = 0
+    prev = np.uint64(0)
+    for j in range(m):
+        w = words[j]
+        key = w >> sh
+        if j and key != prev:
+            if j - 1 > lo:
+                runs[2 * count] = lo
+                runs[2 * count + 1] = j - 1
+                count += 1
+            lo = j
+        prev = key
+        p[j] = np.int64(w & low)
+    if m - 1 > lo:
+        runs[2 * count] = lo
+        runs[2 * count + 1] = m - 1
+        count += 1
+    return count
+
+
+def sorted_rows(words: np.ndarray) -> tuple[np.ndarray, list[tuple[int, int]]]:
+    """From sorted ``key << 32 | row`` words (:func:`keyed_rows`, uint64): the rows in that
+    order (int64, written over ``words``) and the (first, last) positions of every run of
+    two or more equal keys; one pass."""
+    words = np.ascontiguousarray(words, dtype=np.uint64)
+    p = words.view(np.int64)
+    runs = np.empty(words.shape[0] + 1, np.int64)  # at most m / 2 runs; pages never written are never touched
+    count = _sorted_rows(words, p, runs)
+    flat = runs[: 2 * count].tolist()
+    return p, list(zip(flat[::2], flat[1::2]))
+
+
 KERNEL_WORLDS = (2, 4)  # the numbers of parties whose one-hot corrections the warm-up compiles
 
 
@@ -566,6 +621,9 @@ def _warm_up() -> None:
     for dtype in (np.int32, np.int64):
         for inverse in (False, True):
             permute_words(np.arange(m, dtype=dtype), p, inverse)
+    words = keyed_rows(np.array([3, 1, 3, 0, 1, 2, 0, 5], np.uint32))
+    words.sort()
+    sorted_rows(words)
     for v in (2, 4, 8, 16):
         for world in KERNEL_WORLDS:  # the dealer's corrections: one-hot batches among 2 or 4, replicated among 3
             onehot_correction([rng.integers(0, 9, (2 * v, m)).astype(np.int32)] * world, 0)

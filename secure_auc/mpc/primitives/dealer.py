@@ -66,7 +66,7 @@ import numpy as np
 import torch
 
 from ..comm import backend, p2p
-from .prg import new_seed, ring, seed_to_tensor, tensor_to_seed
+from .prg import new_seed, ring, ring_part, seed_to_tensor, tensor_to_seed
 from .shuffle import CARRY, INVERSE, deltas, narrow_width, permutation
 from .words import LowBytes, pack, unpack, words_for
 
@@ -87,11 +87,11 @@ def digit_kind(digit_bits: int, world: int) -> str:
     return f"rep{digit_bits}" if world == REPLICAS else f"onehot{digit_bits}"
 
 
-def rep_component(rep_seed: bytes, batch: int, n: int, kind: str) -> np.ndarray:
+def rep_component(rep_seed: bytes, batch: int, n: int, kind: str, skip=()) -> np.ndarray:
     """Component c of batch ``batch`` of ``"rep<d>"`` randomness from replication seed c,
     (V, n) int32: row 0 r^(c), rows 1..V-1 E^(c) (replaced by the correction in the
-    batch's :func:`rep_corrected` component)."""
-    return ring(rep_seed, (kind, batch), (1 << REPLICATED[kind], n), np.int32)
+    batch's :func:`rep_corrected` component); ``skip``: rows not drawn (:func:`.prg.ring`)."""
+    return ring(rep_seed, (kind, batch), (1 << REPLICATED[kind], n), np.int32, skip)
 
 
 def rep_corrected(batch: int, rotate: bool = True) -> int:
@@ -113,7 +113,8 @@ def rep_holders(component: int) -> list[int]:
 def rep_correction(reps: list[bytes], batch: int, n: int, kind: str, component: int) -> np.ndarray:
     """E^(component) = onehot(r mod V) - the other two components' E, (V - 1, n) int32."""
     v = 1 << REPLICATED[kind]
-    comps = [rep_component(s, batch, n, kind) for s in reps]
+    # the corrected component's E is never read: only its r is drawn
+    comps = [rep_component(s, batch, n, kind, range(1, v) if c == component else ()) for c, s in enumerate(reps)]
     from ..kernels import enabled, rep_correction as compiled_rep_correction
 
     if enabled():
@@ -126,12 +127,30 @@ def rep_correction(reps: list[bytes], batch: int, n: int, kind: str, component: 
     return out
 
 
-def rep_block(reps: tuple[bytes, bytes], batch: int, n: int, kind: str) -> np.ndarray:
+def rep_block(reps: tuple[bytes, bytes], batch: int, n: int, kind: str, skip=()) -> np.ndarray:
     """A party's block of ``"rep<d>"`` randomness before any correction, (2V - 1, n) int32:
     r^(i), then E^(i) (V - 1 rows) and E^(i + 1) (V - 1 rows), from its two replication
-    seeds ``reps`` (components i and i + 1)."""
-    own, nxt = (rep_component(s, batch, n, kind) for s in reps)
-    return np.concatenate([own, nxt[1:]])
+    seeds ``reps`` (components i and i + 1), each drawn where it goes.  ``skip``: rows of
+    the block that the dealer's correction replaces (:func:`rep_rows`), not drawn and left unset."""
+    v = 1 << REPLICATED[kind]
+    skip = set(int(r) for r in skip)
+    out = np.empty((2 * v - 1, n), dtype=np.int32)
+    for seed, first, start in ((reps[0], 0, 0), (reps[1], v, 1)):  # block rows from `first`: stream rows from `start`
+        rows = [r for r in range(first, first + v - start) if r not in skip]
+        for lo, hi in _runs(rows):
+            ring_part(seed, (kind, batch), (start + lo - first) * n, out[lo:hi].reshape(-1))
+    return out
+
+
+def _runs(rows: list[int]) -> list[tuple[int, int]]:
+    """Runs of consecutive ``rows`` (increasing) as (lo, hi) ranges."""
+    out: list[tuple[int, int]] = []
+    for r in rows:
+        if out and out[-1][1] == r:
+            out[-1] = (out[-1][0], r + 1)
+        else:
+            out.append((r, r + 1))
+    return out
 
 
 def zero_share(reps: tuple[bytes, bytes], counter: int, n: int) -> np.ndarray:
@@ -162,7 +181,7 @@ def _rows(kind: str) -> int:
     return 2 if kind in ("b2a", "wraps", "eq32") else 3
 
 
-def triple_shares(seed: bytes, batch: int, n: int, kind: str = "mul") -> np.ndarray:
+def triple_shares(seed: bytes, batch: int, n: int, kind: str = "mul", skip=()) -> np.ndarray:
     """A party's shares of batch ``batch`` of ``n`` items of correlated randomness:
     ``"mul"``, ``"mul32"`` and ``"binary"`` (a_p, b_p, c_p), shape (3, n); ``"pair"``,
     ``"pair32"`` (a_p, b1_p, b2_p, c1_p, c2_p), shape (5, n); ``"eq32"`` (r_p, x_p),
@@ -171,9 +190,11 @@ def triple_shares(seed: bytes, batch: int, n: int, kind: str = "mul") -> np.ndar
     (r_p, theta_p), shape (2, n);
     ``"onehot<d>"`` (V = 2^d), shape (2V, n): r_p, then E_p (V - 1 rows),
     b_p (V - 1 rows), c_p (one row: the sum of the V - 1 products).  int32 (Z_2^32) for ``"mul32"`` and
-    ``"onehot<d>"``, int64 (Z_2^64) otherwise."""
+    ``"onehot<d>"``, int64 (Z_2^64) otherwise.  ``skip``: rows not drawn, left unset
+    (:func:`.prg.ring`): the corrected party's :func:`corrected_rows`, which its correction
+    replaces and the dealer never reads."""
     dtype = np.int32 if kind in KINDS32 else np.int64
-    return ring(seed, (kind, batch), (_rows(kind), n), dtype)
+    return ring(seed, (kind, batch), (_rows(kind), n), dtype, skip)
 
 
 def corrected_rows(kind: str) -> list[int]:
@@ -206,7 +227,8 @@ def triple_correction(seeds: list[bytes], batch: int, n: int, kind: str = "mul",
 
     Returns shape (rows, n).
     """
-    shares = [triple_shares(s, batch, n, kind) for s in seeds]
+    # the corrected party's corrected rows are never read below: not drawn
+    shares = [triple_shares(s, batch, n, kind, corrected_rows(kind) if p == party else ()) for p, s in enumerate(seeds)]
     others = [s for p, s in enumerate(shares) if p != party]
 
     def rest(rows):
@@ -628,8 +650,9 @@ class DealerChannel:
         else:
             self._plan[kind] = plan = []
         rows = self._corrected_rows(kind, batch)
-        out = torch.from_numpy(rep_block(self.reps, batch, n, kind) if kind in REPLICATED
-                               else triple_shares(self.seed, batch, n, kind))
+        skip = rows if rows is not None else ()  # rows the correction replaces: not drawn
+        out = torch.from_numpy(rep_block(self.reps, batch, n, kind, skip) if kind in REPLICATED
+                               else triple_shares(self.seed, batch, n, kind, skip))
         asked = self._prefetched.setdefault(kind, [])
         if asked and asked[0][:2] == (batch, n):
             corr = self._wait(asked.pop(0))

@@ -168,39 +168,42 @@ def copy_forward(f: torch.Tensor, v: torch.Tensor, rnd: Randomness | None, top: 
     PF, PV = F.clone(), V.clone()  # each row's inclusive prefix within its group
     h = 1
     while h < block:  # up-sweep: node R holds the combination of its subtree
-        right = torch.arange(2 * h - 1, size, 2 * h)
-        left = right - h
-        if h == 2 and group == 4:  # and x_0 o x_1 o x_2 of each group: (left = x_0 o x_1) o x_2
-            right, left = torch.cat([right, right - 1]), torch.cat([left, left])
+        # the nodes as strided views (no index tensors, no gathers): right 2h-1, 4h-1, ...; left h before
+        right, left = slice(2 * h - 1, None, 2 * h), slice(h - 1, None, 2 * h)
         fl, vl, fr, vr = F[:, left], V[:, left], F[:, right], V[:, right]
+        third = h == 2 and group == 4  # and x_0 o x_1 o x_2 of each group: (left = x_0 o x_1) o x_2
+        if third:
+            fr, vr = torch.cat([fr, F[:, 2::4]], dim=1), torch.cat([vr, V[:, 2::4]], dim=1)
+            fl, vl = torch.cat([fl, fl], dim=1), torch.cat([vl, vl], dim=1)
         p, q = _mul_pair(rnd, fr, fl, vr - vl, bits)
         fs, vs = fl + fr - p, vl + q
-        if h < group:
-            PF[:, right], PV[:, right] = fs, vs
         m = size // (2 * h)
-        F[:, right[:m]], V[:, right[:m]] = fs[:, :m], vs[:, :m]
+        if h < group:
+            PF[:, right], PV[:, right] = fs[:, :m], vs[:, :m]
+            if third:
+                PF[:, 2::4], PV[:, 2::4] = fs[:, m:], vs[:, m:]
+        F[:, right], V[:, right] = fs[:, :m], vs[:, :m]
         h *= 2
-    roots = torch.arange(block - 1, size, block)  # each block's total, then its exclusive prefix
+    roots = slice(block - 1, None, block)  # each block's total, then its exclusive prefix
     tf, tv = F[:, roots], V[:, roots]
-    s = 1
-    while s < roots.numel():  # Hillis-Steele: x_j <- x_{j-s} o x_j, inclusive
+    s, c = 1, size // block
+    while s < c:  # Hillis-Steele: x_j <- x_{j-s} o x_j, inclusive
         fl, vl, fr, vr = tf[:, :-s], tv[:, :-s], tf[:, s:], tv[:, s:]
-        if 2 * s < roots.numel():
+        if 2 * s < c:
             p, q = _mul_pair(rnd, fr, fl, vr - vl, bits)
             tf = torch.cat([tf[:, :s], fl + fr - p], dim=1)
         else:  # the last level: the flags are not used any more
             q = _mul(rnd, fr, vr - vl, bits)
         tv = torch.cat([tv[:, :s], vl + q], dim=1)
         s *= 2
-    V[:, roots[1:]] = tv[:, :-1]  # exclusive: the blocks before
-    V[:, roots[0]] = 0
+    V[:, 2 * block - 1 :: block] = tv[:, :-1]  # exclusive: the blocks before
+    V[:, block - 1] = 0
     h = block // 2
     while h >= group:  # down-sweep: node holds the value of the exclusive prefix before its subtree
-        right = torch.arange(2 * h - 1, size, 2 * h)
-        left = right - h
-        fl, vl, vp = F[:, left], V[:, left], V[:, right]  # fl, vl: the left subtree's total
+        right, left = slice(2 * h - 1, None, 2 * h), slice(h - 1, None, 2 * h)
+        fl, vl, vp = F[:, left], V[:, left], V[:, right]  # fl, vl: the left subtree's total (views)
         q = _mul(rnd, fl, vl - vp, bits)
-        V[:, left] = vp
+        V[:, left] = vp  # left and right are disjoint: vp, a view of the right nodes, is unchanged
         V[:, right] = vp + q
         h //= 2
     e = V[:, group - 1 :: group].repeat_interleave(group, dim=1)[:, :n]  # each group's exclusive prefix
