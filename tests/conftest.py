@@ -21,21 +21,19 @@ LONGEST_FIRST = [  # seconds of a whole run on 2 loaded cores (load average 6 to
     "tests/mpc/test_crypten_owners.py",  # ~125 s
     "tests/mpc/test_links.py",  # ~115 s
     "tests/test_readme_later.py",  # ~115 s
-    "tests/test_streams.py",  # ~85 s
     "tests/test_coverage.py",  # ~80 s
     "tests/mpc/test_process_faults.py",  # ~75 s
-    "tests/test_simulation.py",  # ~70 s
     "tests/mpc/test_leakage.py",  # ~60 s
     "tests/mpc/test_ranks.py",  # ~60 s
     "tests/mpc/test_crypten_safe.py",  # ~60 s
     "tests/mpc/test_input_parties.py",  # ~60 s
+    "tests/test_streams.py",  # ~50 s
     "tests/test_error_bars.py",  # ~50 s
     "tests/mpc/test_deploy.py",  # ~50 s
+    "tests/test_simulation.py",  # ~45 s
     "tests/test_compare.py",  # ~45 s
-    "tests/test_dp.py",  # ~45 s
     "tests/test_cli_holes.py",  # ~45 s
     "tests/test_ledger_holes.py",  # ~45 s
-    "tests/mpc/test_opening.py",  # ~45 s
     "tests/mpc/test_services.py",  # ~40 s
     "tests/mpc/test_crypten_bridge.py",  # ~35 s
     "tests/mpc/test_report_deploy.py",
@@ -46,6 +44,8 @@ LONGEST_FIRST = [  # seconds of a whole run on 2 loaded cores (load average 6 to
     "tests/mpc/test_deploy_faults.py",
     "tests/mpc/test_attack_matrix.py",
     "tests/mpc/test_stop_signals.py",
+    "tests/test_dp.py",  # ~30 s
+    "tests/mpc/test_opening.py",  # ~22 s
 ]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from fractions import Fraction
 
@@ -245,12 +246,21 @@ def test_skellam_noise_is_refused_in_every_release():
     make_mechanism("distributed", 1.0, clients=3, delta=1e-6).check_release()  # the exact Gaussian shares pass
 
 
+@functools.lru_cache(maxsize=1)
+def _many_client_keys(count: int) -> list:
+    """The keys of ``count`` clients (made once for both cases below)."""
+    return [client_key(9, k) for k in range(count)]
+
+
 @pytest.mark.parametrize("delta", [None, 1e-6])
 def test_distributed_shares_of_many_clients_sum_to_the_curators_variance(delta):
     mech = make_mechanism("distributed", 1.0, clients=4000, delta=delta)
     cal = mech.calibration(50_000, 4000)
-    keys = [client_key(9, k) for k in range(4000)]
-    sums = np.array([[v.sum() for v in cal.draw(KeyStreams(keys, f"noise|{r}"), (4000,))] for r in range(60)])
+    # 60 runs of 4000 clients' shares drawn at once: 240,000 clients' keys, one share each (independent
+    # streams as 60 separate draws of 4000 would be; one vectorised draw is 2 to 3 times faster)
+    keys = _many_client_keys(60 * 4000)
+    sums = np.stack([v.reshape(60, 4000).sum(axis=1) for v in cal.draw(KeyStreams(keys, "noise|0"), (60 * 4000,))],
+                    axis=1)
     # 60 totals of 4000 shares each: their variance is the curator's (K = h), within sampling error
     for got, want in zip(sums.var(axis=0, ddof=1), (cal.var_c, cal.var_p)):
         assert 0.55 < got / want < 1.6

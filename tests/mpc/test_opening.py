@@ -20,18 +20,30 @@ from .test_ranks import run_parties
 SIZES = [5, 1_000, SCATTER_MIN_BYTES // 4 + 7]  # the last one goes by reduce-scatter among 3
 
 
-def values(n: int):
-    """Plain values (XOR-shared int64, additively shared int32 and uint8) from one seed."""
-    rng = np.random.default_rng(n)
-    plain = [rng.integers(-2**63, 2**63 - 1, (n, 2), dtype=np.int64), rng.integers(-2**31, 2**31, n, dtype=np.int32),
-             rng.integers(0, 256, n, dtype=np.uint8)]
-    return plain, rng
+def _plain(n: int, kind: int):
+    """Plain values of one kind (0: XOR-shared int64 pairs, 1: additively shared int32, 2: uint8), from
+    their own seed, and the generator that then draws their shares."""
+    rng = np.random.default_rng([n, kind])
+    if kind == 0:
+        return rng.integers(-2**63, 2**63 - 1, (n, 2), dtype=np.int64), rng
+    if kind == 1:
+        return rng.integers(-2**31, 2**31, n, dtype=np.int32), rng
+    return rng.integers(0, 256, n, dtype=np.uint8), rng
 
 
-def shares_of(n: int, world: int):
-    plain, rng = values(n)
+@functools.lru_cache(maxsize=2)
+def values(n: int) -> list:
+    """Plain values (XOR-shared int64, additively shared int32 and uint8) of size ``n`` (cached: the
+    test process checks every party's openings against the same values)."""
+    return [_plain(n, kind)[0] for kind in range(3)]
+
+
+def shares_of(n: int, world: int, kinds=(0, 1, 2)):
+    """Every party's shares of :func:`values` ``(n)``, by party, then by kind (None for a kind not in
+    ``kinds``: a party that opens only the int32 values draws only theirs)."""
     out = [[None] * 3 for _ in range(world)]
-    for i, x in enumerate(plain):
+    for i in kinds:
+        x, rng = _plain(n, i)
         info = np.iinfo(x.dtype)
         parts = [rng.integers(info.min, info.max, x.shape, dtype=x.dtype, endpoint=True) for _ in range(world - 1)]
         if i == 0:
@@ -65,7 +77,7 @@ def test_open_all_opens_every_ring_and_large_openings_cost_less_among_three(worl
     results = [got["open_all"] for got in launched(world)]
     for got in results:
         for (opened, _), n in zip(got, SIZES):
-            for o, x in zip(opened, values(n)[0]):
+            for o, x in zip(opened, values(n)):
                 np.testing.assert_array_equal(o, x)
     n = SIZES[-1]
     share_bytes = n * (16 + 4 + 1)
@@ -86,7 +98,7 @@ def _low_bits_job(rank, sizes, bits):
     world = backend.world_size()
     out = []
     for n in sizes:
-        mine = torch.from_numpy(shares_of(n, world)[rank][1])  # the int32 values' shares
+        mine = torch.from_numpy(shares_of(n, world, kinds=(1,))[rank][1])  # the int32 values' shares
         backend.reset_communication_stats()
         (opened,) = open_all([mine], bits=bits)
         out.append((opened.numpy(), backend.communication_stats()["bytes"]))
@@ -110,9 +122,9 @@ def test_low_bits_openings_give_the_values_mod_2_to_the_bits_from_fewer_bytes(wo
     (among 2 every opening is an all-gather: a smaller last size checks the same)."""
     sizes = low_bits_sizes(world, bits)
     results = [got["low_bits", bits] for got in launched(world)]
+    wants = [values(n)[1].astype(np.int64) % (1 << bits) for n in sizes]  # the same for every party
     for got in results:
-        for (opened, _), n in zip(got, sizes):
-            want = values(n)[0][1].astype(np.int64) % (1 << bits)
+        for (opened, _), want in zip(got, wants):
             np.testing.assert_array_equal(opened.astype(np.int64) % (1 << 32), want)
     n, nbytes = sizes[-1], (bits / 8 if bits in (1, 2, 4) else -(-bits // 8))
     busiest = max(got[-1][1] for got in results)
@@ -156,7 +168,6 @@ def _recorded_openings_job(rank):
     from secure_auc.mpc.primitives.opening import open_all, open_to, open_to_owners, reconstruct
 
     world = backend.world_size()
-    plain, _ = values(6)
     mine = [torch.from_numpy(s) for s in shares_of(6, world)[rank]]
     log: list = []
     with record_received(log):
@@ -172,7 +183,7 @@ def _recorded_openings_job(rank):
 def test_the_audit_records_every_value_a_party_opens(world):
     """Every opened value reaches the record of exactly the parties that obtain it, with
     its kind, in order, in its own dtype: the secrecy tests search what parties learn."""
-    x = values(6)[0][1]  # the int32 values
+    x = values(6)[1]  # the int32 values
     results = [got["recorded"] for got in launched(world)]
     last = world - 1
     for rank, got in enumerate(results):
