@@ -111,6 +111,19 @@ def test_serve_has_the_output_options_and_states_its_timeouts(capsys):
     assert exit_.value.code == 2 and "not allowed with argument" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("argv, named", [(["client", "--help-x"], "--help-x"), (["serve", "--rolee", "x"], "--rolee"),
+                                          (["client", "--clients", "2", "--bogus=1"], "--bogus=1")])
+def test_a_mistyped_option_is_named_before_the_missing_arguments(capsys, argv, named):
+    with pytest.raises(SystemExit) as exit_:
+        cli(argv)
+    err = capsys.readouterr().err.strip()
+    assert exit_.value.code == 2 and err == (f"secure-auc {argv[0]}: error: unrecognized arguments: {named} "
+                                             f"(see secure-auc {argv[0]} --help)"), err
+    with pytest.raises(SystemExit):  # an abbreviation and a short option are known: the missing ones are named
+        cli(["serve", "--rol", "server", "-q"])
+    assert "the following arguments are required: --config" in capsys.readouterr().err
+
+
 def test_ledger_plan_shows_no_progress_off_a_terminal(capsys):
     assert cli(["ledger", "plan", "--evaluations", "10", "--epsilon", "5"]) == 0  # stderr is captured: no terminal
     captured = capsys.readouterr()

@@ -21,8 +21,36 @@ class OneLineParser(argparse.ArgumentParser):
     """argparse's parser with a usage error in one line that names the command's --help (exit
     code 2), not the whole usage block first; its subcommands' parsers are of this class too."""
 
+    def parse_known_args(self, args=None, namespace=None):
+        self._given = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
+
     def error(self, message: str):
+        if message.startswith("the following arguments are required"):  # a mistyped option is the cause to name
+            unknown = self._unknown_option()
+            if unknown is not None:
+                message = f"unrecognized arguments: {unknown}"
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+    def _unknown_option(self) -> str | None:
+        """The first of the given words that looks like an option and is none of this parser's
+        (argparse names the missing required arguments first; a command with subcommands is
+        left to them)."""
+        if self._subparsers is not None:
+            return None
+        known = self._option_string_actions
+        for word in getattr(self, "_given", ()):
+            if word == "--":
+                break
+            if not word.startswith("-") or word == "-" or self._negative_number_matcher.match(word):
+                continue
+            name = word.split("=", 1)[0]
+            if name in known or (not name.startswith("--") and name[:2] in known):  # -q, -qv, -n3
+                continue
+            if name.startswith("--") and self.allow_abbrev and any(o.startswith(name) for o in known):
+                continue
+            return word
+        return None
 
 
 def add_output_options(p: argparse.ArgumentParser) -> None:

@@ -170,12 +170,12 @@ def test_a_server_that_cannot_start_tells_the_clients_the_helpers_and_the_sessio
 
 
 def test_a_helper_that_never_starts_is_named_to_the_clients_and_the_session_by_the_server(tmp_path):
-    """Helper 1 never starts (join_timeout = 10 s): the server, which listens for its clients and the
+    """Helper 1 never starts (join_timeout = 6 s): the server, which listens for its clients and the
     session from its start, names it to each of them once its roll call expires (before: each gave up
     at its own join_timeout, blaming the server, which was running)."""
-    _small_deployment(tmp_path, 2.5, roles=[])  # written, nothing started; join_timeout = 10 s
+    _small_deployment(tmp_path, 1.5, roles=[])  # written, nothing started; join_timeout = 6 s
     procs, ends, lines, said = _services_and_a_waiting_session(tmp_path, {}, roles=["server", "client-0", "client-1"])
-    never = "helper 1 (rank 1) never joined within 10 s (deployment.join_timeout = 10 s)"
+    never = "helper 1 (rank 1) never joined within 6 s (deployment.join_timeout = 6 s)"
     assert lines["server"] == f"secure-auc serve (server): error: {never}", lines
     for role in ("client-0", "client-1"):
         assert lines[role] == f"secure-auc serve ({role}): error: the deployment did not start: {never}", lines
