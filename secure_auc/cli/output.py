@@ -216,17 +216,14 @@ class Stopped(KeyboardInterrupt):
 
 
 def _raise_stopped(signum, frame):
+    """SIGINT: KeyboardInterrupt, as Python's own handler; SIGTERM, SIGHUP: :class:`Stopped`.  Not
+    between a TLS record's making and its sending (:func:`~secure_auc.interrupts.raise_when_safe`)."""
     if not _LEAVING:
+        import signal
+
         from ..interrupts import raise_when_safe
 
-        raise_when_safe(Stopped(signum))  # not between a TLS record's making and its sending
-
-
-def _raise_interrupt(signum, frame):
-    if not _LEAVING:
-        from ..interrupts import raise_when_safe
-
-        raise_when_safe(KeyboardInterrupt())  # as Python's own handler, but not mid TLS record
+        raise_when_safe(KeyboardInterrupt() if signum == signal.SIGINT else Stopped(signum))
 
 
 def stop_on_signals(only_default: bool = False) -> None:
@@ -240,7 +237,7 @@ def stop_on_signals(only_default: bool = False) -> None:
         if not only_default or signal.getsignal(sig) is signal.SIG_DFL:
             signal.signal(sig, _raise_stopped)
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-        signal.signal(signal.SIGINT, _raise_interrupt)
+        signal.signal(signal.SIGINT, _raise_stopped)
 
 
 def leave_on_stop(body, line):

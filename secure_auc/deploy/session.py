@@ -54,9 +54,9 @@ class DeployedSession:
     deployed = True  # the clients score their own samples: no scores are passed in
 
     def __init__(self, config, *, key):
-        from ..mpc.comm.inlinks import InputLinkError, PartyUnreachable, connect
-        from ..mpc.roles.control import ANSWER_MARGIN, answer_within
+        from ..mpc.comm.inlinks import PartyUnreachable, connect
         from ..mpc.comm.roster import read_identity
+        from ..mpc.roles.control import answer_within
 
         start = time.perf_counter()
         self.config: DeployConfig = config if isinstance(config, DeployConfig) else load_config(config)
@@ -74,14 +74,9 @@ class DeployedSession:
         try:  # the server listens from its start; it answers once every party has joined, or to say why not
             self._link = connect(0, identity, [(host, port, roster.server)], timeout=join,
                                  describe_party=lambda p: "the server service", describe_me="the session",
-                                 answer_within=answer_within(join))[0]
+                                 answer_within=answer_within(join, f"deployment.join_timeout = {join:g} s"))[0]
         except PartyUnreachable as exc:  # the setting that expired, named
             raise PartyUnreachable(f"{exc} (deployment.join_timeout = {join:g} s)") from None
-        except InputLinkError as exc:
-            if str(exc).startswith("no answer"):  # it listens, but never answered: the setting that expired
-                raise InputLinkError(f"{exc} (twice deployment.join_timeout = {join:g} s, and "
-                                     f"{ANSWER_MARGIN:g} s to say why)") from None
-            raise
         except MPCError:
             raise
         except (OSError, RuntimeError) as exc:  # another process at the address (its key), a failed handshake

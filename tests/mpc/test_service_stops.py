@@ -228,3 +228,26 @@ def test_a_computing_party_that_cannot_start_is_named_at_the_roll_call_at_once(t
     assert isinstance(said["session"][1], MPCError), said
     assert str(said["session"][1]) == f"the deployment did not start: helper 1 (rank 1) cannot start: {cause}"
     assert said["session"][0] - ends["helper-1"] < 5.0
+
+
+def test_a_server_that_listens_and_never_answers_is_named_with_the_setting():
+    """A client or session waits twice join_timeout and a margin for a server that listens (it answers once the
+    others have joined); if it never answers, the error names that setting."""
+    import socket
+
+    from secure_auc.mpc.comm.inlinks import InputLinkError, connect
+    from secure_auc.mpc.comm.roster import generate_identity, public_bytes
+    from secure_auc.mpc.roles.control import answer_within
+
+    seconds, setting = answer_within(0.25, "deployment.join_timeout = 0.25 s")
+    assert seconds == 10.5 and setting == "twice deployment.join_timeout = 0.25 s, and 10 s to say why"
+    with socket.socket() as silent:  # listens, never accepts
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        start = time.monotonic()
+        with pytest.raises(InputLinkError, match=r"^no answer from the server within 1 s \(twice deployment"
+                                                 r"\.join_timeout = 0\.25 s, and 10 s to say why\)$"):
+            connect(0, generate_identity(), [("127.0.0.1", silent.getsockname()[1], public_bytes(generate_identity()))],
+                    timeout=0.25, describe_party=lambda p: "the server", describe_me="the session",
+                    answer_within=(1.0, setting))
+        assert 0.9 < time.monotonic() - start < 5

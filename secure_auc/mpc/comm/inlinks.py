@@ -448,11 +448,13 @@ def _connect_to_another(address: tuple[str, int], timeout: float) -> socket.sock
 
 
 def _handshake(ctx, p: int, addr: str, port: int, key: bytes, deadline: float, timeout: float, describe_party,
-               describe_me: str, dropped: int, waiting=None, answer_within: float | None = None) -> tls.Session | None:
+               describe_me: str, dropped: int, waiting=None, answer_within: tuple[float, str] | None = None
+               ) -> tls.Session | None:
     """One connection to computing party ``p`` and its handshake: the session, or None if the
     party closed it unread (a flood of connections at it: try again); a refusal of this
     party's key, a party with another key, or no answer by ``deadline`` raise (``answer_within``:
-    seconds from the connection the party may take to answer, if that ends later).  ``waiting()``
+    the seconds from the connection the party may take to answer, if that ends later, and the
+    setting that sets them, named if they expire).  ``waiting()``
     (optional) is called between tries while nothing listens at the party's address."""
     while True:
         try:
@@ -465,8 +467,10 @@ def _handshake(ctx, p: int, addr: str, port: int, key: bytes, deadline: float, t
             if waiting is not None:
                 waiting()
             time.sleep(0.1)
-    if answer_within is not None and time.monotonic() + answer_within > deadline:
-        deadline, timeout = time.monotonic() + answer_within, answer_within
+    setting = ""
+    if answer_within is not None and time.monotonic() + answer_within[0] > deadline:
+        (timeout, setting), deadline = answer_within, time.monotonic() + answer_within[0]
+        setting = f" ({setting})"
     _tune(sock, max(0.1, deadline - time.monotonic()))
     sess = tls.Session(sock, ctx, False)
 
@@ -484,7 +488,7 @@ def _handshake(ctx, p: int, addr: str, port: int, key: bytes, deadline: float, t
         raise
     except TimeoutError:
         sock.close()
-        raise InputLinkError(f"no answer from {describe_party(p)} within {timeout:g} s") from None
+        raise InputLinkError(f"no answer from {describe_party(p)} within {timeout:g} s{setting}") from None
     except tls.Refused:
         sock.close()
         raise InputLinkError(f"{describe_party(p)} closed the connection during the handshake "
@@ -503,14 +507,15 @@ def _handshake(ctx, p: int, addr: str, port: int, key: bytes, deadline: float, t
 
 
 def connect(h: int, identity, parties: list[tuple[str, int, bytes]], *, timeout: float, describe_party,
-            describe_me: str, waiting=None, answer_within: float | None = None) -> list[InputLink]:
+            describe_me: str, waiting=None, answer_within: tuple[float, str] | None = None) -> list[InputLink]:
     """Client host ``h``: connect to every computing party ``(addr, port, public key)``
     (retrying until ``timeout`` while a party is not yet listening, or closes a connection
     unread, as it does in a flood of connections; ``port`` may be a :class:`PortBoard`) and
     authenticate it.  A party that reads this host's key and refuses it is named at once.
-    ``answer_within``: the seconds a party that listens may take to answer a connection, if
-    that ends after ``timeout`` (a deployment's server listens from its start and answers once
-    the others have joined, or to say why they did not).
+    ``answer_within``: (seconds, setting): the seconds a party that listens may take to answer a
+    connection, if that ends after ``timeout`` (a deployment's server listens from its start and
+    answers once the others have joined, or to say why they did not), and the setting named if
+    they expire.
     ``waiting(links)`` (optional) is called with the links made so far between tries while a
     party is not listening yet: it may raise to stop (a party already reached says why)."""
     links = []

@@ -61,14 +61,15 @@ MAX_EPOCH = 2**53  # exact in every JSON reader
 ANSWER_MARGIN = 10.0
 
 
-def answer_within(join_timeout: float) -> float:
+def answer_within(join_timeout: float, join_setting: str) -> tuple[float, str]:
     """The seconds a client or a session waits for the answer of a server that listens (see
-    :data:`ANSWER_MARGIN`).
+    :data:`ANSWER_MARGIN`), and the setting named if they expire (``join_setting``: how the
+    operator wrote ``join_timeout``).
 
-    >>> answer_within(30.0)
-    70.0
+    >>> answer_within(30.0, "deployment.join_timeout = 30 s")
+    (70.0, 'twice deployment.join_timeout = 30 s, and 10 s to say why')
     """
-    return 2 * join_timeout + ANSWER_MARGIN
+    return 2 * join_timeout + ANSWER_MARGIN, f"twice {join_setting}, and {ANSWER_MARGIN:g} s to say why"
 
 #: The reasons a client may give for not taking part, each with the numbers it may add
 #: (``{name}`` in the sentence) and the sentence the server and the session read.

@@ -188,8 +188,7 @@ def client_service(plan, k: int, identity, inputs, *, refusal: str | None = None
     from ...dp.accountant import finishing
     from ...dp.rng import release_key
     from ..audit import forbid_crypten_randomness
-    from ..comm.inlinks import InputLinkError, PartyUnreachable
-    from .control import ANSWER_MARGIN
+    from ..comm.inlinks import PartyUnreachable
 
     me, w, config = f"client {k}", plan.computing, plan.party
 
@@ -201,15 +200,12 @@ def client_service(plan, k: int, identity, inputs, *, refusal: str | None = None
         log.info("[%s] %d labels; connecting to the %d computing parties", me, len(inputs.labels), w)
     try:
         links = connect(k, identity, parties, timeout=plan.join_timeout, describe_party=describe_party,
-                        describe_me=me, waiting=_told_by_the_server, answer_within=answer_within(plan.join_timeout))
+                        describe_me=me, waiting=_told_by_the_server,
+                        answer_within=answer_within(plan.join_timeout, plan.join_setting))
     except PartyUnreachable as exc:  # the usual cause: another computing party (or the dealer) is not up
         raise ServiceError(f"{exc} ({plan.join_setting}); a computing party takes "
                            "clients only once every computing party and the dealer have joined: check that each "
                            "of them runs") from None
-    except InputLinkError as exc:
-        if str(exc).startswith("no answer"):  # it listens and never answered: the setting that expired, named
-            raise ServiceError(f"{exc} (twice {plan.join_setting}, and {ANSWER_MARGIN:g} s to say why)") from None
-        raise
     try:
         for link in links:
             link.send_obj(CH_JOIN, {"client": k, "agreed": plan.agreed, "public": config.public()}
